@@ -1,0 +1,33 @@
+# The two set-up commands: `make demo` and `make test`. Both work on a fresh Debian machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+.PHONY: demo test lint format bench clean
+
+$(INSTALLED): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $(INSTALLED)
+
+demo: $(INSTALLED)
+	scripts/system-packages.sh redis-server prometheus
+	$(BIN)/python scripts/demo.py
+
+test: $(INSTALLED)
+	scripts/system-packages.sh redis-server prometheus chromium kubectl
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest -rs
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(INSTALLED)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) staticfiles .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The Kubernetes edge: the only package that talks to the Kubernetes API."""

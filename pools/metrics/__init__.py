@@ -1,0 +1,1 @@
+"""The Prometheus edge: the only package that talks to Prometheus."""

@@ -1,0 +1,1 @@
+"""Domain models: Pool, Node, MoveRequest, Approval and AuditEvent arrive with their issues."""

@@ -1,0 +1,54 @@
+"""Who may do what: the one place where pages and the API ask about permissions.
+
+Roles are Django groups, created by the migration ``0001_roles``. A role grants a set of
+capabilities; a user's capabilities are the union over their groups (a superuser has all).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+
+class Capability(enum.StrEnum):
+    VIEW = "view"
+    REQUEST_MOVE = "request_move"
+    APPROVE_MOVE = "approve_move"
+    EDIT_POOLS = "edit_pools"
+
+
+class Role(enum.StrEnum):
+    VIEWER = "viewers"
+    REQUESTER = "requesters"
+    APPROVER = "approvers"
+    POOL_ADMIN = "pool-admins"
+
+
+ROLE_CAPABILITIES: dict[Role, frozenset[Capability]] = {
+    Role.VIEWER: frozenset({Capability.VIEW}),
+    Role.REQUESTER: frozenset({Capability.VIEW, Capability.REQUEST_MOVE}),
+    Role.APPROVER: frozenset({Capability.VIEW, Capability.APPROVE_MOVE}),
+    Role.POOL_ADMIN: frozenset(Capability),
+}
+
+
+def capabilities(user: AbstractBaseUser | AnonymousUser) -> frozenset[Capability]:
+    if not user.is_authenticated or not user.is_active:
+        return frozenset()
+    if getattr(user, "is_superuser", False):
+        return frozenset(Capability)
+    cached = getattr(user, "_portal_capabilities", None)
+    if cached is None:
+        names = set(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
+        granted: set[Capability] = set()
+        for role in Role:
+            if role.value in names:
+                granted |= ROLE_CAPABILITIES[role]
+        cached = frozenset(granted)
+        user._portal_capabilities = cached  # type: ignore[union-attr]  -- one query a request
+    return cached
+
+
+def has_capability(user: AbstractBaseUser | AnonymousUser, capability: Capability) -> bool:
+    return capability in capabilities(user)

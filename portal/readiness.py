@@ -1,0 +1,120 @@
+"""What /readyz reports: each outside system, ok or the error an operator can act on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from django.conf import settings
+from django.db import connection
+from django.db.utils import Error as DatabaseError
+
+from pools.kube.client import kube_version
+from pools.kube.errors import KubeError
+from pools.metrics.source import MetricsError, prometheus_ready
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    required: bool
+
+
+@dataclass(frozen=True)
+class ReadinessReport:
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        return all(check.ok for check in self.checks if check.required)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "ready": self.ready,
+            "checks": {
+                check.name: {
+                    "ok": check.ok,
+                    "required": check.required,
+                    ("detail" if check.ok else "error"): check.detail,
+                }
+                for check in self.checks
+            },
+        }
+
+
+def check_database() -> str:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        raise CheckFailed(f"database unreachable: {exc}") from exc
+    return connection.vendor
+
+
+def check_broker() -> str:
+    client = redis.Redis.from_url(
+        settings.CELERY_BROKER_URL, socket_timeout=2, socket_connect_timeout=2
+    )
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise CheckFailed(
+            f"broker unreachable at {_redacted(settings.CELERY_BROKER_URL)}: {exc}"
+        ) from exc
+    finally:
+        client.close()
+    return "redis ping ok"
+
+
+def check_prometheus() -> str:
+    if not settings.PROMETHEUS_URL:
+        raise CheckFailed("PROMETHEUS_URL is not set: metrics are unavailable")
+    try:
+        prometheus_ready()
+    except MetricsError as exc:
+        raise CheckFailed(str(exc)) from exc
+    return f"{settings.PROMETHEUS_URL} ready"
+
+
+def check_kubernetes() -> str:
+    try:
+        version = kube_version()
+    except KubeError as exc:
+        raise CheckFailed(str(exc)) from exc
+    return f"API server {version}"
+
+
+class CheckFailed(Exception):
+    pass
+
+
+CHECKS: dict[str, Callable[[], str]] = {
+    "database": check_database,
+    "broker": check_broker,
+    "prometheus": check_prometheus,
+    "kubernetes": check_kubernetes,
+}
+
+
+def readiness_report(*, required: Iterable[str]) -> ReadinessReport:
+    required_set = set(required)
+    checks = []
+    for name, run in CHECKS.items():
+        try:
+            checks.append(Check(name, True, run(), name in required_set))
+        except CheckFailed as exc:
+            checks.append(Check(name, False, str(exc), name in required_set))
+    return ReadinessReport(checks)
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, fit for a public JSON page."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,164 @@
+"""Real servers for the tests: each started on a free loopback port, stopped afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(predicate, *, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return 200 <= response.status < 300
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def port_open(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+        return True
+    return False
+
+
+def require_program(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed (make test installs it with apt when run as root)")
+    return path
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@dataclass
+class RedisServer:
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+@contextlib.contextmanager
+def redis_server(workdir: Path) -> Iterator[RedisServer]:
+    binary = require_program("redis-server")
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: port_open(port), timeout=10, what=f"redis-server on port {port}")
+        yield RedisServer(port, process)
+    finally:
+        stop(process)
+
+
+@dataclass
+class PrometheusServer:
+    port: int
+    process: subprocess.Popen[bytes]
+    query_log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def query_count(self) -> int:
+        """Queries Prometheus itself logged (its query log), the honest count of PromQL sent."""
+        if not self.query_log.exists():
+            return 0
+        return sum(1 for line in self.query_log.read_text().splitlines() if line.strip())
+
+
+@contextlib.contextmanager
+def prometheus_server(
+    workdir: Path, *, scrape_targets: list[str] | None = None, scrape_interval: str = "1s"
+) -> Iterator[PrometheusServer]:
+    binary = require_program("prometheus")
+    port = free_port()
+    query_log = workdir / "queries.log"
+    jobs = ""
+    if scrape_targets:
+        targets = ", ".join(f"'{target}'" for target in scrape_targets)
+        # honor_labels false: the exporter's pod/namespace/container arrive as exported_*,
+        # as they do behind a prometheus-operator ServiceMonitor.
+        jobs = (
+            "scrape_configs:\n"
+            "  - job_name: dcgm-exporter\n"
+            "    honor_labels: false\n"
+            f"    static_configs: [{{targets: [{targets}]}}]\n"
+        )
+    config = workdir / "prometheus.yml"
+    config.write_text(
+        "global:\n"
+        f"  scrape_interval: {scrape_interval}\n"
+        f"  evaluation_interval: {scrape_interval}\n"
+        f"  query_log_file: {query_log}\n" + jobs
+    )
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(
+            lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"),
+            timeout=30,
+            what=f"prometheus on port {port}",
+        )
+        yield PrometheusServer(port, process, query_log)
+    finally:
+        stop(process)

@@ -1,0 +1,82 @@
+"""/readyz against real servers: a real Redis, a real Prometheus, and ports with nothing on them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from tests.servers import PrometheusServer, RedisServer, free_port, prometheus_server
+
+
+def readyz(client: Client) -> tuple[int, dict]:  # type: ignore[type-arg]
+    response = client.get("/readyz")
+    return response.status_code, json.loads(response.content)
+
+
+@pytest.mark.django_db
+def test_all_up_is_ready(
+    client: Client, settings, redis: RedisServer, prometheus: PrometheusServer
+) -> None:  # type: ignore[no-untyped-def]
+    settings.CELERY_BROKER_URL = redis.url
+    settings.PROMETHEUS_URL = prometheus.url
+    status, body = readyz(client)
+    assert status == 200
+    assert body["ready"] is True
+    assert body["checks"]["database"]["ok"] is True
+    assert body["checks"]["broker"] == {"ok": True, "required": True, "detail": "redis ping ok"}
+    assert body["checks"]["prometheus"]["ok"] is True
+
+
+@pytest.mark.django_db
+def test_redis_down_is_not_ready_and_says_why(client: Client, settings) -> None:  # type: ignore[no-untyped-def]
+    port = free_port()
+    settings.CELERY_BROKER_URL = f"redis://:hunter2@127.0.0.1:{port}/0"
+    status, body = readyz(client)
+    assert status == 503
+    assert body["ready"] is False
+    broker = body["checks"]["broker"]
+    assert broker["ok"] is False and broker["required"] is True
+    assert f"broker unreachable at redis://:***@127.0.0.1:{port}/0" in broker["error"]
+    assert "hunter2" not in json.dumps(body)
+
+
+@pytest.mark.django_db
+def test_prometheus_down_is_reported_but_not_required_by_default(
+    client: Client,
+    settings,
+    redis: RedisServer,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    settings.CELERY_BROKER_URL = redis.url
+    with prometheus_server(tmp_path) as own:
+        settings.PROMETHEUS_URL = own.url
+        assert readyz(client)[1]["checks"]["prometheus"]["ok"] is True
+    # Stopped: the same URL now refuses connections.
+    status, body = readyz(client)
+    assert status == 200
+    prom = body["checks"]["prometheus"]
+    assert prom["ok"] is False and prom["required"] is False
+    assert f"Prometheus unreachable at {own.url}" in prom["error"]
+
+
+@pytest.mark.django_db
+def test_prometheus_can_be_made_required(client: Client, settings, redis: RedisServer) -> None:  # type: ignore[no-untyped-def]
+    settings.CELERY_BROKER_URL = redis.url
+    settings.PROMETHEUS_URL = f"http://127.0.0.1:{free_port()}"
+    settings.READYZ_REQUIRED = ["database", "broker", "prometheus"]
+    status, body = readyz(client)
+    assert status == 503
+    assert body["checks"]["prometheus"]["required"] is True
+
+
+@pytest.mark.django_db
+def test_no_cluster_configured_is_reported(client: Client, settings, redis: RedisServer) -> None:  # type: ignore[no-untyped-def]
+    settings.CELERY_BROKER_URL = redis.url
+    settings.KUBECONFIG = ""
+    settings.KUBE_IN_CLUSTER = False
+    status, body = readyz(client)
+    assert status == 200
+    assert "no cluster configured" in body["checks"]["kubernetes"]["error"]
