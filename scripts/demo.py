@@ -84,8 +84,13 @@ def prometheus_config(path: Path, exporter_port: int) -> None:
         "global:\n  scrape_interval: 5s\n  evaluation_interval: 5s\n"
         "scrape_configs:\n"
         "  - job_name: dcgm-exporter\n"
-        "    honor_labels: false\n"  # as behind a ServiceMonitor: pod -> exported_pod
-        f"    static_configs: [{{targets: ['127.0.0.1:{exporter_port}']}}]\n"
+        # As behind a ServiceMonitor: the exporter pod's own labels on the target and
+        # honor_labels false, so the workload's pod label arrives as exported_pod.
+        "    honor_labels: false\n"
+        "    static_configs:\n"
+        f"      - targets: ['127.0.0.1:{exporter_port}']\n"
+        "        labels: {namespace: gpu-operator, pod: nvidia-dcgm-exporter-demo, "
+        "container: nvidia-dcgm-exporter}\n"
     )
 
 
@@ -156,6 +161,7 @@ def main() -> None:
                     str(kubeconfig),
                     "--audit-log",
                     str(STATE / "logs" / "audit.log"),
+                    "--tls",  # kubectl sends its bearer token only over TLS
                 ],
                 env,
             )

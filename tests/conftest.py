@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.kubesim_process import Kubesim, kubesim_server
 from tests.servers import PrometheusServer, RedisServer, prometheus_server, redis_server
 
 
@@ -16,4 +18,18 @@ def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
     with prometheus_server(tmp_path_factory.mktemp("prometheus")) as server:
+        yield server
+
+
+@pytest.fixture
+def kubesim(tmp_path: Path) -> Iterator[Kubesim]:
+    """A fresh simulated cluster (the demo scenario) over plain HTTP, for one test."""
+    with kubesim_server(tmp_path) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def kubesim_shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubesim]:
+    """One simulated cluster for a module whose tests only read or touch their own nodes."""
+    with kubesim_server(tmp_path_factory.mktemp("kubesim")) as server:
         yield server

@@ -127,13 +127,17 @@ def prometheus_server(
     jobs = ""
     if scrape_targets:
         targets = ", ".join(f"'{target}'" for target in scrape_targets)
-        # honor_labels false: the exporter's pod/namespace/container arrive as exported_*,
-        # as they do behind a prometheus-operator ServiceMonitor.
+        # As behind a prometheus-operator ServiceMonitor: the target carries the exporter
+        # pod's own pod/namespace/container labels and honor_labels is false, so the
+        # workload labels the exporter reports arrive as exported_pod/_namespace/_container.
         jobs = (
             "scrape_configs:\n"
             "  - job_name: dcgm-exporter\n"
             "    honor_labels: false\n"
-            f"    static_configs: [{{targets: [{targets}]}}]\n"
+            "    static_configs:\n"
+            f"      - targets: [{targets}]\n"
+            "        labels: {namespace: gpu-operator, pod: nvidia-dcgm-exporter-sim, "
+            "container: nvidia-dcgm-exporter}\n"
         )
     config = workdir / "prometheus.yml"
     config.write_text(

@@ -1,0 +1,113 @@
+"""kubesim at scale: LIST and PATCH latency at 5,000 nodes, and 50 concurrent clients.
+
+.venv/bin/python -m bench.kubesim_api [--nodes 5000] [--clients 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.common import Http, ms, percentile, summary, timed
+from tests.kubesim_process import ADMIN_TOKEN, kubesim_server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--requests-per-client", type=int, default=40)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp, kubesim_server(Path(tmp), nodes=args.nodes) as sim:
+        print(f"kubesim with {args.nodes} generated nodes (8 GPUs each)")
+        http = Http(sim.url, ADMIN_TOKEN)
+
+        size = 0
+
+        def list_all() -> None:
+            nonlocal size
+            status, body = http.request("GET", "/api/v1/nodes")
+            assert status == 200
+            size = len(body)
+
+        print(f"LIST all nodes, one page: {summary(timed(10, list_all))} ({size / 1e6:.1f} MB)")
+
+        def list_paged() -> None:
+            token = ""
+            while True:
+                status, body = http.request("GET", f"/api/v1/nodes?limit=500&continue={token}")
+                assert status == 200
+                token = json.loads(body)["metadata"].get("continue", "")
+                if not token:
+                    return
+
+        print(f"LIST all nodes in pages of 500: {summary(timed(5, list_paged))}")
+
+        def list_selected() -> None:
+            status, _ = http.request("GET", "/api/v1/nodes?labelSelector=gpu-pool%3Dinference")
+            assert status == 200
+
+        print(f"LIST with a label selector: {summary(timed(10, list_selected))}")
+
+        counter = iter(range(10**9))
+
+        def patch_label() -> None:
+            status, _ = http.request(
+                "PATCH",
+                "/api/v1/nodes/gpu-training-00001",
+                {"metadata": {"labels": {"bench": str(next(counter))}}},
+                "application/strategic-merge-patch+json",
+            )
+            assert status == 200
+
+        print(f"PATCH a node's labels: {summary(timed(100, patch_label))}")
+
+        latencies: list[float] = []
+        errors = 0
+        lock = threading.Lock()
+
+        def client(index: int) -> None:
+            nonlocal errors
+            own = Http(sim.url, ADMIN_TOKEN)
+            mine, failed = [], 0
+            for request in range(args.requests_per_client):
+                path = (
+                    "/api/v1/nodes?labelSelector=gpu-pool%3Dtraining&limit=100"
+                    if request % 4 == 0
+                    else f"/api/v1/nodes/gpu-inference-{index:05d}"
+                )
+                started = time.perf_counter()
+                try:
+                    status, _ = own.request("GET", path)
+                except OSError:
+                    status = 0
+                mine.append(time.perf_counter() - started)
+                failed += status != 200
+            with lock:
+                latencies.extend(mine)
+                errors += failed
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        total = args.clients * args.requests_per_client
+        print(
+            f"{args.clients} concurrent clients, {total} requests (GET node, 1 in 4 a "
+            f"selected LIST of 100): {total / elapsed:.0f} req/s, "
+            f"p50 {ms(statistics.median(latencies))}, p99 {ms(percentile(latencies, 0.99))}, "
+            f"errors {errors}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""`python -m kubesim serve ...`: the simulator from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import secrets
+import signal
+import ssl
+import sys
+import threading
+from pathlib import Path
+
+import yaml
+
+from kubesim.cluster import Cluster
+from kubesim.dcgm import Exporter, make_exporter_server, serve_forever_in_thread
+from kubesim.scenario import ScenarioError, generated_scenario, load_scenario
+from kubesim.seeding import seed
+from kubesim.server import ApiServer, User, make_server
+from kubesim.tls import make_certificates
+
+
+def write_kubeconfig(
+    path: Path, server_url: str, admin_token: str, readonly_token: str, ca: Path | None
+) -> None:
+    cluster: dict[str, object] = {"server": server_url}
+    if ca is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubesim", "cluster": cluster}],
+        "users": [
+            {"name": "kubesim-admin", "user": {"token": admin_token}},
+            {"name": "kubesim-viewer", "user": {"token": readonly_token}},
+        ],
+        "contexts": [
+            {"name": "kubesim", "context": {"cluster": "kubesim", "user": "kubesim-admin"}},
+            {
+                "name": "kubesim-readonly",
+                "context": {"cluster": "kubesim", "user": "kubesim-viewer"},
+            },
+        ],
+        "current-context": "kubesim",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(config, sort_keys=False))
+    tmp.chmod(0o600)
+    tmp.replace(path)  # appears whole: whoever waits for the file reads a complete one
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kubesim")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the API server and the DCGM exporter")
+    serve.add_argument(
+        "--scenario", default="demo", help="a name under kubesim/scenarios or a file"
+    )
+    serve.add_argument("--nodes", type=int, help="generate N nodes instead of a scenario")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=6443)
+    serve.add_argument("--metrics-port", type=int, default=9400)
+    serve.add_argument("--kubeconfig", type=Path, default=Path("kubesim.kubeconfig"))
+    serve.add_argument("--server-url", help="the URL written into the kubeconfig")
+    serve.add_argument("--audit-log", type=Path)
+    serve.add_argument("--tls", action="store_true", help="serve HTTPS with a generated CA")
+    serve.add_argument("--token", help="the admin bearer token (random by default)")
+    serve.add_argument("--readonly-token", help="a read-only bearer token (random by default)")
+    args = parser.parse_args(argv)
+
+    try:
+        scenario = generated_scenario(args.nodes) if args.nodes else load_scenario(args.scenario)
+    except ScenarioError as exc:
+        print(f"kubesim: bad scenario: {exc}", file=sys.stderr)
+        return 2
+
+    cluster = Cluster()
+    seed(cluster, scenario)
+    admin_token = args.token or secrets.token_urlsafe(24)
+    readonly_token = args.readonly_token or secrets.token_urlsafe(24)
+    tokens = {
+        admin_token: User("kubesim-admin", False),
+        readonly_token: User("kubesim-viewer", True),
+    }
+    api = ApiServer(
+        cluster, tokens, audit_path=args.audit_log, server_address=f"{args.host}:{args.port}"
+    )
+    server = make_server(api, args.host, args.port)
+    scheme, ca = "http", None
+    if args.tls:
+        state = args.kubeconfig.parent / "kubesim-tls"
+        ca, crt, key = make_certificates(state, args.host)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(crt, key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    exporter_server = make_exporter_server(Exporter(cluster), args.host, args.metrics_port)
+
+    stop = threading.Event()
+    threading.Thread(target=cluster.run_scheduler, args=(stop,), daemon=True).start()
+    serve_forever_in_thread(exporter_server)
+    port = server.server_address[1]
+    url = args.server_url or f"{scheme}://{args.host}:{port}"
+    write_kubeconfig(args.kubeconfig, url, admin_token, readonly_token, ca)
+
+    nodes = len(cluster.store.objects["nodes"])
+    pods = len(cluster.store.objects["pods"])
+    print(f"kubesim: scenario {scenario.name}: {nodes} nodes, {pods} pods", flush=True)
+    print(f"kubesim: API server on {url}", flush=True)
+    print(
+        f"kubesim: dcgm-exporter on http://{args.host}:{exporter_server.server_address[1]}/metrics",
+        flush=True,
+    )
+    print(f"kubesim: kubeconfig {args.kubeconfig}", flush=True)
+
+    def shutdown(*_: object) -> None:
+        stop.set()
+        threading.Thread(target=server.shutdown, daemon=True).start()
+        threading.Thread(target=exporter_server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""Discovery documents and server-side Table rendering, as kubectl asks for them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+VERSION = {
+    "major": "1",
+    "minor": "30",
+    "gitVersion": "v1.30.0-kubesim",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.22.2",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+_RW = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+CORE_RESOURCES = {
+    "kind": "APIResourceList",
+    "groupVersion": "v1",
+    "resources": [
+        {
+            "name": "events",
+            "singularName": "event",
+            "namespaced": True,
+            "kind": "Event",
+            "verbs": _RW,
+            "shortNames": ["ev"],
+        },
+        {
+            "name": "namespaces",
+            "singularName": "namespace",
+            "namespaced": False,
+            "kind": "Namespace",
+            "verbs": ["get", "list"],
+            "shortNames": ["ns"],
+        },
+        {
+            "name": "nodes",
+            "singularName": "node",
+            "namespaced": False,
+            "kind": "Node",
+            "verbs": _RW,
+            "shortNames": ["no"],
+        },
+        {
+            "name": "nodes/status",
+            "singularName": "",
+            "namespaced": False,
+            "kind": "Node",
+            "verbs": ["get", "patch", "update"],
+        },
+        {
+            "name": "pods",
+            "singularName": "pod",
+            "namespaced": True,
+            "kind": "Pod",
+            "verbs": _RW,
+            "shortNames": ["po"],
+            "categories": ["all"],
+        },
+        {
+            "name": "pods/eviction",
+            "singularName": "",
+            "namespaced": True,
+            "group": "policy",
+            "version": "v1",
+            "kind": "Eviction",
+            "verbs": ["create"],
+        },
+        {
+            "name": "pods/status",
+            "singularName": "",
+            "namespaced": True,
+            "kind": "Pod",
+            "verbs": ["get", "patch", "update"],
+        },
+    ],
+}
+
+POLICY_RESOURCES = {
+    "kind": "APIResourceList",
+    "apiVersion": "v1",
+    "groupVersion": "policy/v1",
+    "resources": [
+        {
+            "name": "poddisruptionbudgets",
+            "singularName": "poddisruptionbudget",
+            "namespaced": True,
+            "kind": "PodDisruptionBudget",
+            "verbs": _RW,
+            "shortNames": ["pdb"],
+        },
+    ],
+}
+
+POLICY_GROUP = {
+    "name": "policy",
+    "versions": [{"groupVersion": "policy/v1", "version": "v1"}],
+    "preferredVersion": {"groupVersion": "policy/v1", "version": "v1"},
+}
+
+
+def api_versions(server_address: str) -> dict[str, Any]:
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [
+            {"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}
+        ],
+    }
+
+
+def api_groups() -> dict[str, Any]:
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [POLICY_GROUP]}
+
+
+def api_group(name: str) -> dict[str, Any] | None:
+    if name != "policy":
+        return None
+    return {"kind": "APIGroup", "apiVersion": "v1", **POLICY_GROUP}
+
+
+# --- Tables (kubectl get asks for `as=Table`) ---
+
+
+def human_age(timestamp: str | None, now: datetime | None = None) -> str:
+    if not timestamp:
+        return "<unknown>"
+    created = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    seconds = int(((now or datetime.now(UTC)) - created).total_seconds())
+    if seconds < 120:
+        return f"{max(seconds, 0)}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    return f"{days}d"
+
+
+def _column(name: str, type_: str, description: str, priority: int = 0, fmt: str = "") -> dict:  # type: ignore[type-arg]
+    return {
+        "name": name,
+        "type": type_,
+        "format": fmt,
+        "description": description,
+        "priority": priority,
+    }
+
+
+NODE_COLUMNS = [
+    _column("Name", "string", "Name must be unique within a namespace.", 0, "name"),
+    _column("Status", "string", "The status of the node"),
+    _column("Roles", "string", "The roles of the node"),
+    _column(
+        "Age",
+        "string",
+        "CreationTimestamp is a timestamp representing the server time "
+        "when this object was created.",
+    ),
+    _column("Version", "string", "Kubelet Version reported by the node."),
+    _column("Internal-IP", "string", "List of addresses reachable to the node.", 1),
+    _column("External-IP", "string", "List of addresses reachable to the node.", 1),
+    _column("OS-Image", "string", "OS Image reported by the node from /etc/os-release.", 1),
+    _column("Kernel-Version", "string", "Kernel Version reported by the node.", 1),
+    _column("Container-Runtime", "string", "Container Runtime Version reported by the node.", 1),
+]
+
+POD_COLUMNS = [
+    _column("Name", "string", "Name must be unique within a namespace.", 0, "name"),
+    _column("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
+    _column("Status", "string", "The aggregate status of the containers in this pod."),
+    _column(
+        "Restarts",
+        "string",
+        "The number of times the containers in this pod have been "
+        "restarted and when the last container in this pod has restarted.",
+    ),
+    _column(
+        "Age",
+        "string",
+        "CreationTimestamp is a timestamp representing the server time "
+        "when this object was created.",
+    ),
+    _column("IP", "string", "IP address allocated to the pod.", 1),
+    _column("Node", "string", "Name of the node this pod is assigned to.", 1),
+    _column("Nominated Node", "string", "Name of the node nominated by the scheduler.", 1),
+    _column("Readiness Gates", "string", "Pod Readiness Gates.", 1),
+]
+
+
+def node_cells(node: dict[str, Any]) -> list[Any]:
+    status = node.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    state = "Ready" if ready and ready.get("status") == "True" else "NotReady"
+    if (node.get("spec") or {}).get("unschedulable"):
+        state += ",SchedulingDisabled"
+    labels = node["metadata"].get("labels") or {}
+    roles = sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))
+    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
+    info = status.get("nodeInfo") or {}
+    return [
+        node["metadata"]["name"],
+        state,
+        ",".join(roles) or "<none>",
+        human_age(node["metadata"].get("creationTimestamp")),
+        info.get("kubeletVersion", ""),
+        addresses.get("InternalIP", "<none>"),
+        addresses.get("ExternalIP", "<none>"),
+        info.get("osImage", ""),
+        info.get("kernelVersion", ""),
+        info.get("containerRuntimeVersion", ""),
+    ]
+
+
+def pod_cells(pod: dict[str, Any]) -> list[Any]:
+    status = pod.get("status") or {}
+    containers = (pod.get("spec") or {}).get("containers") or []
+    ready = sum(1 for c in status.get("containerStatuses") or [] if c.get("ready"))
+    phase = status.get("phase", "Pending")
+    if pod["metadata"].get("deletionTimestamp"):
+        phase = "Terminating"
+    restarts = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses") or [])
+    return [
+        pod["metadata"]["name"],
+        f"{ready}/{len(containers)}",
+        phase,
+        str(restarts),
+        human_age(pod["metadata"].get("creationTimestamp")),
+        status.get("podIP") or "<none>",
+        (pod.get("spec") or {}).get("nodeName") or "<none>",
+        "<none>",
+        "<none>",
+    ]
+
+
+def generic_cells(obj: dict[str, Any]) -> list[Any]:
+    return [obj["metadata"]["name"], human_age(obj["metadata"].get("creationTimestamp"))]
+
+
+GENERIC_COLUMNS = [NODE_COLUMNS[0], NODE_COLUMNS[3]]
+TABLES = {"nodes": (NODE_COLUMNS, node_cells), "pods": (POD_COLUMNS, pod_cells)}
+
+
+def table(resource: str, objects: list[dict[str, Any]], list_meta: dict[str, Any]) -> dict:  # type: ignore[type-arg]
+    columns, cells = TABLES.get(resource, (GENERIC_COLUMNS, generic_cells))
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_meta,
+        "columnDefinitions": columns,
+        "rows": [
+            {
+                "cells": cells(obj),
+                "object": {
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": obj["metadata"],
+                },
+            }
+            for obj in objects
+        ],
+    }
+
+
+def wants_table(accept: str) -> bool:
+    return "as=Table" in accept

@@ -1,0 +1,494 @@
+"""Scenario files: node groups and their pods, checked with the file, line and reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubesim.validation import TAINT_EFFECTS, label_value_problems, qualified_name_problems
+
+SCENARIO_DIR = Path(__file__).parent / "scenarios"
+LOADS = ("training", "inference", "idle")
+
+
+class ScenarioError(Exception):
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        super().__init__(f"{path}:{line}: {reason}")
+
+
+@dataclass
+class PodSpec:
+    name: str
+    namespace: str
+    gpus: int
+    load: str
+    owner: str
+    count: int = 1  # per node for node pods; total for pending pods
+    node_selector: dict[str, str] = field(default_factory=dict)
+    affinity_pool: list[str] = field(default_factory=list)
+    tolerations: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class NodeGroup:
+    name: str
+    count: int
+    prefix: str
+    gpu_model: str
+    gpus: int
+    gpu_memory: int
+    family: str
+    labels: dict[str, str]
+    taints: list[dict[str, str]]
+    ready: bool
+    unschedulable: bool
+    pods: list[PodSpec]
+    cpu: str = "96"
+    memory: str = "1056Gi"
+
+
+@dataclass
+class Scenario:
+    name: str
+    groups: list[NodeGroup]
+    pending: list[PodSpec]
+
+
+class _Reader:
+    """Walks a composed YAML tree, so each problem can name its line."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, node: yaml.Node, reason: str) -> ScenarioError:
+        return ScenarioError(self.path, node.start_mark.line + 1, reason)
+
+    def mapping(self, node: yaml.Node, what: str, allowed: set[str]) -> dict[str, yaml.Node]:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.fail(node, f"{what} must be a mapping")
+        result = {}
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key not in allowed:
+                raise self.fail(
+                    key_node,
+                    f"unknown field {key!r} in {what} (allowed: {', '.join(sorted(allowed))})",
+                )
+            result[key] = value_node
+        return result
+
+    def sequence(self, node: yaml.Node, what: str) -> list[yaml.Node]:
+        if not isinstance(node, yaml.SequenceNode):
+            raise self.fail(node, f"{what} must be a list")
+        return list(node.value)
+
+    def string(self, node: yaml.Node, what: str) -> str:
+        if not isinstance(node, yaml.ScalarNode):
+            raise self.fail(node, f"{what} must be a string")
+        return str(node.value)
+
+    def integer(self, node: yaml.Node, what: str, minimum: int = 0) -> int:
+        try:
+            value = int(self.string(node, what))
+        except ValueError:
+            raise self.fail(node, f"{what} must be a whole number, got {node.value!r}") from None
+        if value < minimum:
+            raise self.fail(node, f"{what} must be at least {minimum}, got {value}")
+        return value
+
+    def boolean(self, node: yaml.Node, what: str) -> bool:
+        value = self.string(node, what).lower()
+        if value not in ("true", "false"):
+            raise self.fail(node, f"{what} must be true or false, got {node.value!r}")
+        return value == "true"
+
+    def labels(self, node: yaml.Node, what: str) -> dict[str, str]:
+        result = {}
+        for key_node, value_node in self.mapping_any(node, what):
+            key, value = key_node.value, self.string(value_node, f"{what}.{key_node.value}")
+            problems = qualified_name_problems(key)
+            if problems:
+                raise self.fail(key_node, f"invalid label key {key!r}: {problems[0]}")
+            problems = label_value_problems(value)
+            if problems:
+                raise self.fail(value_node, f"invalid label value {value!r}: {problems[0]}")
+            result[key] = value
+        return result
+
+    def mapping_any(self, node: yaml.Node, what: str) -> list[tuple[yaml.Node, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.fail(node, f"{what} must be a mapping")
+        return list(node.value)
+
+    def taints(self, node: yaml.Node) -> list[dict[str, str]]:
+        result = []
+        for item in self.sequence(node, "taints"):
+            fields = self.mapping(item, "taint", {"key", "value", "effect"})
+            if "key" not in fields or "effect" not in fields:
+                raise self.fail(item, "a taint needs key and effect")
+            taint = {k: self.string(v, f"taint.{k}") for k, v in fields.items()}
+            if taint["effect"] not in TAINT_EFFECTS:
+                raise self.fail(
+                    fields["effect"],
+                    f"taint effect must be one of "
+                    f"{', '.join(TAINT_EFFECTS)}, got {taint['effect']!r}",
+                )
+            result.append(taint)
+        return result
+
+    def pod(self, node: yaml.Node, *, pending: bool) -> PodSpec:
+        allowed = {
+            "name",
+            "namespace",
+            "gpus",
+            "load",
+            "owner",
+            "count",
+            "nodeSelector",
+            "affinityPool",
+            "tolerate",
+        }
+        f = self.mapping(node, "pod", allowed)
+        if "name" not in f:
+            raise self.fail(node, "a pod needs a name")
+        load = self.string(f["load"], "load") if "load" in f else "inference"
+        if load not in LOADS:
+            raise self.fail(f["load"], f"load must be one of {', '.join(LOADS)}, got {load!r}")
+        return PodSpec(
+            name=self.string(f["name"], "name"),
+            namespace=self.string(f["namespace"], "namespace") if "namespace" in f else "default",
+            gpus=self.integer(f["gpus"], "gpus") if "gpus" in f else 1,
+            load=load,
+            owner=self.string(f["owner"], "owner") if "owner" in f else "Job",
+            count=self.integer(f["count"], "count", 1) if "count" in f else 1,
+            node_selector=self.labels(f["nodeSelector"], "nodeSelector")
+            if "nodeSelector" in f
+            else {},
+            affinity_pool=[
+                self.string(v, "affinityPool")
+                for v in self.sequence(f["affinityPool"], "affinityPool")
+            ]
+            if "affinityPool" in f
+            else [],
+            tolerations=[
+                {"key": self.string(v, "tolerate"), "operator": "Exists", "effect": "NoSchedule"}
+                for v in self.sequence(f["tolerate"], "tolerate")
+            ]
+            if "tolerate" in f
+            else [],
+        )
+
+    def group(self, node: yaml.Node) -> NodeGroup:
+        allowed = {
+            "name",
+            "count",
+            "prefix",
+            "gpu",
+            "labels",
+            "taints",
+            "ready",
+            "unschedulable",
+            "pods",
+            "cpu",
+            "memory",
+        }
+        f = self.mapping(node, "node group", allowed)
+        for required in ("name", "count", "gpu"):
+            if required not in f:
+                raise self.fail(node, f"a node group needs {required!r}")
+        gpu = self.mapping(f["gpu"], "gpu", {"model", "count", "memoryMiB", "family"})
+        if "model" not in gpu:
+            raise self.fail(f["gpu"], "gpu needs a model")
+        name = self.string(f["name"], "name")
+        return NodeGroup(
+            name=name,
+            count=self.integer(f["count"], "count"),
+            prefix=self.string(f["prefix"], "prefix") if "prefix" in f else name,
+            gpu_model=self.string(gpu["model"], "gpu.model"),
+            gpus=self.integer(gpu["count"], "gpu.count") if "count" in gpu else 8,
+            gpu_memory=self.integer(gpu["memoryMiB"], "gpu.memoryMiB", 1)
+            if "memoryMiB" in gpu
+            else 81920,
+            family=self.string(gpu["family"], "gpu.family") if "family" in gpu else "ampere",
+            labels=self.labels(f["labels"], "labels") if "labels" in f else {},
+            taints=self.taints(f["taints"]) if "taints" in f else [],
+            ready=self.boolean(f["ready"], "ready") if "ready" in f else True,
+            unschedulable=self.boolean(f["unschedulable"], "unschedulable")
+            if "unschedulable" in f
+            else False,
+            pods=[self.pod(p, pending=False) for p in self.sequence(f["pods"], "pods")]
+            if "pods" in f
+            else [],
+            cpu=self.string(f["cpu"], "cpu") if "cpu" in f else "96",
+            memory=self.string(f["memory"], "memory") if "memory" in f else "1056Gi",
+        )
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = SCENARIO_DIR / f"{name_or_path}.yaml"
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(str(path), 0, f"cannot read: {exc.strerror}") from None
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ScenarioError(
+            str(path),
+            (mark.line + 1) if mark else 0,
+            f"not valid YAML: {getattr(exc, 'problem', exc)}",
+        ) from None
+    reader = _Reader(str(path))
+    if root is None:
+        raise ScenarioError(str(path), 1, "the file is empty")
+    top = reader.mapping(root, "scenario", {"name", "nodes", "pendingPods"})
+    if "nodes" not in top:
+        raise reader.fail(root, "a scenario needs 'nodes'")
+    groups = [reader.group(g) for g in reader.sequence(top["nodes"], "nodes")]
+    seen: dict[str, int] = {}
+    for g in groups:
+        if g.prefix in seen:
+            raise ScenarioError(str(path), 0, f"two node groups use the prefix {g.prefix!r}")
+        seen[g.prefix] = 1
+        used = sum(p.gpus * p.count for p in g.pods)
+        if used > g.gpus:
+            raise ScenarioError(
+                str(path),
+                0,
+                f"node group {g.name!r}: its pods ask for {used} "
+                f"GPUs per node but a node has {g.gpus}",
+            )
+    pending = (
+        [reader.pod(p, pending=True) for p in reader.sequence(top["pendingPods"], "pendingPods")]
+        if "pendingPods" in top
+        else []
+    )
+    name = reader.string(top["name"], "name") if "name" in top else path.stem
+    return Scenario(name, groups, pending)
+
+
+POOL_TAINTS = {"training": True, "inference": True}
+
+
+def generated_scenario(nodes: int, gpus_per_node: int = 8) -> Scenario:
+    """N nodes for benchmarks: 40 % training, 30 % inference, 20 % mixed, 10 % unassigned,
+    each with pods holding most of its GPUs (8 one-GPU pods a node at 8 GPUs)."""
+    shares = [("training", 0.4), ("inference", 0.3), ("mixed", 0.2), (None, 0.1)]
+    groups, assigned = [], 0
+    for index, (pool, share) in enumerate(shares):
+        count = nodes - assigned if index == len(shares) - 1 else int(nodes * share)
+        assigned += count
+        labels = {"gpu-pool": pool, "workload-type": pool} if pool else {}
+        if pool == "training":
+            labels["batch-scheduling"] = "enabled"
+        taints = (
+            [{"key": f"workload-{pool}", "value": "true", "effect": "NoSchedule"}]
+            if pool in POOL_TAINTS
+            else []
+        )
+        load = "training" if pool == "training" else "inference"
+        pods = (
+            [
+                PodSpec(
+                    name=f"{pool or 'batch'}-worker",
+                    namespace=f"team-{pool or 'misc'}",
+                    gpus=1,
+                    load=load,
+                    owner="Job",
+                    count=gpus_per_node,
+                )
+            ]
+            if pool
+            else [
+                PodSpec(
+                    name="batch-worker",
+                    namespace="team-misc",
+                    gpus=1,
+                    load="idle",
+                    owner="Job",
+                    count=gpus_per_node // 2,
+                )
+            ]
+        )
+        groups.append(
+            NodeGroup(
+                name=pool or "unassigned",
+                count=count,
+                prefix=f"gpu-{pool or 'new'}",
+                gpu_model="NVIDIA-A100-SXM4-80GB",
+                gpus=gpus_per_node,
+                gpu_memory=81920,
+                family="ampere",
+                labels=labels,
+                taints=taints,
+                ready=True,
+                unschedulable=False,
+                pods=pods,
+            )
+        )
+    return Scenario(f"generated-{nodes}", groups, [])
+
+
+# --- building API objects from a scenario ---
+
+
+def node_object(group: NodeGroup, index: int, created: str) -> dict[str, Any]:
+    name = f"{group.prefix}-{index:03d}" if group.count < 1000 else f"{group.prefix}-{index:05d}"
+    labels = {
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": f"gpu-{group.gpus}x-{group.gpu_model.lower()}",
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": group.gpu_model,
+        "nvidia.com/gpu.count": str(group.gpus),
+        "nvidia.com/gpu.memory": str(group.gpu_memory),
+        "nvidia.com/gpu.family": group.family,
+        "nvidia.com/cuda.driver.major": "550",
+        "nvidia.com/mig.capable": "true"
+        if "A100" in group.gpu_model or "H100" in group.gpu_model
+        else "false",
+        **group.labels,
+    }
+    taints = [dict(t) for t in group.taints]
+    if not group.ready:
+        taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+    octet = index % 250 + 1
+    return {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "creationTimestamp": created,
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {
+            "podCIDR": f"10.244.{octet}.0/24",
+            "taints": taints,
+            **({"unschedulable": True} if group.unschedulable else {}),
+        },
+        "status": {
+            "capacity": {
+                "cpu": group.cpu,
+                "memory": group.memory,
+                "pods": "110",
+                "nvidia.com/gpu": str(group.gpus),
+            },
+            "allocatable": {
+                "cpu": group.cpu,
+                "memory": group.memory,
+                "pods": "110",
+                "nvidia.com/gpu": str(group.gpus),
+            },
+            "conditions": [
+                {
+                    "type": "MemoryPressure",
+                    "status": "False",
+                    "reason": "KubeletHasSufficientMemory",
+                    "message": "kubelet has sufficient memory available",
+                    "lastHeartbeatTime": created,
+                    "lastTransitionTime": created,
+                },
+                {
+                    "type": "DiskPressure",
+                    "status": "False",
+                    "reason": "KubeletHasNoDiskPressure",
+                    "message": "kubelet has no disk pressure",
+                    "lastHeartbeatTime": created,
+                    "lastTransitionTime": created,
+                },
+                {
+                    "type": "PIDPressure",
+                    "status": "False",
+                    "reason": "KubeletHasSufficientPID",
+                    "message": "kubelet has sufficient PID available",
+                    "lastHeartbeatTime": created,
+                    "lastTransitionTime": created,
+                },
+                {
+                    "type": "Ready",
+                    "status": "True" if group.ready else "Unknown",
+                    "reason": "KubeletReady" if group.ready else "NodeStatusUnknown",
+                    "message": "kubelet is posting ready status"
+                    if group.ready
+                    else "Kubelet stopped posting node status.",
+                    "lastHeartbeatTime": created,
+                    "lastTransitionTime": created,
+                },
+            ],
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.0.{index // 250}.{octet}"},
+                {"type": "Hostname", "address": name},
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.30.0",
+                "kubeProxyVersion": "v1.30.0",
+                "osImage": "Ubuntu 22.04.4 LTS",
+                "kernelVersion": "5.15.0-105-generic",
+                "containerRuntimeVersion": "containerd://1.7.13",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
+        },
+    }
+
+
+def pod_object(spec: PodSpec, name: str, node_name: str | None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": f"registry.example/{spec.name}:1.0"}
+    if spec.gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(spec.gpus)}}
+    pod_spec: dict[str, Any] = {"containers": [container], "restartPolicy": "Never"}
+    if node_name:
+        pod_spec["nodeName"] = node_name
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.node_selector)
+    if spec.affinity_pool:
+        pod_spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "gpu-pool",
+                                    "operator": "In",
+                                    "values": list(spec.affinity_pool),
+                                }
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    if spec.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in spec.tolerations]
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": name,
+            "namespace": spec.namespace,
+            "labels": {"app": spec.name},
+            "annotations": {"kubesim.io/load": spec.load},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1" if spec.owner == "Job" else "apps/v1",
+                    "kind": spec.owner,
+                    "name": spec.name,
+                    "uid": f"owner-{spec.namespace}-{spec.name}",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": pod_spec,
+    }

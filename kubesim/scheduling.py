@@ -1,0 +1,142 @@
+"""A small scheduler: which node a pod fits on, and the real scheduler's words when none."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+GPU = "nvidia.com/gpu"
+
+
+def gpu_request(pod: dict[str, Any]) -> int:
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        # Extended resources: a limit implies an equal request.
+        value = (resources.get("requests") or {}).get(GPU) or (resources.get("limits") or {}).get(
+            GPU
+        )
+        if value is not None:
+            total += int(str(value))
+    return total
+
+
+def node_gpus(node: dict[str, Any]) -> int:
+    return int(str((node.get("status") or {}).get("allocatable", {}).get(GPU, "0")))
+
+
+def is_active(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    for toleration in tolerations:
+        effect = toleration.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        key = toleration.get("key") or ""
+        operator = toleration.get("operator") or "Equal"
+        if not key:
+            if operator == "Exists":
+                return True
+            continue
+        if key != taint.get("key"):
+            continue
+        if operator == "Exists":
+            return True
+        if (toleration.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def _match_expression(labels: dict[str, str], expression: dict[str, Any]) -> bool:
+    key, operator = expression.get("key"), expression.get("operator")
+    values = expression.get("values") or []
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt"):
+        if not present or len(values) != 1:
+            return False
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > want if operator == "Gt" else have < want
+    return False
+
+
+def matches_affinity(pod: dict[str, Any], labels: dict[str, str]) -> bool:
+    spec = pod.get("spec") or {}
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if not required:
+        return True
+    # Terms are ORed; the expressions inside one term are ANDed.
+    return any(
+        all(_match_expression(labels, e) for e in term.get("matchExpressions") or [])
+        for term in required.get("nodeSelectorTerms") or []
+    )
+
+
+def _taint_text(taint: dict[str, Any]) -> str:
+    return f"{{{taint.get('key')}: {taint.get('value') or ''}}}"
+
+
+def failure_reason(pod: dict[str, Any], node: dict[str, Any], allocated: int) -> str | None:
+    """The first filter that rejects the node, in the default scheduler's plugin order."""
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return "node(s) were unschedulable"
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
+            return f"node(s) had untolerated taint {_taint_text(taint)}"
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    if not matches_affinity(pod, labels):
+        return "node(s) didn't match Pod's node affinity/selector"
+    wanted = gpu_request(pod)
+    if wanted and node_gpus(node) - allocated < wanted:
+        return f"Insufficient {GPU}"
+    return None
+
+
+def choose_node(
+    pod: dict[str, Any], nodes: list[dict[str, Any]], allocated: dict[str, int]
+) -> tuple[str | None, str]:
+    """The node to bind to (the one with the least free GPUs that fits: bin-packing keeps whole
+    nodes free for gang jobs), or None and the Unschedulable message."""
+    reasons: collections.Counter[str] = collections.Counter()
+    best: tuple[int, str] | None = None
+    for node in nodes:
+        name = node["metadata"]["name"]
+        reason = failure_reason(pod, node, allocated.get(name, 0))
+        if reason:
+            reasons[reason] += 1
+            continue
+        free = node_gpus(node) - allocated.get(name, 0)
+        if best is None or (free, name) < best:
+            best = (free, name)
+    if best is not None:
+        return best[1], ""
+    total = len(nodes)
+    listed = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    message = (
+        f"0/{total} nodes are available: {listed}."
+        if listed
+        else (f"0/{total} nodes are available.")
+    )
+    return None, (
+        f"{message} preemption: 0/{total} nodes are available: {total} Preemption is not "
+        "helpful for scheduling."
+    )

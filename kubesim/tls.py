@@ -1,0 +1,74 @@
+"""A self-signed CA and a server certificate for --tls, made with the openssl command."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+
+def make_certificates(directory: Path, host: str) -> tuple[Path, Path, Path]:
+    """Return (ca.crt, server.crt, server.key) in `directory`, creating them if missing."""
+    if shutil.which("openssl") is None:
+        raise SystemExit("kubesim: --tls needs the openssl command (apt-get install openssl)")
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_crt = directory / "ca.key", directory / "ca.crt"
+    key, csr, crt = directory / "server.key", directory / "server.csr", directory / "server.crt"
+    ext = directory / "server.ext"
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "30",
+        "-subj",
+        "/CN=kubesim-ca",
+        "-keyout",
+        str(ca_key),
+        "-out",
+        str(ca_crt),
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=keyCertSign,cRLSign",
+    )
+    run(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=kubesim",
+        "-keyout",
+        str(key),
+        "-out",
+        str(csr),
+    )
+    alt = f"IP:{host}" if host.replace(".", "").isdigit() else f"DNS:{host}"
+    ext.write_text(
+        f"subjectAltName=DNS:localhost,IP:127.0.0.1,{alt}\nextendedKeyUsage=serverAuth\n"
+    )
+    run(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca_crt),
+        "-CAkey",
+        str(ca_key),
+        "-CAcreateserial",
+        "-days",
+        "30",
+        "-out",
+        str(crt),
+        "-extfile",
+        str(ext),
+    )
+    return ca_crt, crt, key

@@ -1,0 +1,205 @@
+"""Object validation with the API server's own messages (apimachinery's validation package)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from kubesim.errors import ApiError
+
+_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+_QUALIFIED_NAME_FMT = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+    "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+_LABEL_VALUE_FMT = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+    "'my_value',  or '12345', regex used for validation is "
+    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+_SUBDOMAIN_FMT = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str
+    reason: str  # FieldValueInvalid, FieldValueNotSupported, FieldValueRequired, ...
+    message: str  # without the field path, as in a Status cause
+
+    def full(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def invalid(path: str, value: Any, detail: str) -> FieldError:
+    return FieldError(path, "FieldValueInvalid", f"Invalid value: {_quote(value)}: {detail}")
+
+
+def _quote(value: Any) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return str(value)
+
+
+def qualified_name_problems(key: str) -> list[str]:
+    parts = key.split("/")
+    if len(parts) == 1:
+        name, prefix = parts[0], None
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            return ["prefix part must be non-empty"]
+    else:
+        return [
+            "a qualified name "
+            + _QUALIFIED_NAME_FMT
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
+    problems: list[str] = []
+    if prefix is not None:
+        if len(prefix) > 253:
+            problems.append("prefix part must be no more than 253 characters")
+        if not _SUBDOMAIN_RE.match(prefix):
+            problems.append("prefix part " + _SUBDOMAIN_FMT)
+    if not name:
+        problems.append("name part must be non-empty")
+    elif len(name) > 63:
+        problems.append("name part must be no more than 63 characters")
+    if name and not _NAME_RE.match(name):
+        problems.append("name part " + _QUALIFIED_NAME_FMT)
+    return problems
+
+
+def label_value_problems(value: str) -> list[str]:
+    problems = []
+    if len(value) > 63:
+        problems.append("must be no more than 63 characters")
+    if not _VALUE_RE.match(value):
+        problems.append(_LABEL_VALUE_FMT)
+    return problems
+
+
+def validate_labels(labels: Any, path: str) -> list[FieldError]:
+    if labels is None:
+        return []
+    if not isinstance(labels, dict):
+        return [invalid(path, labels, "must be a map of string keys to string values")]
+    errors = []
+    for key, value in labels.items():
+        errors += [invalid(path, key, problem) for problem in qualified_name_problems(key)]
+        if not isinstance(value, str):
+            errors.append(invalid(path, value, "label values must be strings"))
+            continue
+        errors += [invalid(path, value, problem) for problem in label_value_problems(value)]
+    return errors
+
+
+def validate_taints(taints: Any, path: str) -> list[FieldError]:
+    if taints is None:
+        return []
+    if not isinstance(taints, list):
+        return [invalid(path, taints, "must be a list of taints")]
+    errors: list[FieldError] = []
+    seen: set[tuple[str, str]] = set()
+    for index, taint in enumerate(taints):
+        at = f"{path}[{index}]"
+        if not isinstance(taint, dict):
+            errors.append(invalid(at, taint, "must be an object"))
+            continue
+        key = taint.get("key") or ""
+        value = taint.get("value") or ""
+        effect = taint.get("effect") or ""
+        errors += [invalid(f"{at}.key", key, p) for p in qualified_name_problems(key)]
+        errors += [
+            invalid(f"{at}.value", value, ";".join(problems))
+            for problems in [label_value_problems(value)]
+            if problems
+        ]
+        if not effect:
+            errors.append(FieldError(f"{at}.effect", "FieldValueRequired", "Required value"))
+        elif effect not in TAINT_EFFECTS:
+            supported = ", ".join(f'"{e}"' for e in TAINT_EFFECTS)
+            errors.append(
+                FieldError(
+                    f"{at}.effect",
+                    "FieldValueNotSupported",
+                    f"Unsupported value: {_quote(effect)}: supported values: {supported}",
+                )
+            )
+        if (key, effect) in seen:
+            errors.append(
+                FieldError(
+                    at,
+                    "FieldValueDuplicate",
+                    f'Duplicate value: core.Taint{{Key:"{key}", Value:"{value}", '
+                    f'Effect:"{effect}", TimeAdded:<nil>}}: '
+                    "taints must be unique by key and effect pair",
+                )
+            )
+        seen.add((key, effect))
+    return errors
+
+
+def validate_object_meta(obj: dict[str, Any], *, namespaced: bool) -> list[FieldError]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return [FieldError("metadata", "FieldValueRequired", "Required value")]
+    errors = []
+    name = meta.get("name")
+    if not name:
+        errors.append(
+            FieldError(
+                "metadata.name",
+                "FieldValueRequired",
+                "Required value: name or generateName is required",
+            )
+        )
+    elif len(name) > 253 or not _SUBDOMAIN_RE.match(name):
+        errors.append(invalid("metadata.name", name, _SUBDOMAIN_FMT))
+    errors += validate_labels(meta.get("labels"), "metadata.labels")
+    annotations = meta.get("annotations")
+    if annotations is not None and not isinstance(annotations, dict):
+        errors.append(invalid("metadata.annotations", annotations, "must be a map"))
+    return errors
+
+
+def validate_node(node: dict[str, Any]) -> list[FieldError]:
+    errors = validate_object_meta(node, namespaced=False)
+    spec = node.get("spec") or {}
+    errors += validate_taints(spec.get("taints"), "spec.taints")
+    unschedulable = spec.get("unschedulable")
+    if unschedulable is not None and not isinstance(unschedulable, bool):
+        errors.append(invalid("spec.unschedulable", unschedulable, "must be a boolean"))
+    return errors
+
+
+def validate_pod(pod: dict[str, Any]) -> list[FieldError]:
+    errors = validate_object_meta(pod, namespaced=True)
+    spec = pod.get("spec")
+    if not isinstance(spec, dict) or not spec.get("containers"):
+        errors.append(FieldError("spec.containers", "FieldValueRequired", "Required value"))
+    return errors
+
+
+def invalid_error(kind: str, name: str, errors: list[FieldError], group: str = "") -> ApiError:
+    """422 Invalid, shaped like the API server's (one message, one cause per field)."""
+    listed = [error.full() for error in errors]
+    joined = listed[0] if len(listed) == 1 else "[" + ", ".join(listed) + "]"
+    details: dict[str, Any] = {
+        "name": name,
+        "kind": kind,
+        "causes": [{"reason": e.reason, "message": e.message, "field": e.field} for e in errors],
+    }
+    if group:
+        details["group"] = group
+    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {joined}', details)

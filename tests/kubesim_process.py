@@ -1,0 +1,125 @@
+"""kubesim started as its own process over real HTTP, the way the portal and kubectl meet it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from tests.servers import free_port, port_open, stop, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN_TOKEN = "kubesim-admin-token-for-tests"
+READONLY_TOKEN = "kubesim-readonly-token-for-tests"
+
+
+@dataclass
+class Kubesim:
+    url: str
+    metrics_url: str
+    kubeconfig: Path
+    audit_log: Path
+    process: subprocess.Popen[bytes]
+    tls: bool
+
+    def api_client(self, *, read_only: bool = False) -> client.ApiClient:
+        context = "kubesim-readonly" if read_only else "kubesim"
+        return config.new_client_from_config(config_file=str(self.kubeconfig), context=context)
+
+    def core(self, *, read_only: bool = False) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api_client(read_only=read_only))
+
+    def control(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST to kubesim's control endpoints (faults, GPU overrides, exporter switch)."""
+        request = urllib.request.Request(
+            f"{self.url}/kubesim/{path}",
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"},
+        )
+        context = None
+        if self.tls:
+            import ssl
+
+            context = ssl.create_default_context(
+                cafile=str(self.kubeconfig.parent / "kubesim-tls" / "ca.crt")
+            )
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
+            return json.loads(response.read())
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        if not self.audit_log.exists():
+            return []
+        return [json.loads(line) for line in self.audit_log.read_text().splitlines() if line]
+
+    def count(self, verb: str, resource: str = "nodes", name: str | None = None) -> int:
+        return sum(
+            1
+            for event in self.audit_events()
+            if event["verb"] == verb
+            and event.get("objectRef", {}).get("resource") == resource
+            and (name is None or event.get("objectRef", {}).get("name") == name)
+        )
+
+
+@contextlib.contextmanager
+def kubesim_server(
+    workdir: Path, *, scenario: str = "demo", nodes: int | None = None, tls: bool = False
+) -> Iterator[Kubesim]:
+    port, metrics_port = free_port(), free_port()
+    kubeconfig = workdir / "kubeconfig"
+    audit_log = workdir / "audit.log"
+    argv = [
+        sys.executable,
+        "-m",
+        "kubesim",
+        "serve",
+        "--port",
+        str(port),
+        "--metrics-port",
+        str(metrics_port),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--audit-log",
+        str(audit_log),
+        "--token",
+        ADMIN_TOKEN,
+        "--readonly-token",
+        READONLY_TOKEN,
+    ]
+    argv += ["--nodes", str(nodes)] if nodes else ["--scenario", scenario]
+    if tls:
+        argv.append("--tls")
+    log = (workdir / "kubesim.log").open("wb")
+    process = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(
+            lambda: (
+                (kubeconfig.exists() and port_open(port) and port_open(metrics_port))
+                or process.poll() is not None
+            ),
+            timeout=120,
+            what="kubesim",
+        )
+        if process.poll() is not None:
+            raise RuntimeError(f"kubesim exited: {(workdir / 'kubesim.log').read_text()}")
+        scheme = "https" if tls else "http"
+        yield Kubesim(
+            f"{scheme}://127.0.0.1:{port}",
+            f"http://127.0.0.1:{metrics_port}",
+            kubeconfig,
+            audit_log,
+            process,
+            tls,
+        )
+    finally:
+        stop(process)
+        log.close()
