@@ -194,7 +194,16 @@ class Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
+        # The audit line is written before the answer leaves, so a client that reads the log
+        # right after its response finds its request there.
+        self._record(code)
         self.wfile.write(payload)
+
+    def _record(self, code: int) -> None:
+        if self._audited:
+            return
+        self._audited = True
+        self.api.audit(self, self._who, self._verb, self._request, code, self._received)
 
     def _send_json(self, code: int, body: Any) -> None:
         self._send(code, json.dumps(body, separators=(",", ":")).encode())
@@ -213,7 +222,11 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- the request ---
     def _serve(self, method: str) -> None:
-        received = datetime.now(UTC)
+        self._received = datetime.now(UTC)
+        self._audited = False
+        self._who: User | None = None
+        self._request: Request | None = None
+        self._verb = method.lower()  # non-resource requests are audited with the HTTP verb
         # Read the body before any answer, errors included: what is left unread on a
         # keep-alive connection would be parsed as the next request.
         length = int(self.headers.get("Content-Length") or 0)
@@ -221,9 +234,6 @@ class Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         path = parts.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-        user: User | None = None
-        request: Request | None = None
-        verb = method.lower()  # non-resource requests are audited with the HTTP verb
         code = 500
         try:
             if path in ("/version", "/healthz", "/livez", "/readyz"):
@@ -233,17 +243,17 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     self._send(200, b"ok", content_type="text/plain")
                 return
-            user = self._user()
+            user = self._who = self._user()
             if user is None:
                 raise errors.unauthorized()
             if path.startswith("/kubesim/"):
                 code = self._control(method, path, user)
                 return
-            request = self._route(method, path, query)
+            request = self._request = self._route(method, path, query)
             if request is None:
                 code = self._discovery(path)
                 return
-            verb = request.verb
+            verb = self._verb = request.verb
             if user.read_only and verb not in ("get", "list", "watch"):
                 raise errors.forbidden(
                     user.name,
@@ -266,7 +276,7 @@ class Handler(BaseHTTPRequestHandler):
             code = 499
         finally:
             if code:
-                self.api.audit(self, user, verb, request, code, received)
+                self._record(code)
 
     def _inject_fault(self, verb: str, resource: str) -> bool:
         faults = self.api.faults

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from pools.kube.names import label_key_problem
 from portal.env import (
     env_bool,
     env_database,
@@ -186,4 +187,23 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
+
+# --- Pools and the inventory ---
+# The node label that says which pool a node is in; many clusters already have one
+# (cloud.google.com/gke-nodepool, karpenter.sh/nodepool, their own).
+POOL_LABEL_KEY = env_str("POOL_LABEL_KEY", "gpu-pool")
+if _problem := label_key_problem(POOL_LABEL_KEY):
+    raise ImproperlyConfigured(f"POOL_LABEL_KEY: {POOL_LABEL_KEY!r} is not a label key: {_problem}")
+INVENTORY_SYNC_SECONDS = env_int("INVENTORY_SYNC_SECONDS", 30, minimum=5)
+INVENTORY_PAGE_SIZE = env_int("INVENTORY_PAGE_SIZE", 500, minimum=1)
+PATCH_MAX_CONFLICTS = env_int("PATCH_MAX_CONFLICTS", 5, minimum=0)
+PATCH_MAX_RETRIES = env_int("PATCH_MAX_RETRIES", 4, minimum=0)
+PATCH_BACKOFF_SECONDS = env_float("PATCH_BACKOFF_SECONDS", 0.5, minimum=0.0)
+CELERY_BEAT_SCHEDULE = {
+    "sync-inventory": {
+        "task": "pools.tasks.sync_inventory",
+        "schedule": float(INVENTORY_SYNC_SECONDS),
+        "options": {"expires": float(INVENTORY_SYNC_SECONDS)},
+    },
 }

@@ -33,3 +33,13 @@ def kubesim_shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubesim
     """One simulated cluster for a module whose tests only read or touch their own nodes."""
     with kubesim_server(tmp_path_factory.mktemp("kubesim")) as server:
         yield server
+
+
+@pytest.fixture
+def cluster(settings, kubesim: Kubesim) -> Kubesim:  # type: ignore[no-untyped-def]
+    """The portal pointed at a fresh kubesim (the demo scenario), with short backoffs."""
+    settings.KUBECONFIG = str(kubesim.kubeconfig)
+    settings.KUBE_CONTEXT = ""
+    settings.KUBE_IN_CLUSTER = False
+    settings.PATCH_BACKOFF_SECONDS = 0.01
+    return kubesim

@@ -21,18 +21,24 @@ def api_client() -> client.ApiClient:
 
 @functools.cache
 def _api_client(in_cluster: bool, kubeconfig: str, context: str) -> client.ApiClient:
+    configuration = client.Configuration()
     try:
         if in_cluster:
-            configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)
-            return client.ApiClient(configuration)
-        if kubeconfig:
-            return config.new_client_from_config(config_file=kubeconfig, context=context or None)
+        elif kubeconfig:
+            config.load_kube_config(
+                config_file=kubeconfig, context=context or None, client_configuration=configuration
+            )
+        else:
+            raise KubeNotConfigured(
+                "no cluster configured: set KUBECONFIG to a kubeconfig file or KUBE_IN_CLUSTER=true"
+            )
     except (ConfigException, OSError) as exc:
         raise KubeNotConfigured(f"Kubernetes client configuration is unusable: {exc}") from exc
-    raise KubeNotConfigured(
-        "no cluster configured: set KUBECONFIG to a kubeconfig file or KUBE_IN_CLUSTER=true"
-    )
+    # urllib3 would otherwise retry some answers on its own (GETs answered 429/503 with
+    # Retry-After): pools/kube/retry.py is the one retry policy, so counts stay honest.
+    configuration.retries = False
+    return client.ApiClient(configuration)
 
 
 def translate(exc: Exception, *, doing: str) -> KubeError:

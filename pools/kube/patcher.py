@@ -1,0 +1,130 @@
+"""Making one node match its pool: read, compute, and at most one guarded PATCH per try.
+
+The PATCH carries the node's `metadata.resourceVersion`, so a writer that changed the node
+between our read and our write makes the API server answer 409 instead of one of us
+silently losing (spec.taints is replaced whole). On 409 the node is read again and the
+change recomputed; an unchanged node costs one GET and no PATCH.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from kubernetes.client.exceptions import ApiException
+
+from pools.kube.desired import (
+    NodeDiff,
+    NodeState,
+    PoolSpec,
+    Taint,
+    desired_state,
+    node_diff,
+    node_patch,
+)
+from pools.kube.errors import KubeError
+from pools.kube.nodes import Raw, core_api, read_node
+from pools.kube.retry import RetryPolicy
+
+
+class PatchConflict(KubeError):
+    """The node kept changing under us: every re-read and retry met another writer."""
+
+
+class PatchNotApplied(KubeError):
+    """The API server accepted the PATCH but the node does not show the change."""
+
+
+@dataclass
+class PatchResult:
+    node: str
+    diff: NodeDiff
+    before: NodeState
+    after: NodeState
+    patched: bool  # False: nothing to change (or a dry run)
+    conflicts: int = 0
+    raw: Raw = field(default_factory=dict, repr=False)  # the node as the API server left it
+
+
+def node_state(raw: Raw) -> NodeState:
+    labels = dict((raw.get("metadata") or {}).get("labels") or {})
+    taints = tuple(Taint.from_api(t) for t in (raw.get("spec") or {}).get("taints") or [])
+    return NodeState(labels, taints)
+
+
+def plan(
+    raw: Raw, target: PoolSpec | None, pools: Sequence[PoolSpec]
+) -> tuple[NodeState, NodeState, NodeDiff]:
+    current = node_state(raw)
+    desired = desired_state(
+        current.labels, current.taints, target, pools, pool_key=settings.POOL_LABEL_KEY
+    )
+    return current, desired, node_diff(current, desired)
+
+
+def apply_pool(
+    name: str,
+    target: PoolSpec | None,
+    pools: Sequence[PoolSpec],
+    *,
+    dry_run: bool = False,
+    retry: RetryPolicy | None = None,
+    max_conflicts: int | None = None,
+) -> PatchResult:
+    """Bring node `name` to `target`'s desired state (None: out of every pool)."""
+    policy = retry or RetryPolicy()
+    allowed_conflicts = settings.PATCH_MAX_CONFLICTS if max_conflicts is None else max_conflicts
+    conflicts = 0
+    while True:
+        raw = read_node(name, retry=policy)
+        current, desired, diff = plan(raw, target, pools)
+        if diff.is_empty or dry_run:
+            return PatchResult(
+                name,
+                diff,
+                current,
+                desired if dry_run else current,
+                patched=False,
+                conflicts=conflicts,
+                raw=raw,
+            )
+        body = node_patch(diff, desired, raw["metadata"]["resourceVersion"])
+        try:
+            answer = policy.call(
+                lambda body=body: _send_patch(name, body), doing=f"patching node {name}"
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            conflicts += 1
+            if conflicts > allowed_conflicts:
+                raise PatchConflict(
+                    f"patching node {name}: the node changed under us {conflicts} times in a "
+                    "row (409 Conflict); another controller may be fighting over its labels"
+                ) from exc
+            continue
+        after = node_state(answer)
+        remaining = node_diff(after, desired)
+        if not remaining.is_empty:
+            raise PatchNotApplied(
+                f"patching node {name}: the API server accepted the change but the node still "
+                f"differs: {remaining.summary()}"
+            )
+        return PatchResult(
+            name, diff, current, after, patched=True, conflicts=conflicts, raw=answer
+        )
+
+
+def _send_patch(name: str, body: dict[str, Any]) -> Raw:
+    # A dict body goes out as a strategic merge patch (the client's choice for dicts).
+    response = core_api().patch_node(
+        name,
+        body,
+        _preload_content=False,
+        _content_type="application/strategic-merge-patch+json",
+        _request_timeout=settings.KUBE_TIMEOUT,
+    )
+    return json.loads(response.data)

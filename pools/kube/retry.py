@@ -1,0 +1,64 @@
+"""The one retry policy for Kubernetes calls: transient failures only, bounded, with backoff.
+
+409 Conflict is not handled here: only the caller knows what to re-read (see patcher.py).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from django.conf import settings
+from kubernetes.client.exceptions import ApiException
+
+from pools.kube.client import translate
+from pools.kube.errors import KubeError, KubeUnavailable
+
+T = TypeVar("T")
+MAX_DELAY = 30.0
+
+
+@dataclass
+class RetryPolicy:
+    attempts: int = field(default_factory=lambda: settings.PATCH_MAX_RETRIES + 1)
+    base_delay: float = field(default_factory=lambda: settings.PATCH_BACKOFF_SECONDS)
+    sleep: Callable[[float], None] = time.sleep
+    jitter: Callable[[], float] = random.random
+    slept: list[float] = field(default_factory=list)
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        # Exponential backoff with full jitter between 50 % and 150 %, so clients that failed
+        # together do not retry together; the server's Retry-After is a floor.
+        backoff = self.base_delay * (2**attempt) * (0.5 + self.jitter())
+        return min(MAX_DELAY, max(backoff, retry_after or 0.0))
+
+    def call(self, action: Callable[[], T], *, doing: str) -> T:
+        for attempt in range(self.attempts):
+            try:
+                return action()
+            except Exception as exc:
+                error = exc if isinstance(exc, KubeError) else translate(exc, doing=doing)
+                if isinstance(exc, ApiException) and exc.status == 409:
+                    raise exc from None  # the caller re-reads
+                if not error.transient or attempt == self.attempts - 1:
+                    if isinstance(error, KubeUnavailable) and attempt:
+                        raise KubeUnavailable(
+                            f"{error} (gave up after {attempt + 1} attempts)"
+                        ) from exc
+                    raise error from exc
+                wait = self.delay(attempt, _retry_after(exc))
+                self.slept.append(wait)
+                self.sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _retry_after(exc: Exception) -> float | None:
+    headers = getattr(exc, "headers", None) or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,120 @@
+"""From raw API objects to the figures the inventory keeps (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+
+
+@dataclass(frozen=True)
+class PodSummary:
+    name: str
+    namespace: str
+    node: str
+    gpus: int
+    owner_kind: str
+    phase: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "namespace": self.namespace,
+            "gpus": self.gpus,
+            "owner_kind": self.owner_kind,
+            "phase": self.phase,
+        }
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    name: str
+    labels: Mapping[str, str]
+    taints: list[dict[str, str]]
+    gpu_model: str
+    gpu_count: int
+    gpu_memory_mib: int
+    gpu_allocatable: int
+    cpu_allocatable: str
+    memory_allocatable: str
+    ready: bool
+    cordoned: bool
+    resource_version: str
+
+
+def _quantity(value: Any) -> int:
+    try:
+        return int(str(value or "0"))
+    except ValueError:
+        return 0
+
+
+def is_gpu_node(raw: Mapping[str, Any]) -> bool:
+    capacity = (raw.get("status") or {}).get("capacity") or {}
+    labels = (raw.get("metadata") or {}).get("labels") or {}
+    return _quantity(capacity.get(GPU_RESOURCE)) > 0 or labels.get(GPU_PRESENT_LABEL) == "true"
+
+
+def node_snapshot(raw: Mapping[str, Any]) -> NodeSnapshot:
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    labels = dict(meta.get("labels") or {})
+    allocatable = status.get("allocatable") or {}
+    capacity = status.get("capacity") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    return NodeSnapshot(
+        name=str(meta.get("name")),
+        labels=labels,
+        taints=[
+            {k: str(v) for k, v in t.items() if k in ("key", "value", "effect")}
+            for t in spec.get("taints") or []
+        ],
+        gpu_model=labels.get(GPU_PRODUCT_LABEL, ""),
+        gpu_count=_quantity(capacity.get(GPU_RESOURCE)),
+        gpu_memory_mib=_quantity(labels.get(GPU_MEMORY_LABEL)),
+        gpu_allocatable=_quantity(allocatable.get(GPU_RESOURCE)),
+        cpu_allocatable=str(allocatable.get("cpu", "")),
+        memory_allocatable=str(allocatable.get("memory", "")),
+        ready=ready,
+        cordoned=bool(spec.get("unschedulable")),
+        resource_version=str(meta.get("resourceVersion", "")),
+    )
+
+
+def pod_gpus(raw: Mapping[str, Any]) -> int:
+    total = 0
+    for container in (raw.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        # Extended resources: the limit is the request when only the limit is given.
+        value = (resources.get("requests") or {}).get(GPU_RESOURCE) or (
+            resources.get("limits") or {}
+        ).get(GPU_RESOURCE)
+        total += _quantity(value)
+    return total
+
+
+def pod_summary(raw: Mapping[str, Any]) -> PodSummary | None:
+    """The pod as the inventory keeps it, or None for a pod bound to no node."""
+    node = (raw.get("spec") or {}).get("nodeName")
+    if not node:
+        return None
+    meta = raw.get("metadata") or {}
+    owners = meta.get("ownerReferences") or []
+    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
+    return PodSummary(
+        name=str(meta.get("name")),
+        namespace=str(meta.get("namespace", "")),
+        node=str(node),
+        gpus=pod_gpus(raw),
+        owner_kind=str(owner.get("kind", "")),
+        phase=str((raw.get("status") or {}).get("phase", "")),
+    )

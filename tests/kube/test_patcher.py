@@ -1,0 +1,174 @@
+"""The patcher against kubesim: one guarded PATCH, nothing more, nothing unmanaged touched."""
+
+from __future__ import annotations
+
+import pytest
+
+from pools.kube.desired import PoolSpec, Taint
+from pools.kube.errors import KubeRefused, KubeUnavailable
+from pools.kube.patcher import PatchConflict, apply_pool
+from pools.kube.retry import RetryPolicy
+from pools.models import Pool
+from tests.kubesim_process import Kubesim
+
+
+def specs() -> tuple[dict[str, PoolSpec], list[PoolSpec]]:
+    pools = [p.spec() for p in Pool.objects.all()]
+    return {p.name: p for p in pools}, pools
+
+
+@pytest.mark.django_db
+def test_training_to_inference_changes_exactly_the_managed_keys(cluster: Kubesim) -> None:
+    by_name, pools = specs()
+    core = cluster.core()
+    core.patch_node(
+        "a100-train-000",
+        {
+            "metadata": {"labels": {"team": "vision"}},
+            "spec": {
+                "taints": [
+                    {"key": "workload-training", "value": "true", "effect": "NoSchedule"},
+                    {"key": "nvidia.com/maintenance", "effect": "PreferNoSchedule"},
+                ]
+            },
+        },
+    )
+    before = core.read_node("a100-train-000")
+
+    result = apply_pool("a100-train-000", by_name["inference"], pools)
+
+    assert result.patched
+    after = core.read_node("a100-train-000")
+    changed = {
+        k
+        for k in set(before.metadata.labels) | set(after.metadata.labels)
+        if before.metadata.labels.get(k) != after.metadata.labels.get(k)
+    }
+    assert changed == {"gpu-pool", "workload-type", "batch-scheduling"}
+    assert after.metadata.labels["gpu-pool"] == "inference"
+    assert after.metadata.labels["team"] == "vision"
+    assert after.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
+    assert [(t.key, t.value, t.effect) for t in after.spec.taints] == [
+        ("nvidia.com/maintenance", None, "PreferNoSchedule"),
+        ("workload-inference", "true", "NoSchedule"),
+    ]
+    assert cluster.count("patch", name="a100-train-000") == 2  # ours and the setup's
+    assert result.diff.taints_removed == (Taint("workload-training", "true", "NoSchedule"),)
+
+
+@pytest.mark.django_db
+def test_a_second_identical_run_sends_no_patch(cluster: Kubesim) -> None:
+    by_name, pools = specs()
+    first = apply_pool("gpu-new-000", by_name["training"], pools)
+    second = apply_pool("gpu-new-000", by_name["training"], pools)
+    assert first.patched and not second.patched
+    assert second.diff.is_empty
+    assert cluster.count("patch", name="gpu-new-000") == 1
+    assert cluster.count("get", name="gpu-new-000") == 2
+
+
+@pytest.mark.django_db
+def test_dry_run_reads_and_sends_nothing(cluster: Kubesim) -> None:
+    by_name, pools = specs()
+    result = apply_pool("a100-train-drift-000", by_name["training"], pools, dry_run=True)
+    assert not result.patched
+    assert result.diff.taints_added == (Taint("workload-training", "true", "NoSchedule"),)
+    assert cluster.count("patch") == 0
+
+
+@pytest.mark.django_db
+def test_a_concurrent_writer_causing_409_is_handled(cluster: Kubesim) -> None:
+    by_name, pools = specs()
+    cluster.control("faults", {"conflicts": {"gpu-new-001": 2}})
+    result = apply_pool("gpu-new-001", by_name["inference"], pools)
+    assert result.patched and result.conflicts == 2
+    codes = [
+        e["responseStatus"]["code"]
+        for e in cluster.audit_events()
+        if e["verb"] == "patch" and e["objectRef"]["name"] == "gpu-new-001"
+    ]
+    assert codes == [409, 409, 200]
+    node = cluster.core().read_node("gpu-new-001")
+    assert node.metadata.labels["gpu-pool"] == "inference"
+    assert "kubesim.io/concurrent-writer" in node.metadata.annotations  # the other write kept
+
+
+@pytest.mark.django_db
+def test_endless_conflicts_give_up_with_a_clear_error(cluster: Kubesim) -> None:
+    by_name, pools = specs()
+    cluster.control("faults", {"conflicts": {"gpu-new-001": 10}})
+    with pytest.raises(PatchConflict, match="changed under us 3 times"):
+        apply_pool("gpu-new-001", by_name["inference"], pools, max_conflicts=2)
+    assert "gpu-pool" not in cluster.core().read_node("gpu-new-001").metadata.labels
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", [503, 429, 500])
+def test_transient_errors_are_retried_then_succeed(cluster: Kubesim, status: int) -> None:
+    by_name, pools = specs()
+    cluster.control(
+        "faults",
+        {
+            "fail_next": [
+                {"status": status, "count": 2, "verb": "patch"},
+                {"status": status, "count": 1, "verb": "get"},
+            ]
+        },
+    )
+    policy = RetryPolicy(sleep=lambda _: None)
+    result = apply_pool("gpu-new-000", by_name["mixed"], pools, retry=policy)
+    assert result.patched
+    assert len(policy.slept) == 3
+    if status in (429, 503):  # kubesim sends Retry-After: 1, a floor for the backoff
+        assert all(wait >= 1 for wait in policy.slept)
+    codes = [e["responseStatus"]["code"] for e in cluster.audit_events() if e["verb"] == "patch"]
+    assert codes == [status, status, 200]
+
+
+@pytest.mark.django_db
+def test_transient_errors_give_up_after_the_bound(cluster: Kubesim) -> None:
+    by_name, pools = specs()
+    cluster.control("faults", {"fail_next": [{"status": 503, "count": 10, "verb": "patch"}]})
+    policy = RetryPolicy(attempts=3, sleep=lambda _: None)
+    with pytest.raises(
+        KubeUnavailable,
+        match=r"patching node gpu-new-000: API server answered "
+        r"503.*gave up after 3 attempts",
+    ):
+        apply_pool("gpu-new-000", by_name["mixed"], pools, retry=policy)
+    assert cluster.count("patch") == 3
+
+
+@pytest.mark.django_db
+def test_a_dropped_connection_is_retried(cluster: Kubesim) -> None:
+    by_name, pools = specs()
+    cluster.control("faults", {"fail_next": [{"status": "drop", "count": 1, "verb": "patch"}]})
+    result = apply_pool(
+        "gpu-new-000", by_name["mixed"], pools, retry=RetryPolicy(sleep=lambda _: None)
+    )
+    assert result.patched
+
+
+@pytest.mark.django_db
+def test_403_fails_at_once_with_the_servers_message(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.KUBE_CONTEXT = "kubesim-readonly"
+    by_name, pools = specs()
+    with pytest.raises(KubeRefused) as caught:
+        apply_pool("gpu-new-000", by_name["training"], pools)
+    assert caught.value.status == 403
+    assert str(caught.value) == (
+        'patching node gpu-new-000: API server answered 403 Forbidden: nodes "gpu-new-000" is '
+        'forbidden: User "kubesim-viewer" cannot patch resource "nodes" in API group "" at the '
+        "cluster scope"
+    )
+    assert cluster.count("patch") == 1  # no retry of a permanent error
+
+
+@pytest.mark.django_db
+def test_a_missing_node_is_a_clear_404(cluster: Kubesim) -> None:
+    by_name, pools = specs()
+    with pytest.raises(
+        KubeRefused,
+        match='reading node nope: API server answered 404 Not Found: nodes "nope" not found',
+    ):
+        apply_pool("nope", by_name["training"], pools)

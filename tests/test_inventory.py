@@ -1,0 +1,128 @@
+"""The inventory against kubesim: the Node rows match the scenario exactly."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.db.models import Count, Sum
+from django.test.utils import CaptureQueriesContext
+
+from pools.inventory import drift_recompute, inventory_refresh_node, inventory_sync
+from pools.kube.nodes import read_node
+from pools.kube.patcher import apply_pool
+from pools.models import Node, Pool
+from tests.kubesim_process import Kubesim
+
+
+@pytest.mark.django_db
+def test_inventory_matches_the_demo_scenario(cluster: Kubesim) -> None:
+    report = inventory_sync()
+    assert (report.nodes_listed, report.gpu_nodes, report.gone) == (25, 25, 0)
+    counts = dict(Node.objects.values_list("pool__name").annotate(n=Count("id")))
+    assert counts == {"training": 5, "inference": 8, "mixed": 10, None: 2}
+    assert sorted(Node.objects.filter(pool=None).values_list("name", flat=True)) == [
+        "gpu-new-000",
+        "gpu-new-001",
+    ]
+    totals = Node.objects.aggregate(gpus=Sum("gpu_count"), allocated=Sum("gpu_allocated"))
+    # 23 eight-GPU nodes and two four-GPU nodes; pods: 4x8 + 4 + 5x5 + 9x1 + 3x4 + 2x2 (the
+    # two eval jobs that landed on the drifted node).
+    assert totals == {"gpus": 23 * 8 + 2 * 4, "allocated": 32 + 4 + 25 + 9 + 12 + 4}
+    drifted = Node.objects.get(drifted=True)
+    assert drifted.name == "a100-train-drift-000"
+    assert drifted.drift["taints_added"] == ["workload-training=true:NoSchedule"]
+    down = Node.objects.get(name="a100-reserve-down-000")
+    assert (down.ready, down.gpu_allocated, down.pods) == (False, 0, [])
+    infer = Node.objects.get(name="a100-infer-000")
+    assert infer.gpu_model == "NVIDIA-A100-SXM4-80GB"
+    assert (infer.gpu_memory_mib, infer.gpu_allocatable, infer.gpu_allocated) == (81920, 8, 5)
+    assert infer.pods[0] == {
+        "name": "chat-serving-a100-infer-000-0",
+        "namespace": "ml-serving",
+        "gpus": 2,
+        "owner_kind": "ReplicaSet",
+        "phase": "Running",
+    }
+    assert {t["key"] for t in infer.taints} == {"workload-inference"}
+
+
+@pytest.mark.django_db
+def test_vanished_nodes_are_marked_gone_and_come_back(cluster: Kubesim) -> None:
+    inventory_sync()
+    cluster.core().delete_node("gpu-new-001")
+    assert inventory_sync().gone == 1
+    gone = Node.objects.get(name="gpu-new-001")
+    assert gone.gone_at is not None
+    assert Node.objects.present().count() == 24
+    cluster.core().create_node(
+        {"metadata": {"name": "gpu-new-001"}, "status": {"capacity": {"nvidia.com/gpu": "4"}}}
+    )
+    inventory_sync()
+    assert Node.objects.get(name="gpu-new-001").gone_at is None
+
+
+@pytest.mark.django_db
+def test_a_sync_costs_a_constant_number_of_statements_per_page(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.INVENTORY_PAGE_SIZE = 5
+    with CaptureQueriesContext(connection) as small_pages:
+        inventory_sync()
+    settings.INVENTORY_PAGE_SIZE = 25
+    with CaptureQueriesContext(connection) as one_page:
+        inventory_sync()
+    # One read of the pools, one bulk upsert per page of nodes, one update for gone nodes.
+    assert len(one_page) == 1 + 1 + 1
+    assert len(small_pages) == 1 + 5 + 1
+    assert cluster.count("list", resource="nodes") == 5 + 1
+
+
+@pytest.mark.django_db
+def test_pool_key_is_a_setting(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.POOL_LABEL_KEY = "workload-type"
+    # With workload-type as the pool key, the demo's pools still resolve by value, but each
+    # pool's own workload-type label is now the key: redefine the pools' labels to match.
+    Pool.objects.update(labels={})
+    inventory_sync()
+    assert Node.objects.get(name="a100-infer-000").pool.name == "inference"
+
+
+@pytest.mark.django_db
+def test_a_move_refreshes_its_node_at_once(cluster: Kubesim) -> None:
+    inventory_sync()
+    pools = {p.name: p.spec() for p in Pool.objects.all()}
+    result = apply_pool("gpu-new-000", pools["training"], list(pools.values()))
+    row = inventory_refresh_node(result.raw)
+    assert row is not None
+    assert row.pool.name == "training" and not row.drifted
+    assert row.resource_version == read_node("gpu-new-000")["metadata"]["resourceVersion"]
+
+
+@pytest.mark.django_db
+def test_editing_a_pool_shows_its_nodes_as_drifted_without_touching_them(cluster: Kubesim) -> None:
+    inventory_sync()
+    Pool.objects.filter(name="inference").update(
+        labels={"workload-type": "inference", "latency": "strict"}
+    )
+    assert drift_recompute() == 8 + 1
+    row = Node.objects.get(name="h100-infer-000")
+    assert row.drift["labels_added"] == {"latency": "strict"}
+    assert cluster.count("patch") == 0
+
+
+@pytest.mark.django_db
+def test_unknown_pool_label_is_flagged(cluster: Kubesim) -> None:
+    cluster.core().patch_node("gpu-new-000", {"metadata": {"labels": {"gpu-pool": "legacy"}}})
+    inventory_sync()
+    row = Node.objects.get(name="gpu-new-000")
+    assert (row.pool, row.pool_label, row.drifted) == (None, "legacy", True)
+    assert row.drift == {"unknown_pool": "legacy"}
+
+
+@pytest.mark.django_db
+def test_management_command(cluster: Kubesim) -> None:
+    out = StringIO()
+    call_command("sync_inventory", stdout=out)
+    # 36 pods, of which two wait unbound (Pending) and belong to no node yet.
+    assert "25 GPU nodes (of 25 listed), 34 pods, 0 marked gone" in out.getvalue()
