@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test lint format screenshots clean
 
 $(INSTALLED): requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,9 @@ test: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -rs
+
+screenshots: $(INSTALLED)
+	SAVE_SCREENSHOTS=1 $(BIN)/pytest -q tests/test_browser.py
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .

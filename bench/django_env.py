@@ -25,3 +25,4 @@ def setup(workdir: Path, **env: str) -> None:
 
     django.setup()
     call_command("migrate", verbosity=0)
+    call_command("collectstatic", "--noinput", verbosity=0)  # production static storage

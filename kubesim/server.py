@@ -679,16 +679,27 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, self.api.faults.describe())
             return 200
         if path == "/kubesim/gpus" and method == "POST":
+            # {"node": N, "gpu": 0 | [0, 1] | "all", "util": float | null, "xid": int | null}
             body = self._json_body() or {}
-            key = (str(body["node"]), int(body.get("gpu", 0)))
+            node = str(body["node"])
             with cluster.store.lock:
-                cluster.store.get("nodes", None, key[0])
-                override = cluster.gpu_overrides.setdefault(key, GpuOverride())
-                if "util" in body:
-                    override.util = None if body["util"] is None else float(body["util"])
-                if "xid" in body:
-                    override.xid = None if body["xid"] is None else int(body["xid"])
-            self._send_json(200, {"node": key[0], "gpu": key[1], **override.__dict__})
+                node_obj = cluster.store.get("nodes", None, node).obj
+                count = int(node_obj["status"]["allocatable"].get("nvidia.com/gpu", "0"))
+                wanted = body.get("gpu", 0)
+                indexes = (
+                    range(count)
+                    if wanted == "all"
+                    else wanted
+                    if isinstance(wanted, list)
+                    else [wanted]
+                )
+                for index in indexes:
+                    override = cluster.gpu_overrides.setdefault((node, int(index)), GpuOverride())
+                    if "util" in body:
+                        override.util = None if body["util"] is None else float(body["util"])
+                    if "xid" in body:
+                        override.xid = None if body["xid"] is None else int(body["xid"])
+            self._send_json(200, {"node": node, "gpus": list(indexes)})
             return 200
         if path == "/kubesim/exporter" and method == "POST":
             body = self._json_body() or {}

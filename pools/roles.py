@@ -52,3 +52,21 @@ def capabilities(user: AbstractBaseUser | AnonymousUser) -> frozenset[Capability
 
 def has_capability(user: AbstractBaseUser | AnonymousUser, capability: Capability) -> bool:
     return capability in capabilities(user)
+
+
+def require(capability: Capability):  # type: ignore[no-untyped-def]
+    """View decorator: 403 unless the user has `capability` (login is already required)."""
+    from functools import wraps
+
+    from django.core.exceptions import PermissionDenied
+
+    def decorator(view):  # type: ignore[no-untyped-def]
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if not has_capability(request.user, capability):
+                raise PermissionDenied(f"This needs the {capability.value} permission.")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator

@@ -207,3 +207,13 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": float(INVENTORY_SYNC_SECONDS)},
     },
 }
+
+# --- Metrics ---
+METRICS_CACHE_SECONDS = env_int("METRICS_CACHE_SECONDS", 10, minimum=0)
+# Behind a ServiceMonitor the workload's pod label arrives as exported_pod.
+DCGM_POD_LABEL = env_str("DCGM_POD_LABEL", "exported_pod")
+DCGM_NAMESPACE_LABEL = env_str("DCGM_NAMESPACE_LABEL", "exported_namespace")
+GPU_HOT_CELSIUS = env_float("GPU_HOT_CELSIUS", 85.0, minimum=0.0)
+GPU_IDLE_WINDOW = env_str("GPU_IDLE_WINDOW", "1h")
+# How often the live parts of the pages refresh in the browser.
+LIVE_REFRESH_SECONDS = env_int("LIVE_REFRESH_SECONDS", 10, minimum=1)

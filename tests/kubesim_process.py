@@ -98,6 +98,7 @@ def kubesim_server(
     argv += ["--nodes", str(nodes)] if nodes else ["--scenario", scenario]
     if tls:
         argv.append("--tls")
+    workdir.mkdir(parents=True, exist_ok=True)
     log = (workdir / "kubesim.log").open("wb")
     process = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:

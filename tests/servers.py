@@ -122,6 +122,7 @@ def prometheus_server(
     workdir: Path, *, scrape_targets: list[str] | None = None, scrape_interval: str = "1s"
 ) -> Iterator[PrometheusServer]:
     binary = require_program("prometheus")
+    workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     query_log = workdir / "queries.log"
     jobs = ""

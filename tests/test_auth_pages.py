@@ -1,13 +1,19 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.test import Client
+
+
+def viewer(username: str, password: str = "x") -> User:
+    user = User.objects.create_user(username, password=password)
+    user.groups.add(Group.objects.get(name="viewers"))
+    return user
 
 
 @pytest.mark.django_db
 def test_login_page_logs_in_and_lands_on_the_overview(client: Client) -> None:
-    User.objects.create_user("ada", password="correct horse battery")
+    viewer("ada", password="correct horse battery")
     page = client.get("/login/")
     assert b"Sign in" in page.content
     response = client.post("/login/", {"username": "ada", "password": "correct horse battery"})
@@ -41,5 +47,5 @@ def test_logout_is_a_post(client: Client) -> None:
 def test_page_says_when_no_cluster_is_configured(client: Client, settings) -> None:  # type: ignore[no-untyped-def]
     settings.KUBECONFIG = ""
     settings.KUBE_IN_CLUSTER = False
-    client.force_login(User.objects.create_user("ada", password="x"))
+    client.force_login(viewer("ada"))
     assert b"No cluster configured" in client.get("/").content

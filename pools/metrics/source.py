@@ -1,13 +1,26 @@
-"""Talking to Prometheus through prometheus-api-client, with timeouts and no hidden retries."""
+"""Talking to Prometheus through prometheus-api-client: timeouts, a short cache, no hidden
+retries, and a result that says what is missing instead of raising into a page."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import datetime, timedelta
+from typing import Any
 
 import requests
 from django.conf import settings
-from prometheus_api_client import PrometheusConnect
+from django.core.cache import cache
+from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
+
+from pools.metrics.results import InstantResult, RangeResult, Sample
+
+_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="promql")
 
 
 class MetricsError(Exception):
@@ -28,10 +41,97 @@ def _connect(url: str, timeout: float) -> PrometheusConnect:
 
 
 def prometheus_ready() -> None:
-    """Raise MetricsError unless Prometheus answers its readiness endpoint."""
+    """Raise MetricsError unless Prometheus answers."""
     try:
         ready = prometheus().check_prometheus_connection()
     except requests.RequestException as exc:
         raise MetricsError(f"Prometheus unreachable at {settings.PROMETHEUS_URL}: {exc}") from exc
     if not ready:
         raise MetricsError(f"Prometheus at {settings.PROMETHEUS_URL} answered an error")
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, requests.Timeout):
+        return f"Prometheus did not answer within {settings.PROMETHEUS_TIMEOUT:g}s"
+    if isinstance(exc, requests.ConnectionError):
+        return f"Prometheus unreachable at {settings.PROMETHEUS_URL}"
+    if isinstance(exc, PrometheusApiClientException):
+        return f"Prometheus answered an error: {exc}"
+    return str(exc)
+
+
+def _cache_key(kind: str, *parts: object) -> str:
+    digest = hashlib.sha256(repr(parts).encode()).hexdigest()
+    return f"metrics:{kind}:{digest}"
+
+
+def _run_instant(promql: str) -> list[Sample]:
+    server_timeout = f"{settings.PROMETHEUS_TIMEOUT:g}s"
+    raw = prometheus().custom_query(promql, params={"timeout": server_timeout})
+    return [Sample(item.get("metric", {}), float(item["value"][1])) for item in raw]
+
+
+def instant(queries: Mapping[str, str]) -> InstantResult:
+    """Run named instant queries in parallel, within one timeout, through the cache."""
+    if not settings.PROMETHEUS_URL:
+        return InstantResult(error="PROMETHEUS_URL is not set")
+    key = _cache_key("instant", settings.PROMETHEUS_URL, sorted(queries.items()))
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    futures = {name: _POOL.submit(_run_instant, q) for name, q in queries.items()}
+    deadline = time.monotonic() + settings.PROMETHEUS_TIMEOUT + 0.5
+    series: dict[str, list[Sample]] = {}
+    error = None
+    for name, future in futures.items():
+        try:
+            series[name] = future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            error = f"Prometheus did not answer within {settings.PROMETHEUS_TIMEOUT:g}s"
+        except (
+            requests.RequestException,
+            PrometheusApiClientException,
+            MetricsError,
+            ValueError,
+            KeyError,
+        ) as exc:
+            error = _describe(exc)
+        if error:
+            for other in futures.values():
+                other.cancel()
+            break
+    result = InstantResult(error=error) if error else InstantResult(series)
+    cache.set(key, result, settings.METRICS_CACHE_SECONDS)
+    return result
+
+
+def history(
+    promql: str, *, span: timedelta, step: timedelta, now: datetime | None = None
+) -> RangeResult:
+    if not settings.PROMETHEUS_URL:
+        return RangeResult(error="PROMETHEUS_URL is not set")
+    end = now or datetime.now().astimezone()
+    key = _cache_key("range", settings.PROMETHEUS_URL, promql, span, step)
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    try:
+        raw: list[dict[str, Any]] = prometheus().custom_query_range(
+            promql,
+            start_time=end - span,
+            end_time=end,
+            step=f"{int(step.total_seconds())}s",
+            params={"timeout": f"{settings.PROMETHEUS_TIMEOUT:g}s"},
+        )
+        points = [(float(t), float(v)) for t, v in raw[0]["values"]] if raw else []
+        result = RangeResult(points)
+    except (
+        requests.RequestException,
+        PrometheusApiClientException,
+        MetricsError,
+        ValueError,
+        KeyError,
+    ) as exc:
+        result = RangeResult(error=_describe(exc))
+    cache.set(key, result, settings.METRICS_CACHE_SECONDS)
+    return result

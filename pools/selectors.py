@@ -1,0 +1,343 @@
+"""Reads for pages and the API: a constant number of SQL and PromQL queries per page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+
+from pools import figures
+from pools.figures import NodeMetrics, NodeRow, PoolFigures
+from pools.kube.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
+from pools.metrics import queries, source
+from pools.metrics.results import InstantResult, RangeResult
+from pools.models import Node, Pool
+
+UNASSIGNED = "unassigned"
+HISTORY_SPANS = {
+    "24h": (timedelta(hours=24), timedelta(minutes=5)),
+    "7d": (timedelta(days=7), timedelta(hours=1)),
+}
+
+
+def metric_labels() -> queries.MetricLabels:
+    return queries.MetricLabels(
+        node=settings.DCGM_NODE_LABEL,
+        pod=settings.DCGM_POD_LABEL,
+        namespace=settings.DCGM_NAMESPACE_LABEL,
+    )
+
+
+def node_metrics() -> tuple[InstantResult, dict[str, NodeMetrics]]:
+    """Every node's DCGM figures in one batch of queries (cached briefly)."""
+    result = source.instant(
+        queries.node_figure_queries(
+            metric_labels(),
+            hot_celsius=settings.GPU_HOT_CELSIUS,
+            idle_window=settings.GPU_IDLE_WINDOW,
+        )
+    )
+    return result, figures.node_metrics(result, settings.DCGM_NODE_LABEL)
+
+
+_ROW_FIELDS = (
+    "name",
+    "pool__name",
+    "gpu_model",
+    "gpu_allocatable",
+    "gpu_allocated",
+    "ready",
+    "cordoned",
+    "drifted",
+)
+
+
+def node_rows(nodes: Iterable[Any], metrics: dict[str, NodeMetrics]) -> list[NodeRow]:
+    return [
+        NodeRow(name, pool, model, gpus, allocated, ready, cordoned, drifted, metrics.get(name))
+        for name, pool, model, gpus, allocated, ready, cordoned, drifted in nodes
+    ]
+
+
+@dataclass(frozen=True)
+class PoolCard:
+    pool: Pool | None  # None: the unassigned GPU nodes
+    figures: PoolFigures
+
+    @property
+    def slug(self) -> str:
+        return self.pool.name if self.pool else UNASSIGNED
+
+
+@dataclass(frozen=True)
+class Overview:
+    cluster: PoolFigures
+    cards: list[PoolCard]
+    metrics_error: str | None
+
+
+def overview() -> Overview:
+    pools = list(Pool.objects.active())
+    result, metrics = node_metrics()
+    rows = node_rows(Node.objects.present().values_list(*_ROW_FIELDS), metrics)
+    groups = figures.group_by_pool(rows)
+    available = result.available
+    cards = [
+        PoolCard(pool, figures.pool_figures(groups.get(pool.name, []), metrics_available=available))
+        for pool in pools
+    ]
+    cards.append(
+        PoolCard(None, figures.pool_figures(groups.get(None, []), metrics_available=available))
+    )
+    return Overview(figures.pool_figures(rows, metrics_available=available), cards, result.error)
+
+
+# --- the pool page ---
+
+STATES = {"ready": "Ready", "not-ready": "not Ready", "cordoned": "cordoned"}
+HEALTH = {
+    "xid": "XID errors",
+    "hot": "hot GPUs",
+    "no-metrics": "no DCGM metrics",
+    "idle-held": "allocated but idle",
+    "healthy": "healthy",
+}
+SORTS = {
+    "name": lambda r: r.name,
+    "model": lambda r: (r.gpu_model, r.name),
+    "gpus": lambda r: (r.gpus, r.name),
+    "allocated": lambda r: (r.allocated, r.name),
+    "free": lambda r: (r.free, r.name),
+    "util": lambda r: (
+        r.metrics.util if r.metrics and r.metrics.util is not None else -1.0,
+        r.name,
+    ),
+    "temp": lambda r: (
+        r.metrics.temp_max if r.metrics and r.metrics.temp_max is not None else -1.0,
+        r.name,
+    ),
+    "xid": lambda r: (r.metrics.xid_gpus if r.metrics else -1, r.name),
+}
+
+
+@dataclass(frozen=True)
+class TableRow:
+    row: NodeRow
+    pods: int
+    fb_percent: float | None
+
+
+@dataclass(frozen=True)
+class PoolFilters:
+    model: str = ""
+    state: str = ""
+    drift: str = ""  # "", "yes", "no"
+    health: str = ""
+    sort: str = "name"
+    descending: bool = False
+
+    @classmethod
+    def from_query(cls, query: Any) -> PoolFilters:
+        sort = query.get("sort", "name")
+        descending = sort.startswith("-")
+        sort = sort.lstrip("-")
+        return cls(
+            model=query.get("model", ""),
+            state=query.get("state", "") if query.get("state", "") in STATES else "",
+            drift=query.get("drift", "") if query.get("drift", "") in ("yes", "no") else "",
+            health=query.get("health", "") if query.get("health", "") in HEALTH else "",
+            sort=sort if sort in SORTS else "name",
+            descending=descending,
+        )
+
+    def keep(self, row: NodeRow) -> bool:
+        if self.model and row.gpu_model != self.model:
+            return False
+        if (self.state == "ready" and not row.ready) or (self.state == "not-ready" and row.ready):
+            return False
+        if self.state == "cordoned" and not row.cordoned:
+            return False
+        if self.drift and row.drifted != (self.drift == "yes"):
+            return False
+        m = row.metrics
+        return {
+            "": True,
+            "xid": bool(m and m.xid_gpus),
+            "hot": bool(m and m.hot_gpus),
+            "no-metrics": m is None,
+            "idle-held": bool(m and m.idle_held_gpus),
+            "healthy": bool(m and not m.xid_gpus and not m.hot_gpus),
+        }[self.health]
+
+
+@dataclass(frozen=True)
+class PoolPage:
+    pool: Pool | None
+    figures: PoolFigures
+    rows: list[TableRow]
+    total_rows: int
+    models: tuple[str, ...]
+    filters: PoolFilters
+    metrics_error: str | None
+
+
+def pool_page(pool: Pool | None, filters: PoolFilters) -> PoolPage:
+    result, metrics = node_metrics()
+    qs = Node.objects.present()
+    qs = qs.filter(pool=pool) if pool is not None else qs.filter(pool__isnull=True)
+    raw = list(qs.values_list(*_ROW_FIELDS, "pods"))
+    pod_counts = {r[0]: len(r[-1]) for r in raw}
+    rows = node_rows((r[:-1] for r in raw), metrics)
+    pool_figures = figures.pool_figures(rows, metrics_available=result.available)
+    kept = sorted(
+        (r for r in rows if filters.keep(r)), key=SORTS[filters.sort], reverse=filters.descending
+    )
+    table = [
+        TableRow(
+            r,
+            pod_counts[r.name],
+            100 * r.metrics.fb_used / r.metrics.fb_total
+            if r.metrics and r.metrics.fb_used is not None and r.metrics.fb_total
+            else None,
+        )
+        for r in kept
+    ]
+    return PoolPage(
+        pool, pool_figures, table, len(rows), pool_figures.gpu_models, filters, result.error
+    )
+
+
+def pool_history(pool: Pool | None, span: str) -> RangeResult:
+    qs = Node.objects.present()
+    qs = qs.filter(pool=pool) if pool is not None else qs.filter(pool__isnull=True)
+    names = list(qs.values_list("name", flat=True))
+    if not names:
+        return RangeResult()
+    length, step = HISTORY_SPANS.get(span, HISTORY_SPANS["24h"])
+    return source.history(
+        queries.utilisation_history_query(metric_labels(), names), span=length, step=step
+    )
+
+
+# --- the node page ---
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    index: str
+    util: float | None = None
+    fb_used: float | None = None
+    fb_total: float | None = None
+    temp: float | None = None
+    power: float | None = None
+    sm_clock: float | None = None
+    xid: int = 0
+    pod: str = ""
+    namespace: str = ""
+
+
+@dataclass(frozen=True)
+class LabelRow:
+    key: str
+    value: str
+    managed: bool
+
+
+@dataclass(frozen=True)
+class NodeDetail:
+    node: Node
+    gpus: list[GpuRow]
+    labels: list[LabelRow]
+    taints: list[tuple[Taint, bool]]
+    metrics_error: str | None
+    history: dict[str, RangeResult] = field(default_factory=dict)
+
+
+def _active_specs() -> list[PoolSpec]:
+    return [p.spec() for p in Pool.objects.active()]
+
+
+def node_detail(node: Node) -> NodeDetail:
+    labels = metric_labels()
+    result = source.instant({"gpus": queries.per_gpu_query(labels, node.name)})
+    per_gpu: dict[str, dict[str, Any]] = {}
+    names = {
+        queries.UTIL: "util",
+        queries.FB_USED: "fb_used",
+        queries.FB_FREE: "fb_free",
+        queries.GPU_TEMP: "temp",
+        queries.POWER: "power",
+        queries.SM_CLOCK: "sm_clock",
+        queries.XID: "xid",
+    }
+    for sample in result.series.get("gpus", []):
+        gpu = per_gpu.setdefault(sample.labels.get("gpu", "?"), {})
+        gpu[names.get(sample.labels.get("__name__", ""), "other")] = sample.value
+        if sample.labels.get(labels.pod):
+            gpu["pod"] = sample.labels[labels.pod]
+            gpu["namespace"] = sample.labels.get(labels.namespace, "")
+    gpus = [
+        GpuRow(
+            index,
+            v.get("util"),
+            v.get("fb_used"),
+            (v["fb_used"] + v["fb_free"]) if "fb_used" in v and "fb_free" in v else None,
+            v.get("temp"),
+            v.get("power"),
+            v.get("sm_clock"),
+            int(v.get("xid", 0)),
+            v.get("pod", ""),
+            v.get("namespace", ""),
+        )
+        for index, v in sorted(
+            per_gpu.items(), key=lambda item: int(item[0]) if item[0].isdigit() else 999
+        )
+    ]
+    specs = _active_specs()
+    label_keys = managed_label_keys(specs, settings.POOL_LABEL_KEY)
+    taint_keys = managed_taint_keys(specs)
+    history = {
+        name: source.history(promql, span=timedelta(hours=24), step=timedelta(minutes=5))
+        for name, promql in queries.node_history_queries(labels, node.name).items()
+    }
+    return NodeDetail(
+        node=node,
+        gpus=gpus,
+        labels=[LabelRow(k, v, k in label_keys) for k, v in sorted(node.labels.items())],
+        taints=[(t, t.key in taint_keys) for t in node.taint_objects()],
+        metrics_error=result.error,
+        history=history,
+    )
+
+
+# --- pool definitions: what a change would mean for the cluster ---
+
+
+@dataclass(frozen=True)
+class PoolImpact:
+    newly_drifted: list[tuple[str, str]]  # node, what it would need
+    no_longer_drifted: list[str]
+    nodes_in_pool: int
+
+
+def pool_change_impact(candidate: Pool) -> PoolImpact:
+    """Which nodes a pool definition (unsaved) would make drifted, and which it would fix.
+    The definition replaces the saved one of the same pool, if any."""
+    others = [p.spec() for p in Pool.objects.active().exclude(pk=candidate.pk)]
+    specs_after = [*others, candidate.spec()]
+    key = settings.POOL_LABEL_KEY
+    newly, fixed = [], []
+    in_pool = 0
+    for name, labels, taints, was_drifted, pool_label in Node.objects.present().values_list(
+        "name", "labels", "taints", "drifted", "pool_label"
+    ):
+        in_pool += pool_label == candidate.name
+        change = drift(labels, [Taint.from_api(t) for t in taints], specs_after, pool_key=key)
+        if change is not None and not was_drifted:
+            newly.append((name, change.summary()))
+        elif change is None and was_drifted:
+            fixed.append(name)
+    return PoolImpact(newly, fixed, in_pool)

@@ -1,0 +1,40 @@
+"""Small formatting filters: a missing figure shows as a dash, never as zero."""
+
+from __future__ import annotations
+
+from django import template
+
+register = template.Library()
+KNOWN_POOL_COLOURS = {"training", "inference", "mixed", "shared"}
+
+
+@register.filter
+def pct(value: float | None, digits: int = 0) -> str:
+    return "—" if value is None else f"{value:.{digits}f} %"
+
+
+@register.filter
+def num(value: float | None, digits: int = 0) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+@register.filter
+def gib(mib: float | None) -> str:
+    return "—" if mib is None else f"{mib / 1024:,.1f} GiB"
+
+
+@register.filter
+def pool_class(name: str | None) -> str:
+    if not name:
+        return "pool-unassigned"
+    return f"pool-{name}" if name in KNOWN_POOL_COLOURS else "pool-other"
+
+
+@register.simple_tag(takes_context=True)
+def sort_link(context: template.Context, field: str) -> str:
+    """The query string that sorts by `field`, flipping direction on a second click."""
+    query = context["request"].GET.copy()
+    current = query.get("sort", "name")
+    query["sort"] = f"-{field}" if current == field else field
+    query.pop("partial", None)
+    return "?" + query.urlencode()

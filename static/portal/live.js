@@ -1,0 +1,32 @@
+// Live parts of a page: an element with data-live-url is fetched again every
+// data-live-seconds and replaced in place, without reloading the page.
+(function () {
+  "use strict";
+  function refresh(element) {
+    var url = element.getAttribute("data-live-url");
+    fetch(url, { credentials: "same-origin", headers: { "X-Requested-With": "live" } })
+      .then(function (response) {
+        if (!response.ok) { throw new Error("HTTP " + response.status); }
+        return response.text();
+      })
+      .then(function (html) {
+        element.innerHTML = html;
+        element.setAttribute("data-live-updated", new Date().toISOString());
+        element.classList.remove("live-stale");
+      })
+      .catch(function () { element.classList.add("live-stale"); });
+  }
+  document.querySelectorAll("[data-live-url]").forEach(function (element) {
+    var seconds = parseInt(element.getAttribute("data-live-seconds") || "10", 10);
+    setInterval(function () { refresh(element); }, seconds * 1000);
+  });
+  document.querySelectorAll("[data-copy-target]").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var source = document.getElementById(button.getAttribute("data-copy-target"));
+      navigator.clipboard.writeText(source.textContent).then(function () {
+        button.textContent = "Copied";
+        setTimeout(function () { button.textContent = "Copy"; }, 1500);
+      });
+    });
+  });
+})();

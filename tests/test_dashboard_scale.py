@@ -1,0 +1,80 @@
+"""Page cost does not grow with the cluster: the same PromQL and SQL counts at 10 and 500
+nodes (Prometheus' own query log counts the PromQL)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from pools.inventory import inventory_sync
+from pools.models import Node
+from tests.kubesim_process import kubesim_server
+from tests.servers import PrometheusServer, prometheus_server
+
+
+def promql_count(prom: PrometheusServer, before: int) -> int:
+    # The query log is appended as each query ends; give the last line a moment.
+    deadline = time.monotonic() + 2
+    count = prom.query_count()
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        if prom.query_count() == count:
+            break
+        count = prom.query_count()
+    return count - before
+
+
+def page_costs(tmp_path: Path, settings, nodes: int) -> dict[str, tuple[int, int]]:  # type: ignore[no-untyped-def]
+    with (
+        kubesim_server(tmp_path / f"sim{nodes}", nodes=nodes) as sim,
+        prometheus_server(
+            (tmp_path / f"prom{nodes}"), scrape_targets=[sim.metrics_url.removeprefix("http://")]
+        ) as prom,
+    ):
+        settings.KUBECONFIG = str(sim.kubeconfig)
+        settings.PROMETHEUS_URL = prom.url
+        Node.objects.all().delete()
+        inventory_sync()
+        client = Client()
+        client.force_login(User.objects.get_or_create(username="root", is_superuser=True)[0])
+        node = Node.objects.filter(pool__name="training").order_by("name").first()
+        assert node is not None
+        costs = {}
+        for name, path in (
+            ("overview", "/"),
+            ("pool", "/pools/training/"),
+            ("node", f"/nodes/{node.name}/"),
+        ):
+            cache.clear()
+            before = prom.query_count()
+            with CaptureQueriesContext(connection) as sql:
+                assert client.get(path).status_code == 200
+            costs[name] = (promql_count(prom, before), len(sql))
+        # A warm cache asks Prometheus nothing more for the same page.
+        before = prom.query_count()
+        client.get("/")
+        client.get("/")
+        costs["overview-warm"] = (promql_count(prom, before), 0)
+        return costs
+
+
+@pytest.mark.django_db
+def test_query_counts_do_not_grow_with_the_cluster(tmp_path: Path, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.METRICS_CACHE_SECONDS = 30
+    small = page_costs(tmp_path, settings, 10)
+    large = page_costs(tmp_path, settings, 500)
+    assert small == large
+    # The overview: 9 batched node figures; the pool page adds its history; the node page
+    # asks one per-GPU query and two histories.
+    assert small["overview"][0] == 9
+    assert small["pool"][0] == 9 + 1
+    assert small["node"][0] == 1 + 2
+    assert small["overview-warm"][0] == 9  # the first of the two warms the cache
+    assert all(sql > 0 for _, sql in (small["overview"], small["pool"], small["node"]))
