@@ -67,3 +67,63 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
     def clean_accepted_gpu_models(self) -> list[str]:
         text = self.cleaned_data.get("accepted_gpu_models") or ""
         return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+class MoveForm(forms.Form):
+    nodes = forms.CharField(widget=forms.HiddenInput)
+    destination = forms.ModelChoiceField(
+        queryset=Pool.objects.none(), to_field_name="name", empty_label=None
+    )
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        help_text="Why: it goes on record and to the approvers.",
+    )
+    drain_policy = forms.ChoiceField(
+        choices=[
+            ("leave-running", "Leave running pods (new pods follow the new pool)"),
+            (
+                "drain-first",
+                "Drain first: cordon, evict GPU pods (respecting budgets), relabel, uncordon",
+            ),
+        ],
+        initial="leave-running",
+    )
+    drain_deadline_minutes = forms.IntegerField(
+        min_value=1,
+        max_value=24 * 60,
+        initial=30,
+        help_text="Drain-first only: then the move fails and the node is uncordoned.",
+    )
+    loan_until = forms.DateTimeField(
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        help_text="Optional (UTC): the nodes return to their pool by themselves at this time.",
+    )
+    health_override = forms.CharField(
+        required=False,
+        help_text="Only for pools that require healthy nodes: why move a node "
+        "with XID errors or without metrics anyway.",
+    )
+    reconcile = forms.BooleanField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["destination"].queryset = Pool.objects.active()
+
+    def clean_nodes(self) -> list[str]:
+        names = [n.strip() for n in self.cleaned_data["nodes"].split(",") if n.strip()]
+        if not names:
+            raise forms.ValidationError("Choose at least one node.")
+        return list(dict.fromkeys(names))
+
+
+class DecisionForm(forms.Form):
+    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class LoanChangeForm(forms.Form):
+    until = forms.DateTimeField(
+        required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    reason = forms.CharField()

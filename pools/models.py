@@ -185,3 +185,186 @@ class Node(models.Model):
 
     def taint_objects(self) -> list[Taint]:
         return [Taint.from_api(t) for t in self.taints]
+
+
+class MoveRequest(models.Model):
+    """Nodes to move to a destination pool: asked by one person, approved by others, applied
+    by a Celery worker. Every transition is a guarded update in pools/workflow.py."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        EXECUTING = "executing"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        PARTIALLY_FAILED = "partially_failed", "partially failed"
+        REJECTED = "rejected"
+        CANCELLED = "cancelled"
+        EXPIRED = "expired"
+
+    class Kind(models.TextChoices):
+        MOVE = "move"
+        RECONCILE = "reconcile"
+        LOAN_RETURN = "loan_return", "loan return"
+
+    class DrainPolicy(models.TextChoices):
+        LEAVE_RUNNING = "leave-running", "leave running pods where they are"
+        DRAIN_FIRST = "drain-first", "drain GPU pods first"
+
+    ACTIVE_STATES = (State.PENDING, State.APPROVED, State.EXECUTING)
+    FINAL_STATES = (
+        State.SUCCEEDED,
+        State.FAILED,
+        State.PARTIALLY_FAILED,
+        State.REJECTED,
+        State.CANCELLED,
+        State.EXPIRED,
+    )
+
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.MOVE)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="move_requests",
+    )
+    destination = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="incoming")
+    reason = models.TextField()
+    drain_policy = models.CharField(
+        max_length=20, choices=DrainPolicy.choices, default=DrainPolicy.LEAVE_RUNNING
+    )
+    drain_deadline_seconds = models.PositiveIntegerField(default=1800)
+    loan_until = models.DateTimeField(null=True, blank=True)
+    # A loan's return requests point back here as their parent; this marks them created.
+    loan_returned_at = models.DateTimeField(null=True, blank=True)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    health_override = models.TextField(blank=True)
+    approvals_required = models.PositiveSmallIntegerField(default=1)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"move #{self.pk} to {self.destination.name}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+
+class MoveItem(models.Model):
+    """One node of a move: what it was, what was planned, and what happened."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"  # patched
+        UNCHANGED = "unchanged"  # already as the destination wants it: no PATCH sent
+        FAILED = "failed"
+
+    FINISHED = (State.DONE, State.UNCHANGED, State.FAILED)
+
+    request = models.ForeignKey(MoveRequest, on_delete=models.CASCADE, related_name="items")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="move_items")
+    source_pool = models.ForeignKey(
+        Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="outgoing"
+    )
+    source_label = models.CharField(max_length=63, blank=True)
+    planned_diff = models.JSONField(default=dict)
+    gpu_pods = models.JSONField(default=list)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    # True while the request may still change the node: at most one such item per node.
+    active = models.BooleanField(default=True)
+    applied_diff = models.JSONField(default=dict, blank=True)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["node__name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node"], condition=models.Q(active=True), name="one_active_move_per_node"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node.name} in move #{self.request_id}"
+
+
+class Approval(models.Model):
+    request = models.ForeignKey(MoveRequest, on_delete=models.CASCADE, related_name="approvals")
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="approvals"
+    )
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["request", "approver"], name="one_approval_per_person")
+        ]
+
+    def __str__(self) -> str:
+        return f"approval of move #{self.request_id} by {self.approver_id}"
+
+
+class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
+    def update(self, **kwargs: Any) -> int:
+        raise TypeError("audit events are append-only")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise TypeError("audit events are append-only")
+
+
+class AuditEvent(models.Model):
+    """Who did what, when, and for node changes the labels and taints before and after.
+    Append-only: the model refuses updates and deletes."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="audit_events",
+    )
+    actor_name = models.CharField(max_length=150)  # "system" for the worker and beat
+    action = models.CharField(max_length=40, db_index=True)
+    request = models.ForeignKey(
+        MoveRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    message = models.TextField(blank=True)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise TypeError("audit events are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise TypeError("audit events are append-only")

@@ -1,12 +1,59 @@
-"""Celery tasks: thin wrappers that call one service each."""
+"""Celery tasks: thin, each takes ids and calls one service.
+
+Tasks that change nodes acknowledge late and give their message back when the worker dies;
+the database, not the broker, remembers what is done (see pools/execution.py).
+"""
 
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
 
+from pools import execution, workflow
 from pools.inventory import inventory_sync
+from pools.kube.errors import KubeUnavailable
+from portal.celery import NODE_CHANGING_TASK_OPTIONS
 
 
 @shared_task(ignore_result=True)
 def sync_inventory() -> str:
     return str(inventory_sync())
+
+
+@shared_task(ignore_result=True, **NODE_CHANGING_TASK_OPTIONS)
+def execute_move(request_id: int) -> int:
+    items = execution.start_request(request_id)
+    for item_id in items:
+        execute_move_item.delay(item_id)
+    return len(items)
+
+
+@shared_task(bind=True, ignore_result=True, max_retries=None, **NODE_CHANGING_TASK_OPTIONS)
+def execute_move_item(self, item_id: int) -> str | None:  # type: ignore[no-untyped-def]
+    final = self.request.retries >= settings.MOVE_ITEM_MAX_RETRIES
+    try:
+        return execution.execute_item(item_id, final_attempt=final)
+    except KubeUnavailable as exc:
+        # Celery's own retry, with exponential backoff: the item is pending again meanwhile.
+        raise self.retry(exc=exc, countdown=min(60, 2**self.request.retries)) from exc
+
+
+@shared_task(ignore_result=True)
+def sweep_moves() -> dict[str, int]:
+    found = execution.sweep(now=timezone.now())
+    for request_id in found["requests"]:
+        execute_move.delay(request_id)
+    for item_id in found["items"]:
+        execute_move_item.delay(item_id)
+    return {k: len(v) for k, v in found.items()}
+
+
+@shared_task(ignore_result=True)
+def return_loans() -> int:
+    return len(workflow.loans_return_due(now=timezone.now()))
+
+
+@shared_task(ignore_result=True)
+def expire_moves() -> int:
+    return workflow.moves_expire(now=timezone.now())

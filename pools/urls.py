@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pools import views
+from pools import move_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -9,4 +9,13 @@ urlpatterns = [
     path("pools/<str:name>/edit/", views.pool_edit, name="pool-edit"),
     path("pools/<str:name>/retire/", views.pool_retire, name="pool-retire"),
     path("nodes/<str:name>/", views.node_detail, name="node-detail"),
+    path("moves/", move_views.move_list, name="move-list"),
+    path("moves/new/", move_views.move_new, name="move-new"),
+    path("moves/<int:pk>/", move_views.move_detail, name="move-detail"),
+    path("moves/<int:pk>/approve/", move_views.move_approve, name="move-approve"),
+    path("moves/<int:pk>/reject/", move_views.move_reject, name="move-reject"),
+    path("moves/<int:pk>/cancel/", move_views.move_cancel, name="move-cancel"),
+    path("loans/", move_views.loans, name="loans"),
+    path("loans/<int:pk>/change/", move_views.loan_change, name="loan-change"),
+    path("audit/", move_views.audit_log, name="audit-log"),
 ]

@@ -95,6 +95,9 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         )
         if result is not None
     }
+    context["history_items"] = node.move_items.select_related(
+        "request__destination", "source_pool"
+    ).order_by("-request__created_at")[:50]
     context["history_error"] = next((r.error for r in detail.history.values() if r.error), None)
     return render(request, "pools/node.html", context)
 

@@ -160,4 +160,13 @@ def env_database(name: str, default: str, environ_: dict[str, str] | None = None
         raise EnvError(name, f"cannot parse {value!r}: {exc}") from None
     if not config.get("NAME"):
         raise EnvError(name, f"no database name in {value!r}")
+    if scheme == "sqlite":
+        # The web server, the worker and beat share the file: wait for a lock instead of
+        # failing at once, let readers go on during a write, and take the write lock at the
+        # start of a transaction so two writers cannot both read-then-upgrade.
+        config["OPTIONS"] = {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
     return config

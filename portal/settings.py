@@ -217,3 +217,18 @@ GPU_HOT_CELSIUS = env_float("GPU_HOT_CELSIUS", 85.0, minimum=0.0)
 GPU_IDLE_WINDOW = env_str("GPU_IDLE_WINDOW", "1h")
 # How often the live parts of the pages refresh in the browser.
 LIVE_REFRESH_SECONDS = env_int("LIVE_REFRESH_SECONDS", 10, minimum=1)
+
+# --- Moves ---
+MOVE_PENDING_HOURS = env_int("MOVE_PENDING_HOURS", 72, minimum=1)  # then a request expires
+MOVE_LEASE_SECONDS = env_int("MOVE_LEASE_SECONDS", 120, minimum=1)  # a worker's claim on a node
+# How long an approved move or a queued node may wait before the sweep enqueues it again.
+MOVE_SWEEP_GRACE_SECONDS = env_int("MOVE_SWEEP_GRACE_SECONDS", 30, minimum=1)
+MOVE_ITEM_MAX_RETRIES = env_int("MOVE_ITEM_MAX_RETRIES", 5, minimum=0)
+DRAIN_POLL_SECONDS = env_float("DRAIN_POLL_SECONDS", 5.0, minimum=0.05)
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "sweep-moves": {"task": "pools.tasks.sweep_moves", "schedule": 30.0},
+        "return-loans": {"task": "pools.tasks.return_loans", "schedule": 30.0},
+        "expire-moves": {"task": "pools.tasks.expire_moves", "schedule": 300.0},
+    }
+)

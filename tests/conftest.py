@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,9 @@ from tests.servers import PrometheusServer, RedisServer, prometheus_server, redi
 
 @pytest.fixture(scope="session")
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    with redis_server(tmp_path_factory.mktemp("redis")) as server:
+    """The tests' own redis-server, on the port the Celery app was configured with."""
+    port = int(os.environ["PORTAL_TEST_REDIS_PORT"])
+    with redis_server(tmp_path_factory.mktemp("redis"), port) as server:
         yield server
 
 

@@ -73,9 +73,9 @@ class RedisServer:
 
 
 @contextlib.contextmanager
-def redis_server(workdir: Path) -> Iterator[RedisServer]:
+def redis_server(workdir: Path, port: int | None = None) -> Iterator[RedisServer]:
     binary = require_program("redis-server")
-    port = free_port()
+    port = port or free_port()
     process = subprocess.Popen(
         [
             binary,

@@ -1,6 +1,20 @@
 """The real settings, read from a test environment (production-like: DEBUG off)."""
 
 import os
+import socket
+import tempfile
+from pathlib import Path
+
+
+def _free_port() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return str(sock.getsockname()[1])
+
+
+# The tests' own Redis listens here (tests/conftest.py starts it); chosen before the Celery
+# app reads its settings, so the app publishes to it.
+REDIS_TEST_PORT = os.environ.setdefault("PORTAL_TEST_REDIS_PORT", _free_port())
 
 _TEST_ENV = {
     "DJANGO_DEBUG": "false",
@@ -9,11 +23,19 @@ _TEST_ENV = {
     "DJANGO_SECURE_SSL_REDIRECT": "false",
     "DJANGO_SECURE_COOKIES": "false",
     "DJANGO_HSTS_SECONDS": "0",
+    "CELERY_BROKER_URL": f"redis://127.0.0.1:{REDIS_TEST_PORT}/0",
 }
 for _name, _value in _TEST_ENV.items():
     os.environ.setdefault(_name, _value)
 
 from portal.settings import *  # noqa: E402, F403
+
+# A file, not memory, for SQLite's test database: the Celery worker the end-to-end tests
+# start as its own process must see the same rows.
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
+    DATABASES["default"]["TEST"] = {  # noqa: F405
+        "NAME": str(Path(tempfile.gettempdir()) / f"portal-test-{os.getpid()}.sqlite3")
+    }
 
 # Tests do not run collectstatic; whitenoise serves from the finders instead.
 STORAGES = {

@@ -69,7 +69,7 @@ def shoot(page, name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-d
     assert (target / f"{name}.png").stat().st_size > 10_000
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_log_in_and_walk_overview_pool_node(
     stack,
     live_server,

@@ -19,10 +19,17 @@ def user_in(role: str) -> Client:
     return client
 
 
-FORM = {"display_name": "Training", "description": "", "labels": "workload-type=training\n"
-        "batch-scheduling=enabled", "taint_key": "workload-training", "taint_value": "true",
-        "taint_effect": "NoSchedule", "min_nodes": "2", "accepted_gpu_models": "",
-        "approvals_required": "1"}
+FORM = {
+    "display_name": "Training",
+    "description": "",
+    "labels": "workload-type=training\nbatch-scheduling=enabled",
+    "taint_key": "workload-training",
+    "taint_value": "true",
+    "taint_effect": "NoSchedule",
+    "min_nodes": "2",
+    "accepted_gpu_models": "",
+    "approvals_required": "1",
+}
 
 
 @pytest.mark.django_db
@@ -43,8 +50,10 @@ def test_preview_shows_which_nodes_would_drift_and_save_touches_no_node(cluster:
     preview = admin.post("/pools/training/edit/", form).content.decode()
     assert "<strong>4</strong> would become drifted" in preview  # the fifth is drifted already
     assert "+gpu-memory=large" in preview
-    assert Pool.objects.get(name="training").labels == {"workload-type": "training",
-                                                        "batch-scheduling": "enabled"}
+    assert Pool.objects.get(name="training").labels == {
+        "workload-type": "training",
+        "batch-scheduling": "enabled",
+    }
     saved = admin.post("/pools/training/edit/", {**form, "save": "1"})
     assert saved.status_code == 302
     assert Pool.objects.get(name="training").labels["gpu-memory"] == "large"
@@ -55,8 +64,14 @@ def test_preview_shows_which_nodes_would_drift_and_save_touches_no_node(cluster:
 @pytest.mark.django_db
 def test_invalid_definitions_show_the_field_and_reason_and_save_nothing() -> None:
     admin = user_in("pool-admins")
-    bad = {**FORM, "name": "Big Pool", "labels": "tier=not ok!", "taint_key": "",
-           "taint_effect": "Sometimes", "save": "1"}
+    bad = {
+        **FORM,
+        "name": "Big Pool",
+        "labels": "tier=not ok!",
+        "taint_key": "",
+        "taint_effect": "Sometimes",
+        "save": "1",
+    }
     response = admin.post("/pools/new/", bad)
     assert response.status_code == 200
     html = response.content.decode()
@@ -64,17 +79,27 @@ def test_invalid_definitions_show_the_field_and_reason_and_save_nothing() -> Non
     assert "Label tier=&#x27;not ok!&#x27;: the value must be empty or consist of" in html
     assert "Select a valid choice. Sometimes is not one of the available choices." in html
     assert not Pool.objects.filter(display_name="Training", name="Big Pool").exists()
-    assert admin.post("/pools/new/", {**FORM, "name": "batch", "labels": "oops",
-                                      "preview": "1"}).content.decode().count(
-        "Line 1: write labels as key=value") == 1
+    assert (
+        admin.post("/pools/new/", {**FORM, "name": "batch", "labels": "oops", "preview": "1"})
+        .content.decode()
+        .count("Line 1: write labels as key=value")
+        == 1
+    )
 
 
 @pytest.mark.django_db
 def test_create_a_pool() -> None:
     admin = user_in("pool-admins")
-    form = {**FORM, "name": "batch", "display_name": "Batch", "labels": "workload-type=batch",
-            "taint_key": "dedicated", "taint_value": "batch", "accepted_gpu_models":
-            "NVIDIA-L40S\nNVIDIA-A100-SXM4-80GB", "save": "1"}
+    form = {
+        **FORM,
+        "name": "batch",
+        "display_name": "Batch",
+        "labels": "workload-type=batch",
+        "taint_key": "dedicated",
+        "taint_value": "batch",
+        "accepted_gpu_models": "NVIDIA-L40S\nNVIDIA-A100-SXM4-80GB",
+        "save": "1",
+    }
     assert admin.post("/pools/new/", form).status_code == 302
     pool = Pool.objects.get(name="batch")
     assert pool.accepted_gpu_models == ["NVIDIA-L40S", "NVIDIA-A100-SXM4-80GB"]

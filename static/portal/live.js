@@ -10,7 +10,14 @@
         return response.text();
       })
       .then(function (html) {
+        // Keep what the user ticked (nodes chosen for a move) across the refresh.
+        var ticked = Array.prototype.map.call(
+          element.querySelectorAll("input[type=checkbox]:checked"),
+          function (box) { return box.name + "=" + box.value; });
         element.innerHTML = html;
+        element.querySelectorAll("input[type=checkbox]").forEach(function (box) {
+          if (ticked.indexOf(box.name + "=" + box.value) !== -1) { box.checked = true; }
+        });
         element.setAttribute("data-live-updated", new Date().toISOString());
         element.classList.remove("live-stale");
       })

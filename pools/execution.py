@@ -1,0 +1,323 @@
+"""Applying an approved move: per node, claimed, checked again, patched once, recorded.
+
+Nothing here trusts the message queue to remember anything: the database holds each node's
+progress, a worker claims a node with a lease, and the sweep re-enqueues what a dead worker
+left. A node that already matches its destination (say, the worker died after its PATCH and
+before recording it) is recorded as unchanged without a second PATCH.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from pools.audit import audit
+from pools.checks import NodeFacts, PoolFacts, capacity_floor
+from pools.inventory import inventory_refresh_node
+from pools.kube import drain
+from pools.kube.errors import KubeError
+from pools.kube.nodes import read_node
+from pools.kube.patcher import apply_pool, plan
+from pools.models import MoveItem, MoveRequest, Node, Pool
+from pools.workflow import _release_nodes, _transition
+
+log = logging.getLogger(__name__)
+State = MoveRequest.State
+ItemState = MoveItem.State
+
+
+class NodeChanged(Exception):
+    """The node is not where the request found it: nothing is patched."""
+
+
+def start_request(request_id: int, *, now: datetime | None = None) -> list[int]:
+    """Claim an approved request for execution; the item ids to run (none if not ours)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        if _transition(request_id, [State.APPROVED], State.EXECUTING, started_at=now):
+            audit("move.executing", request=MoveRequest.objects.get(pk=request_id))
+        elif not MoveRequest.objects.filter(pk=request_id, state=State.EXECUTING).exists():
+            return []  # finished, rejected, cancelled: never applied again
+    return runnable_items(request_id, now=now)
+
+
+def runnable_items(request_id: int, *, now: datetime) -> list[int]:
+    return list(
+        MoveItem.objects.filter(request_id=request_id)
+        .filter(Q(state=ItemState.PENDING) | Q(state=ItemState.RUNNING, lease_until__lt=now))
+        .values_list("id", flat=True)
+    )
+
+
+def _claim(item_id: int, now: datetime) -> MoveItem | None:
+    lease = now + timedelta(seconds=settings.MOVE_LEASE_SECONDS)
+    claimed = MoveItem.objects.filter(
+        Q(state=ItemState.PENDING) | Q(state=ItemState.RUNNING, lease_until__lt=now),
+        pk=item_id,
+        request__state=State.EXECUTING,
+    ).update(state=ItemState.RUNNING, lease_until=lease)
+    if not claimed:
+        return None
+    item = MoveItem.objects.select_related("request__destination", "node", "source_pool").get(
+        pk=item_id
+    )
+    MoveItem.objects.filter(pk=item_id).update(attempts=item.attempts + 1)
+    return item
+
+
+def _state_of(raw: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "labels": (raw.get("metadata") or {}).get("labels") or {},
+        "taints": (raw.get("spec") or {}).get("taints") or [],
+        "unschedulable": bool((raw.get("spec") or {}).get("unschedulable")),
+    }
+
+
+def _check_capacity(item: MoveItem) -> None:
+    """The source pool keeps its minimum, counting this node and every other node still on
+    its way out (this request's included)."""
+    source = item.source_pool
+    request = item.request
+    if source is None or source.pk == request.destination_id:
+        return
+    present = Node.objects.present().filter(pool=source).count()
+    leaving = (
+        MoveItem.objects.filter(active=True, source_pool=source)
+        .exclude(state__in=MoveItem.FINISHED)
+        .exclude(pk=item.pk)
+        .exclude(request__destination=source)
+        .count()
+    )
+    failures = capacity_floor(
+        [NodeFacts(item.node.name, present=True, pool=source.name)],
+        PoolFacts(request.destination.name),
+        {
+            source.name: PoolFacts(
+                source.name, source.min_nodes, present_nodes=present, leaving=leaving
+            )
+        },
+    )
+    if failures:
+        raise NodeChanged(failures[0].message)
+
+
+def _drain(item: MoveItem, sleep: Callable[[float], None]) -> None:
+    request = item.request
+    name = item.node.name
+    drain.set_unschedulable(name, True)
+    audit("node.cordoned", request=request, node_name=name, message="drain-first: cordoned")
+    deadline = time.monotonic() + request.drain_deadline_seconds
+    while True:
+        pods = drain.gpu_pods_on(name)
+        if not pods:
+            audit(
+                "node.drained",
+                request=request,
+                node_name=name,
+                message="no GPU pods left on the node",
+            )
+            return
+        for pod in pods:
+            refused = drain.evict(pod)
+            audit(
+                "pod.eviction_refused" if refused else "pod.evicted",
+                request=request,
+                node_name=name,
+                message=f"{pod}" + (f": {refused}" if refused else ""),
+            )
+        if time.monotonic() >= deadline:
+            left = ", ".join(str(p) for p in pods)
+            raise NodeChanged(
+                f"drain deadline of {request.drain_deadline_seconds}s passed with "
+                f"GPU pods still on the node: {left}"
+            )
+        sleep(settings.DRAIN_POLL_SECONDS)
+
+
+def execute_item(
+    item_id: int, *, final_attempt: bool = True, sleep: Callable[[float], None] = time.sleep
+) -> str | None:
+    """Run one node of a move. Returns the item's final state, or None when another worker
+    holds it or the request is not executing. Raises KubeUnavailable for Celery to retry
+    (the item goes back to pending) unless this is the final attempt."""
+    now = timezone.now()
+    item = _claim(item_id, now)
+    if item is None:
+        return None
+    request = item.request
+    destination: Pool = request.destination
+    name = item.node.name
+    cordoned = False
+    try:
+        raw = read_node(name)
+        pools = [p.spec() for p in Pool.objects.active()]
+        _, _, diff = plan(raw, destination.spec(), pools)
+        if diff.is_empty:
+            # Already as the destination wants it: maybe our own PATCH before a crash.
+            if (
+                _state_of(raw)["unschedulable"]
+                and request.drain_policy == MoveRequest.DrainPolicy.DRAIN_FIRST
+            ):
+                raw = drain.set_unschedulable(name, False)
+            return _finish(
+                item,
+                ItemState.UNCHANGED,
+                before=_state_of(raw),
+                after=_state_of(raw),
+                raw=raw,
+                message="already as the destination wants it: no PATCH sent",
+            )
+        label = (raw.get("metadata") or {}).get("labels", {}).get(settings.POOL_LABEL_KEY, "")
+        if label != item.source_label:
+            raise NodeChanged(
+                f"node changed since the request: it was in {item.source_label or 'no pool'}"
+                f" and is now in {label or 'no pool'}"
+            )
+        if request.kind != MoveRequest.Kind.RECONCILE:
+            _check_capacity(item)
+        before = _state_of(raw)
+        if request.drain_policy == MoveRequest.DrainPolicy.DRAIN_FIRST:
+            cordoned = True
+            _drain(item, sleep)
+        result = apply_pool(name, destination.spec(), pools)
+        raw = result.raw
+        if cordoned:
+            raw = drain.set_unschedulable(name, False)
+            cordoned = False
+            audit("node.uncordoned", request=request, node_name=name)
+        return _finish(
+            item,
+            ItemState.DONE if result.patched else ItemState.UNCHANGED,
+            before=before,
+            after=_state_of(raw),
+            raw=raw,
+            applied=result.diff.as_dict(),
+            message=result.diff.summary()
+            + (f" ({result.conflicts} conflict(s) re-read)" if result.conflicts else ""),
+        )
+    except NodeChanged as exc:
+        _uncordon_after_failure(item, cordoned)
+        return _finish(item, ItemState.FAILED, message=str(exc))
+    except KubeError as exc:
+        if exc.transient and not final_attempt:
+            _uncordon_after_failure(item, cordoned)
+            MoveItem.objects.filter(pk=item.pk).update(state=ItemState.PENDING, lease_until=None)
+            audit("node.retrying", request=request, node_name=name, message=str(exc))
+            raise
+        _uncordon_after_failure(item, cordoned)
+        return _finish(item, ItemState.FAILED, message=str(exc))
+
+
+def _uncordon_after_failure(item: MoveItem, cordoned: bool) -> None:
+    if not cordoned:
+        return
+    try:
+        drain.set_unschedulable(item.node.name, False)
+        audit(
+            "node.uncordoned",
+            request=item.request,
+            node_name=item.node.name,
+            message="after a failed drain-first move",
+        )
+    except KubeError as exc:
+        audit(
+            "node.uncordon_failed",
+            request=item.request,
+            node_name=item.node.name,
+            message=f"the node is still cordoned: {exc}",
+        )
+
+
+def _finish(
+    item: MoveItem,
+    state: str,
+    *,
+    message: str,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    raw: dict[str, Any] | None = None,
+    applied: dict[str, Any] | None = None,
+) -> str:
+    request = item.request
+    if raw is not None:
+        # First the inventory, then the record: whoever sees the move finished sees the
+        # node where it now is.
+        try:
+            inventory_refresh_node(raw)
+        except KubeError as exc:
+            log.warning("inventory refresh of %s failed: %s", item.node.name, exc)
+    now = timezone.now()
+    with transaction.atomic():
+        updated = MoveItem.objects.filter(pk=item.pk, state=ItemState.RUNNING).update(
+            state=state,
+            finished_at=now,
+            lease_until=None,
+            error=message if state == ItemState.FAILED else "",
+            before=before or {},
+            after=after or {},
+            applied_diff=applied or {},
+        )
+        if not updated:
+            return MoveItem.objects.get(pk=item.pk).state
+        audit(
+            {
+                ItemState.DONE: "node.patched",
+                ItemState.UNCHANGED: "node.unchanged",
+                ItemState.FAILED: "node.failed",
+            }[state],
+            request=request,
+            node_name=item.node.name,
+            message=message,
+            before=before,
+            after=after,
+        )
+        _finish_request_if_done(request.pk, now)
+    return state
+
+
+def _finish_request_if_done(request_id: int, now: datetime) -> None:
+    counts = dict(
+        MoveItem.objects.filter(request_id=request_id).values_list("state").annotate(n=Count("id"))
+    )
+    if any(counts.get(s) for s in (ItemState.PENDING, ItemState.RUNNING)):
+        return
+    failed = counts.get(ItemState.FAILED, 0)
+    ok = counts.get(ItemState.DONE, 0) + counts.get(ItemState.UNCHANGED, 0)
+    final = (
+        State.FAILED
+        if failed and not ok
+        else (State.PARTIALLY_FAILED if failed else State.SUCCEEDED)
+    )
+    if _transition(request_id, [State.EXECUTING], final, finished_at=now):
+        request = MoveRequest.objects.get(pk=request_id)
+        _release_nodes(request)
+        audit(f"move.{final}", request=request, message=f"{ok} node(s) done, {failed} failed")
+
+
+def sweep(*, now: datetime) -> dict[str, list[int]]:
+    """What a dead worker or a lost message left: approved requests never started, and nodes
+    whose claim expired. Returns what to enqueue; claiming guards against doing anything
+    twice."""
+    grace = timedelta(seconds=settings.MOVE_SWEEP_GRACE_SECONDS)
+    stale_approved = list(
+        MoveRequest.objects.filter(state=State.APPROVED, decided_at__lt=now - grace).values_list(
+            "id", flat=True
+        )
+    )
+    items = list(
+        MoveItem.objects.filter(request__state=State.EXECUTING)
+        .filter(
+            Q(state=ItemState.RUNNING, lease_until__lt=now)
+            | Q(state=ItemState.PENDING, request__started_at__lt=now - grace)
+        )
+        .values_list("id", flat=True)
+    )
+    return {"requests": stale_approved, "items": items}

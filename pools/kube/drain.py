@@ -1,0 +1,81 @@
+"""Cordon, uncordon and evicting a node's GPU pods through the eviction API.
+
+Eviction (not deletion) lets the API server enforce PodDisruptionBudgets: a pod whose budget
+allows no disruption is answered 429 and stays; the drain waits and asks again until its
+deadline.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.conf import settings
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from pools.kube.nodes import Raw, core_api, pod_pages
+from pools.kube.retry import RetryPolicy
+from pools.kube.snapshot import pod_gpus
+
+
+def set_unschedulable(name: str, value: bool, *, retry: RetryPolicy | None = None) -> Raw:
+    """Cordon or uncordon: the same strategic-merge patch `kubectl cordon` sends."""
+    policy = retry or RetryPolicy()
+    body = {"spec": {"unschedulable": True if value else None}}
+    return policy.call(
+        lambda: json.loads(
+            core_api()
+            .patch_node(
+                name,
+                body,
+                _preload_content=False,
+                _content_type="application/strategic-merge-patch+json",
+                _request_timeout=settings.KUBE_TIMEOUT,
+            )
+            .data
+        ),
+        doing=f"{'cordoning' if value else 'uncordoning'} node {name}",
+    )
+
+
+@dataclass(frozen=True)
+class PodRef:
+    namespace: str
+    name: str
+    gpus: int
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def gpu_pods_on(node: str) -> list[PodRef]:
+    return [
+        PodRef(p["metadata"]["namespace"], p["metadata"]["name"], pod_gpus(p))
+        for page in pod_pages(node_name=node)
+        for p in page
+        if pod_gpus(p) > 0
+    ]
+
+
+def evict(pod: PodRef, *, retry: RetryPolicy | None = None) -> str | None:
+    """Ask the API server to evict `pod`. None when accepted (or already gone); otherwise the
+    reason it refused (a disruption budget), to try again later."""
+    policy = retry or RetryPolicy()
+    body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod.name, namespace=pod.namespace))
+
+    def send() -> str | None:
+        try:
+            core_api().create_namespaced_pod_eviction(
+                pod.name, pod.namespace, body, _request_timeout=settings.KUBE_TIMEOUT
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            if exc.status == 429 and "disruption budget" in (exc.body or ""):
+                message = json.loads(exc.body or "{}").get("message", "disruption budget")
+                return str(message)
+            raise
+        return None
+
+    return policy.call(send, doing=f"evicting pod {pod}")

@@ -1,0 +1,221 @@
+"""Pages of the move workflow: ask (with the dry-run preview), decide, follow, audit."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count, Prefetch
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from pools import workflow
+from pools.forms import DecisionForm, LoanChangeForm, MoveForm
+from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
+from pools.roles import Capability, has_capability, require
+
+
+@require(Capability.REQUEST_MOVE)
+def move_new(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        form = MoveForm(request.POST)
+    else:
+        names = request.GET.getlist("node") or request.GET.get("nodes", "").split(",")
+        initial = {
+            "nodes": ",".join(n for n in names if n),
+            "reconcile": request.GET.get("reconcile") == "1",
+            "destination": request.GET.get("destination", ""),
+        }
+        if initial["reconcile"] and request.GET.get("pool"):
+            pool = get_object_or_404(Pool.objects.active(), name=request.GET["pool"])
+            initial["nodes"] = ",".join(workflow.drifted_node_names(pool))
+            initial["destination"] = pool.name
+            initial["reason"] = f"reconcile drifted nodes of {pool.name}"
+        form = MoveForm(initial=initial)
+    plan = None
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        plan = workflow.move_plan(
+            node_names=data["nodes"],
+            destination=data["destination"],
+            reconcile=data["reconcile"],
+            health_override=data["health_override"],
+        )
+        if "submit" in request.POST:
+            try:
+                move = workflow.move_request_create(
+                    requested_by=request.user,
+                    node_names=data["nodes"],
+                    destination=data["destination"],
+                    reason=data["reason"] or "",
+                    drain_policy=data["drain_policy"],
+                    drain_deadline_seconds=data["drain_deadline_minutes"] * 60,
+                    loan_until=data["loan_until"],
+                    health_override=data["health_override"],
+                    reconcile=data["reconcile"],
+                    now=timezone.now(),
+                )
+            except workflow.WorkflowError as exc:
+                for field, message in exc.fields.items():
+                    if field in form.fields:
+                        form.add_error(field, message)
+                messages.error(request, exc.message)
+            else:
+                messages.success(request, f"Move #{move.pk} asked; it waits for approval.")
+                return redirect("move-detail", pk=move.pk)
+    return render(request, "pools/move_new.html", {"form": form, "plan": plan})
+
+
+@require(Capability.VIEW)
+def move_list(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state", "pending")
+    moves = (
+        MoveRequest.objects.select_related("destination", "requested_by")
+        .prefetch_related("approvals")
+        .annotate(node_count=Count("items"))
+        .order_by("-created_at", "-id")
+    )
+    if state in MoveRequest.State.values:
+        moves = moves.filter(state=state)
+    elif state == "active":
+        moves = moves.filter(state__in=MoveRequest.ACTIVE_STATES)
+    if request.GET.get("mine"):
+        moves = moves.filter(requested_by=request.user)
+    page = Paginator(moves, 50).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "pools/move_list.html",
+        {
+            "page": page,
+            "state": state,
+            "states": ["active", *MoveRequest.State.values, "all"],
+        },
+    )
+
+
+@require(Capability.VIEW)
+def move_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    move = get_object_or_404(
+        MoveRequest.objects.select_related(
+            "destination", "requested_by", "parent"
+        ).prefetch_related(
+            Prefetch("items", MoveItem.objects.select_related("node", "source_pool")),
+            "approvals__approver",
+        ),
+        pk=pk,
+    )
+    user = request.user
+    return render(
+        request,
+        "pools/move_detail.html",
+        {
+            "move": move,
+            "events": move.events.select_related("actor").order_by("at", "id"),
+            "can_decide": move.state == MoveRequest.State.PENDING
+            and has_capability(user, Capability.APPROVE_MOVE)
+            and move.requested_by_id != user.pk,
+            "can_cancel": move.state == MoveRequest.State.PENDING
+            and (
+                (move.requested_by_id == user.pk and has_capability(user, Capability.REQUEST_MOVE))
+                or has_capability(user, Capability.EDIT_POOLS)
+            ),
+            "decision_form": DecisionForm(),
+        },
+    )
+
+
+def _decide(request: HttpRequest, pk: int, step: str) -> HttpResponse:
+    move = get_object_or_404(MoveRequest, pk=pk)
+    comment = request.POST.get("comment", "")
+    now = timezone.now()
+    try:
+        if step == "approve":
+            workflow.move_approve(request=move, approver=request.user, comment=comment, now=now)
+        elif step == "reject":
+            workflow.move_reject(request=move, approver=request.user, reason=comment, now=now)
+        else:
+            workflow.move_cancel(request=move, user=request.user, now=now)
+    except workflow.WorkflowError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Move #{move.pk}: {step} recorded.")
+    return redirect("move-detail", pk=pk)
+
+
+@require_POST
+@require(Capability.APPROVE_MOVE)
+def move_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    return _decide(request, pk, "approve")
+
+
+@require_POST
+@require(Capability.APPROVE_MOVE)
+def move_reject(request: HttpRequest, pk: int) -> HttpResponse:
+    return _decide(request, pk, "reject")
+
+
+@require_POST
+@require(Capability.VIEW)
+def move_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    return _decide(request, pk, "cancel")
+
+
+@require(Capability.VIEW)
+def loans(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "pools/loans.html",
+        {
+            "loans": workflow.active_loans(),
+            "now": timezone.now(),
+            "can_change": has_capability(request.user, Capability.APPROVE_MOVE),
+            "form": LoanChangeForm(initial={"until": timezone.now() + timedelta(days=1)}),
+        },
+    )
+
+
+@require_POST
+@require(Capability.APPROVE_MOVE)
+def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
+    loan = get_object_or_404(MoveRequest, pk=pk)
+    form = LoanChangeForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "A loan change needs a reason.")
+        return redirect("loans")
+    until = None if "end" in request.POST else form.cleaned_data["until"]
+    try:
+        workflow.loan_change(
+            loan=loan,
+            approver=request.user,
+            until=until,
+            reason=form.cleaned_data["reason"],
+            now=timezone.now(),
+        )
+    except workflow.WorkflowError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request, f"Loan of move #{loan.pk} {'ended' if until is None else 'extended'}."
+        )
+    return redirect("loans")
+
+
+@require(Capability.VIEW)
+def audit_log(request: HttpRequest) -> HttpResponse:
+    events = AuditEvent.objects.select_related("actor", "request")
+    filters = {
+        key: request.GET.get(key, "").strip() for key in ("action", "node", "actor", "request")
+    }
+    if filters["action"]:
+        events = events.filter(action__startswith=filters["action"])
+    if filters["node"]:
+        events = events.filter(node_name=filters["node"])
+    if filters["actor"]:
+        events = events.filter(actor_name=filters["actor"])
+    if filters["request"].isdigit():
+        events = events.filter(request_id=int(filters["request"]))
+    page = Paginator(events, 100).get_page(request.GET.get("page"))
+    return render(request, "pools/audit.html", {"page": page, "filters": filters})

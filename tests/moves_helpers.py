@@ -1,0 +1,31 @@
+"""Shared pieces of the move tests: users in roles, waiting for a request to finish."""
+
+from __future__ import annotations
+
+import time
+
+from django.contrib.auth.models import Group, User
+
+from pools.models import MoveRequest
+
+
+def user_in(role: str, name: str | None = None) -> User:
+    user, _ = User.objects.get_or_create(username=name or f"u-{role}")
+    user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+def wait_for_state(request: MoveRequest, states: set[str], timeout: float = 60) -> MoveRequest:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        request.refresh_from_db()
+        if request.state in states:
+            return request
+        time.sleep(0.1)
+    raise AssertionError(
+        f"move #{request.pk} is {request.state} after {timeout}s, wanted "
+        f"{states}; items: {list(request.items.values_list('state', 'error'))}"
+    )
+
+
+FINAL = {MoveRequest.State.SUCCEEDED, MoveRequest.State.FAILED, MoveRequest.State.PARTIALLY_FAILED}

@@ -1,0 +1,167 @@
+"""The move pages: ask with a preview, decide in the inbox, follow the request, read the log."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from pools import workflow
+from pools.inventory import inventory_sync
+from pools.models import MoveRequest, Pool
+from tests.kubesim_process import Kubesim
+from tests.moves_helpers import user_in
+
+
+def client_for(role: str, name: str | None = None) -> Client:
+    client = Client()
+    client.force_login(user_in(role, name))
+    return client
+
+
+@pytest.fixture
+def inventory(cluster: Kubesim) -> Kubesim:
+    inventory_sync()
+    return cluster
+
+
+FORM = {"nodes": "a100-reserve-000,a100-reserve-001", "destination": "training",
+        "reason": "more training capacity", "drain_policy": "leave-running",
+        "drain_deadline_minutes": "30"}
+
+
+@pytest.mark.django_db
+def test_preview_then_ask(inventory: Kubesim) -> None:
+    rita = client_for("requesters", "rita")
+    preview = rita.post("/moves/new/", {**FORM, "preview": "1"}).content.decode()
+    assert "All checks pass." in preview
+    row = re.search(r'<tr data-node="a100-reserve-000">(.*?)</tr>', preview, re.S).group(1)  # type: ignore[union-attr]
+    assert "~ gpu-pool: mixed → training" in row
+    assert "+ taint workload-training=true:NoSchedule" in row
+    assert 'class="gpu-pod">research/notebook-a100-reserve-000 — 1 GPU' in row
+    assert not MoveRequest.objects.exists()
+    response = rita.post("/moves/new/", {**FORM, "submit": "1"})
+    move = MoveRequest.objects.get()
+    assert response["Location"] == f"/moves/{move.pk}/"
+    assert move.items.count() == 2 and move.requested_by.username == "rita"
+
+
+@pytest.mark.django_db
+def test_failed_checks_show_and_offer_no_submit(inventory: Kubesim) -> None:
+    rita = client_for("requesters", "rita")
+    form = {**FORM, "nodes": "a100-train-000,a100-train-001,a100-train-002,a100-train-003",
+            "destination": "mixed"}
+    html = rita.post("/moves/new/", {**form, "preview": "1"}).content.decode()
+    assert 'data-check="capacity_floor"' in html
+    assert "Ask for approval" not in html
+    html = rita.post("/moves/new/", {**form, "submit": "1"}).content.decode()
+    assert "below its minimum of 2" in html and not MoveRequest.objects.exists()
+    html = rita.post("/moves/new/", {**FORM, "reason": "", "submit": "1"}).content.decode()
+    assert "A move needs a reason." in html and not MoveRequest.objects.exists()
+
+
+@pytest.mark.django_db
+def test_pool_page_offers_moves_and_reconcile_to_requesters(inventory: Kubesim) -> None:
+    html = client_for("requesters").get("/pools/training/").content.decode()
+    assert 'name="node" value="a100-train-000" form="move-form"' in html
+    assert "Reconcile all drifted nodes (1)" in html
+    reconcile = client_for("requesters", "r2").get("/moves/new/?reconcile=1&pool=training")
+    text = reconcile.content.decode()
+    assert 'value="a100-train-drift-000"' in text and 'name="reconcile"' in text
+    viewer_html = client_for("viewers").get("/pools/training/").content.decode()
+    assert 'name="node"' not in viewer_html and "Move selected" not in viewer_html
+
+
+@pytest.mark.django_db
+def test_inbox_approve_reject_cancel_through_the_pages(inventory: Kubesim) -> None:
+    rita = client_for("requesters", "rita")
+    rita.post("/moves/new/", {**FORM, "submit": "1"})
+    move = MoveRequest.objects.get()
+    arno = client_for("approvers", "arno")
+    inbox = arno.get("/moves/").content.decode()
+    assert re.search(rf'<tr data-move="{move.pk}">.*?<td>2</td>', inbox, re.S)  # two nodes
+    assert '<span class="badge">1</span>' in inbox
+    detail = arno.get(f"/moves/{move.pk}/").content.decode()
+    assert "Approve" in detail and "Reject" in detail
+    assert "Approve" not in rita.get(f"/moves/{move.pk}/").content.decode()  # four eyes
+    response = arno.post(f"/moves/{move.pk}/reject/", {"comment": ""}, follow=True)
+    assert "Say why the move is rejected." in response.content.decode()
+    arno.post(f"/moves/{move.pk}/reject/", {"comment": "not this week"})
+    move.refresh_from_db()
+    assert move.state == "rejected"
+    timeline = arno.get(f"/moves/{move.pk}/").content.decode()
+    assert "move.rejected — not this week" in timeline
+    assert rita.post(f"/moves/{move.pk}/approve/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_self_approval_through_the_page_is_refused(inventory: Kubesim) -> None:
+    admin = client_for("pool-admins", "pat")
+    admin.post("/moves/new/", {**FORM, "submit": "1"})
+    move = MoveRequest.objects.get()
+    response = admin.post(f"/moves/{move.pk}/approve/", follow=True)
+    assert "Four eyes: you cannot approve your own request." in response.content.decode()
+    move.refresh_from_db()
+    assert move.state == "pending"
+
+
+@pytest.mark.django_db
+def test_loans_page_shows_the_countdown_and_needs_an_approver_to_change(inventory: Kubesim
+                                                                         ) -> None:
+    now = timezone.now()
+    loan = workflow.move_request_create(
+        requested_by=user_in("requesters", "rita"), node_names=["gpu-new-000"],
+        destination=Pool.objects.get(name="mixed"), reason="burst", now=now,
+        loan_until=now + timedelta(hours=5))
+    html = client_for("viewers").get("/loans/").content.decode()
+    assert f'data-loan="{loan.pk}"' in html and "4\xa0hours" in html
+    assert "End now" not in html
+    arno = client_for("approvers", "arno")
+    arno.post(f"/loans/{loan.pk}/change/", {"reason": "done early", "end": "1"})
+    loan.refresh_from_db()
+    assert loan.loan_until <= timezone.now()
+
+
+@pytest.mark.django_db
+def test_audit_log_filters(inventory: Kubesim) -> None:
+    rita = client_for("requesters", "rita")
+    rita.post("/moves/new/", {**FORM, "submit": "1"})
+    move = MoveRequest.objects.get()
+    viewer = client_for("viewers")
+    html = viewer.get(f"/audit/?request={move.pk}").content.decode()
+    assert html.count('data-event="move.requested"') == 1
+    assert 'data-event="' in viewer.get("/audit/?actor=rita").content.decode()
+    assert 'data-event="' not in viewer.get("/audit/?actor=nobody").content.decode()
+
+
+@pytest.mark.django_db
+def test_node_page_shows_its_move_history(inventory: Kubesim) -> None:
+    rita = client_for("requesters", "rita")
+    rita.post("/moves/new/", {**FORM, "submit": "1"})
+    html = client_for("viewers").get("/nodes/a100-reserve-000/").content.decode()
+    move = MoveRequest.objects.get()
+    assert f'href="/moves/{move.pk}/">#{move.pk}</a> Move' in html
+    assert "more training capacity" in html
+
+
+@pytest.mark.django_db
+def test_list_pages_cost_a_constant_number_of_queries(inventory: Kubesim,
+                                                      django_assert_max_num_queries) -> None:  # type: ignore[no-untyped-def]
+    viewer = client_for("viewers")
+    for i in range(3):
+        workflow.move_request_create(
+            requested_by=user_in("requesters", f"r{i}"), node_names=[f"a100-reserve-00{i}"],
+            destination=Pool.objects.get(name="shared"), reason="x", now=timezone.now())
+    with django_assert_max_num_queries(12):
+        viewer.get("/moves/?state=all")
+    for i in range(3, 9):
+        workflow.move_request_create(
+            requested_by=user_in("requesters", f"r{i}"), node_names=[f"a100-reserve-00{i}"],
+            destination=Pool.objects.get(name="shared"), reason="x", now=timezone.now())
+    with django_assert_max_num_queries(12):
+        viewer.get("/moves/?state=all")
+    with django_assert_max_num_queries(12):
+        viewer.get("/audit/")
