@@ -391,7 +391,17 @@ class Handler(BaseHTTPRequestHandler):
         if token:
             snapshot_id, rv, offset, entries = self._store.resume(token)
         else:
-            rv, everything = self._store.list(request.resource, request.namespace)
+            node = _node_equality(query.get("fieldSelector"))
+            if request.resource == "pods" and node is not None:
+                rv, everything = self._store.pods_on(node)
+                if request.namespace:
+                    everything = [
+                        e
+                        for e in everything
+                        if e.obj["metadata"].get("namespace") == request.namespace
+                    ]
+            else:
+                rv, everything = self._store.list(request.resource, request.namespace)
             entries = [e for e in everything if labels(e.obj) and fields(e.obj)]
             snapshot_id, offset = "", 0
         page = entries[offset : offset + limit] if limit else entries[offset:]
@@ -714,6 +724,15 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"bound": cluster.schedule_pending()})
             return 200
         raise errors.not_found("kubesim", path)
+
+
+def _node_equality(selector: str | None) -> str | None:
+    """X when the field selector requires spec.nodeName=X (the index can answer it)."""
+    for term in (selector or "").split(","):
+        match = re.match(r"^\s*spec\.nodeName\s*==?\s*(\S+)\s*$", term)
+        if match:
+            return match.group(1)
+    return None
 
 
 def _event_line(kind: str, raw: bytes) -> bytes:

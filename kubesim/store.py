@@ -60,6 +60,10 @@ class Store:
         self.events: collections.deque[WatchEvent] = collections.deque(maxlen=EVENT_HISTORY)
         self.oldest_rv = self.rv
         self._snapshots: dict[str, tuple[float, int, list[Entry]]] = {}
+        # Sorted views, rebuilt on the first read after a write to that resource.
+        self._sorted: dict[str, list[tuple[str, Entry]]] = {}
+        # Pods by spec.nodeName, as the real API server's watch cache indexes them.
+        self.pods_by_node: dict[str, set[str]] = collections.defaultdict(set)
         self.listeners: list[Any] = []  # callables (resource, type, new, old) after each write
 
     # --- reads ---
@@ -71,13 +75,21 @@ class Store:
 
     def list(self, resource: str, namespace: str | None) -> tuple[int, list[Entry]]:
         with self.lock:
-            items = self.objects[resource]
+            ordered = self._sorted.get(resource)
+            if ordered is None:
+                ordered = self._sorted[resource] = sorted(self.objects[resource].items())
             if namespace:
                 prefix = namespace + "/"
-                chosen = [e for k, e in sorted(items.items()) if k.startswith(prefix)]
+                chosen = [e for k, e in ordered if k.startswith(prefix)]
             else:
-                chosen = [e for _, e in sorted(items.items())]
+                chosen = [e for _, e in ordered]
             return self.rv, chosen
+
+    def pods_on(self, node: str) -> tuple[int, list[Entry]]:
+        """The pods bound to `node`, from the index (for fieldSelector=spec.nodeName=…)."""
+        with self.lock:
+            pods = self.objects["pods"]
+            return self.rv, [pods[k] for k in sorted(self.pods_by_node.get(node, ()))]
 
     # --- paging: a continue token names a snapshot kept for a while ---
     def save_snapshot(self, rv: int, entries: list[Entry]) -> str:
@@ -121,6 +133,13 @@ class Store:
         return self.rv
 
     def _record(self, resource: str, type_: str, new: Entry, old: Entry | None) -> None:
+        self._sorted.pop(resource, None)
+        if resource == "pods":
+            key = key_of(new.obj["metadata"].get("namespace"), new.obj["metadata"]["name"])
+            if old is not None:
+                self.pods_by_node[(old.obj.get("spec") or {}).get("nodeName") or ""].discard(key)
+            if type_ != "DELETED":
+                self.pods_by_node[(new.obj.get("spec") or {}).get("nodeName") or ""].add(key)
         event = WatchEvent(self.rv, type_, resource, new, old)
         if len(self.events) == self.events.maxlen:
             self.oldest_rv = self.events[0].rv

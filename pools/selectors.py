@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 
 from pools import figures
 from pools.figures import NodeMetrics, NodeRow, PoolFigures

@@ -28,9 +28,13 @@ def inventory(cluster: Kubesim) -> Kubesim:
     return cluster
 
 
-FORM = {"nodes": "a100-reserve-000,a100-reserve-001", "destination": "training",
-        "reason": "more training capacity", "drain_policy": "leave-running",
-        "drain_deadline_minutes": "30"}
+FORM = {
+    "nodes": "a100-reserve-000,a100-reserve-001",
+    "destination": "training",
+    "reason": "more training capacity",
+    "drain_policy": "leave-running",
+    "drain_deadline_minutes": "30",
+}
 
 
 @pytest.mark.django_db
@@ -52,8 +56,11 @@ def test_preview_then_ask(inventory: Kubesim) -> None:
 @pytest.mark.django_db
 def test_failed_checks_show_and_offer_no_submit(inventory: Kubesim) -> None:
     rita = client_for("requesters", "rita")
-    form = {**FORM, "nodes": "a100-train-000,a100-train-001,a100-train-002,a100-train-003",
-            "destination": "mixed"}
+    form = {
+        **FORM,
+        "nodes": "a100-train-000,a100-train-001,a100-train-002,a100-train-003",
+        "destination": "mixed",
+    }
     html = rita.post("/moves/new/", {**form, "preview": "1"}).content.decode()
     assert 'data-check="capacity_floor"' in html
     assert "Ask for approval" not in html
@@ -109,13 +116,16 @@ def test_self_approval_through_the_page_is_refused(inventory: Kubesim) -> None:
 
 
 @pytest.mark.django_db
-def test_loans_page_shows_the_countdown_and_needs_an_approver_to_change(inventory: Kubesim
-                                                                         ) -> None:
+def test_loans_page_shows_the_countdown_and_needs_an_approver_to_change(inventory: Kubesim) -> None:
     now = timezone.now()
     loan = workflow.move_request_create(
-        requested_by=user_in("requesters", "rita"), node_names=["gpu-new-000"],
-        destination=Pool.objects.get(name="mixed"), reason="burst", now=now,
-        loan_until=now + timedelta(hours=5))
+        requested_by=user_in("requesters", "rita"),
+        node_names=["gpu-new-000"],
+        destination=Pool.objects.get(name="mixed"),
+        reason="burst",
+        now=now,
+        loan_until=now + timedelta(hours=5),
+    )
     html = client_for("viewers").get("/loans/").content.decode()
     assert f'data-loan="{loan.pk}"' in html and "4\xa0hours" in html
     assert "End now" not in html
@@ -148,19 +158,28 @@ def test_node_page_shows_its_move_history(inventory: Kubesim) -> None:
 
 
 @pytest.mark.django_db
-def test_list_pages_cost_a_constant_number_of_queries(inventory: Kubesim,
-                                                      django_assert_max_num_queries) -> None:  # type: ignore[no-untyped-def]
+def test_list_pages_cost_a_constant_number_of_queries(
+    inventory: Kubesim, django_assert_max_num_queries
+) -> None:  # type: ignore[no-untyped-def]
     viewer = client_for("viewers")
     for i in range(3):
         workflow.move_request_create(
-            requested_by=user_in("requesters", f"r{i}"), node_names=[f"a100-reserve-00{i}"],
-            destination=Pool.objects.get(name="shared"), reason="x", now=timezone.now())
+            requested_by=user_in("requesters", f"r{i}"),
+            node_names=[f"a100-reserve-00{i}"],
+            destination=Pool.objects.get(name="shared"),
+            reason="x",
+            now=timezone.now(),
+        )
     with django_assert_max_num_queries(12):
         viewer.get("/moves/?state=all")
     for i in range(3, 9):
         workflow.move_request_create(
-            requested_by=user_in("requesters", f"r{i}"), node_names=[f"a100-reserve-00{i}"],
-            destination=Pool.objects.get(name="shared"), reason="x", now=timezone.now())
+            requested_by=user_in("requesters", f"r{i}"),
+            node_names=[f"a100-reserve-00{i}"],
+            destination=Pool.objects.get(name="shared"),
+            reason="x",
+            now=timezone.now(),
+        )
     with django_assert_max_num_queries(12):
         viewer.get("/moves/?state=all")
     with django_assert_max_num_queries(12):

@@ -60,7 +60,7 @@ def _describe(exc: Exception) -> str:
     return str(exc)
 
 
-def _cache_key(kind: str, *parts: object) -> str:
+def cache_key(kind: str, *parts: object) -> str:
     digest = hashlib.sha256(repr(parts).encode()).hexdigest()
     return f"metrics:{kind}:{digest}"
 
@@ -71,12 +71,13 @@ def _run_instant(promql: str) -> list[Sample]:
     return [Sample(item.get("metric", {}), float(item["value"][1])) for item in raw]
 
 
-def instant(queries: Mapping[str, str]) -> InstantResult:
-    """Run named instant queries in parallel, within one timeout, through the cache."""
+def instant(queries: Mapping[str, str], *, use_cache: bool = True) -> InstantResult:
+    """Run named instant queries in parallel, within one timeout, through the cache (a caller
+    that caches a smaller derived form of the result passes use_cache=False)."""
     if not settings.PROMETHEUS_URL:
         return InstantResult(error="PROMETHEUS_URL is not set")
-    key = _cache_key("instant", settings.PROMETHEUS_URL, sorted(queries.items()))
-    cached = cache.get(key)
+    key = cache_key("instant", settings.PROMETHEUS_URL, sorted(queries.items()))
+    cached = cache.get(key) if use_cache else None
     if cached is not None:
         return cached
     futures = {name: _POOL.submit(_run_instant, q) for name, q in queries.items()}
@@ -101,7 +102,8 @@ def instant(queries: Mapping[str, str]) -> InstantResult:
                 other.cancel()
             break
     result = InstantResult(error=error) if error else InstantResult(series)
-    cache.set(key, result, settings.METRICS_CACHE_SECONDS)
+    if use_cache:
+        cache.set(key, result, settings.METRICS_CACHE_SECONDS)
     return result
 
 
@@ -111,7 +113,7 @@ def history(
     if not settings.PROMETHEUS_URL:
         return RangeResult(error="PROMETHEUS_URL is not set")
     end = now or datetime.now().astimezone()
-    key = _cache_key("range", settings.PROMETHEUS_URL, promql, span, step)
+    key = cache_key("range", settings.PROMETHEUS_URL, promql, span, step)
     cached = cache.get(key)
     if cached is not None:
         return cached
