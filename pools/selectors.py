@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 
 from pools import figures
 from pools.figures import NodeMetrics, NodeRow, PoolFigures
