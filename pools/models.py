@@ -368,3 +368,46 @@ class AuditEvent(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise TypeError("audit events are append-only")
+
+
+class ApiToken(models.Model):
+    """A personal API token: shown once, stored as a SHA-256 hash, revocable."""
+
+    PREFIX = "gpp_"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    key_hash = models.CharField(max_length=64, unique=True)
+    hint = models.CharField(
+        max_length=16, help_text="The token's first characters, to tell tokens apart."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.hint}…)"
+
+
+class IdempotencyRecord(models.Model):
+    """The first answer to a POST sent with an Idempotency-Key, replayed for retries."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)  # method, path and body of the first request
+    status = models.PositiveSmallIntegerField(null=True, blank=True)  # None: in progress
+    body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="one_answer_per_idempotency_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status or 'in progress'})"

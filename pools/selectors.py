@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import astuple, dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 
 from pools import figures
 from pools.figures import NodeMetrics, NodeRow, PoolFigures
@@ -31,16 +34,95 @@ def metric_labels() -> queries.MetricLabels:
     )
 
 
-def node_metrics() -> tuple[InstantResult, dict[str, NodeMetrics]]:
-    """Every node's DCGM figures in one batch of queries (cached briefly)."""
-    result = source.instant(
-        queries.node_figure_queries(
+class LazyNodeMetrics(Mapping[str, NodeMetrics]):
+    """Per-node figures built on access: an API page of 100 nodes builds 100, not 5,000."""
+
+    def __init__(self, compact: dict[str, tuple[Any, ...]]) -> None:
+        self._compact = compact
+
+    def __getitem__(self, name: str) -> NodeMetrics:
+        return NodeMetrics(*self._compact[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._compact)
+
+    def __len__(self) -> int:
+        return len(self._compact)
+
+
+class NodeFigureCache:
+    """Every node's DCGM figures, fetched in one batch of queries and shared through the
+    Django cache (Redis in production) in a compact form, a tuple a node.
+
+    Three things keep pages fast at thousands of nodes without ever showing figures older
+    than METRICS_CACHE_SECONDS: one thread in the whole deployment refreshes (a cache-add
+    lock) while the others wait for it; the refresh starts ahead, in the background, once
+    an entry is 70 % through its life; and each process keeps the entry it last unpickled,
+    checking a small version key instead of loading 5,000 tuples every request.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._memo: tuple[float, str | None, dict[str, tuple[Any, ...]]] | None = None
+
+    def _keys(self) -> tuple[str, dict[str, str]]:
+        promql = queries.node_figure_queries(
             metric_labels(),
             hot_celsius=settings.GPU_HOT_CELSIUS,
             idle_window=settings.GPU_IDLE_WINDOW,
         )
-    )
-    return result, figures.node_metrics(result, settings.DCGM_NODE_LABEL)
+        return source.cache_key(
+            "node-figures",
+            settings.PROMETHEUS_URL,
+            settings.DCGM_NODE_LABEL,
+            sorted(promql.items()),
+        ), promql
+
+    def _refresh(self, key: str, promql: dict[str, str]) -> tuple[float, str | None, dict]:  # type: ignore[type-arg]
+        result = source.instant(promql, use_cache=False)
+        per_node = figures.node_metrics(result, settings.DCGM_NODE_LABEL)
+        entry = (time.time(), result.error, {n: astuple(m) for n, m in per_node.items()})
+        ttl = settings.METRICS_CACHE_SECONDS
+        cache.set(key, entry, ttl)
+        cache.set(f"{key}:version", entry[0], ttl)
+        return entry
+
+    def _refresh_ahead(self, key: str, promql: dict[str, str]) -> None:
+        if not cache.add(f"{key}:refreshing", 1, settings.METRICS_CACHE_SECONDS):
+            return  # someone in the deployment is on it
+
+        def run() -> None:
+            try:
+                self._refresh(key, promql)
+            finally:
+                cache.delete(f"{key}:refreshing")
+
+        threading.Thread(target=run, daemon=True, name="node-figures").start()
+
+    def get(self) -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
+        key, promql = self._keys()
+        version = cache.get(f"{key}:version")
+        entry = self._memo if self._memo and self._memo[0] == version else None
+        if entry is None and version is not None:
+            loaded = cache.get(key)
+            entry = loaded if loaded and loaded[0] == version else None
+        if entry is None:
+            with self._lock:
+                version = cache.get(f"{key}:version")
+                loaded = cache.get(key) if version is not None else None
+                entry = loaded if loaded and loaded[0] == version else self._refresh(key, promql)
+        elif time.time() - entry[0] > 0.7 * settings.METRICS_CACHE_SECONDS:
+            self._refresh_ahead(key, promql)
+        self._memo = entry
+        _, error, compact = entry
+        return InstantResult(error=error), LazyNodeMetrics(compact)
+
+
+_node_figures = NodeFigureCache()
+
+
+def node_metrics() -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
+    return _node_figures.get()
 
 
 _ROW_FIELDS = (

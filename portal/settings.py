@@ -45,6 +45,9 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "pools",
 ]
 
@@ -177,8 +180,33 @@ if _unknown:
     )
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "pools.api.tokens.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",  # the pages' calls, with CSRF
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_THROTTLE_CLASSES": ["pools.api.permissions.ApiTokenThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"token": env_str("API_TOKEN_RATE", "1200/min")},
+    "EXCEPTION_HANDLER": "pools.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU node-pool portal API",
+    "DESCRIPTION": "Pools, GPU nodes with their DCGM metrics, node moves with approvals, and "
+    "the audit log. Every failure has the shape "
+    '{"error": {"code": ..., "message": ..., "fields": {...}}}.',
+    "VERSION": "1.0.0",
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",  # served from our own static files, no CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SECURITY": [{"bearerToken": []}],
 }
 
 LOGGING = {

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required, login_required
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import health
 
@@ -14,5 +16,14 @@ urlpatterns = [
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("pools.api.urls")),
+    # The schema answers token clients too (drf-spectacular checks the permission itself);
+    # the docs page is for people, behind the login.
+    path("api/schema/", login_not_required(SpectacularAPIView.as_view()), name="schema"),
+    path(
+        "api/docs/",
+        login_required(SpectacularSwaggerView.as_view(url_name="schema")),
+        name="api-docs",
+    ),
     path("", include("pools.urls")),
 ]

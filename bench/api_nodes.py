@@ -1,0 +1,204 @@
+"""GET /api/v1/nodes/ at 5,000 nodes under 50 concurrent token clients.
+
+    .venv/bin/python -m bench.api_nodes [--nodes 5000] [--clients 50] [--requests 40]
+
+The portal runs under gunicorn (production settings, SQLite, a real Prometheus scraping
+kubesim); each client is a thread with its own token and keep-alive connection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench import django_env
+from bench.common import Http, ms, percentile
+from tests.kubesim_process import kubesim_server
+from tests.servers import free_port, http_ok, prometheus_server, redis_server, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+WRK_SCRIPT = """
+tokens = {%s}
+counter = 0
+request = function()
+  counter = counter + 1
+  local token = tokens[(counter %% #tokens) + 1]
+  return wrk.format("GET", "/api/v1/nodes/", {["Authorization"] = "Bearer " .. token})
+end
+"""
+
+
+def run_wrk(base: str, tokens: list[str], args: argparse.Namespace) -> None:
+    """50 connections, each request with one of 50 tokens in turn (50 token clients)."""
+    script = Path(tempfile.mkdtemp()) / "tokens.lua"
+    script.write_text(WRK_SCRIPT % ", ".join(f'"{t}"' for t in tokens))
+    result = subprocess.run(
+        [
+            "wrk",
+            "-t",
+            "2",
+            "-c",
+            str(args.clients),
+            "-d",
+            f"{args.seconds}s",
+            "--latency",
+            "-s",
+            str(script),
+            base,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = result.stdout
+    p50 = re.search(r"^\s+50%\s+(\S+)", out, re.M)
+    p99 = re.search(r"^\s+99%\s+(\S+)", out, re.M)
+    rate = re.search(r"Requests/sec:\s+(\S+)", out)
+    total = re.search(r"(\d+) requests in", out)
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    socket = re.search(r"Socket errors: (.*)", out)
+    print(
+        f"GET /api/v1/nodes/ (100 nodes a page, with metrics) at {args.nodes} nodes, "
+        f"{args.clients} token clients (wrk, {args.seconds} s), gunicorn {args.workers} "
+        f"workers x {args.threads} threads: {rate.group(1) if rate else '?'} req/s over "
+        f"{total.group(1) if total else '?'} requests, p50 {p50.group(1) if p50 else '?'}, "
+        f"p99 {p99.group(1) if p99 else '?'}, errors "
+        f"{int(non_2xx.group(1)) if non_2xx else 0} non-2xx"
+        f"{', socket ' + socket.group(1) if socket else ''}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--requests", type=int, default=40)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--seconds", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        # Scraped once a minute: rendering 40,000 simulated GPUs is kubesim's work, not the
+        # portal's, and would otherwise take the CPU the measurement is about.
+        with (
+            kubesim_server(tmp / "sim", nodes=args.nodes) as sim,
+            prometheus_server(
+                tmp / "prom",
+                scrape_targets=[sim.metrics_url.removeprefix("http://")],
+                scrape_interval="60s",
+            ) as prom,
+            redis_server(tmp) as redis,
+        ):
+            env = {
+                "KUBECONFIG": str(sim.kubeconfig),
+                "PROMETHEUS_URL": prom.url,
+                "PROMETHEUS_TIMEOUT": "10",
+                "API_TOKEN_RATE": "100000/min",
+                "CACHE_URL": f"redis://127.0.0.1:{redis.port}/1",
+                "CELERY_BROKER_URL": redis.url,
+            }
+            django_env.setup(tmp, **env)
+            from pools.api.tokens import token_create
+            from pools.inventory import inventory_sync
+            from tests.moves_helpers import user_in
+
+            print(f"inventory: {inventory_sync()}", flush=True)
+            tokens = [
+                token_create(user=user_in("viewers", f"client-{i}"), name="bench")[1]
+                for i in range(args.clients)
+            ]
+            port = free_port()
+            server = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "portal.wsgi:application",
+                    "--bind",
+                    f"127.0.0.1:{port}",
+                    "--workers",
+                    str(args.workers),
+                    "--threads",
+                    str(args.threads),
+                    "--worker-class",
+                    "gthread",
+                    "--log-level",
+                    "warning",
+                ],
+                cwd=ROOT,
+                env={**os.environ},
+                stdout=subprocess.DEVNULL,
+            )
+            try:
+                wait_for(
+                    lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), timeout=60, what="gunicorn"
+                )
+                base = f"http://127.0.0.1:{port}"
+                warm = Http(base, tokens[0])
+                for _ in range(args.workers * 3):  # every worker process fills its cache
+                    assert warm.request("GET", "/api/v1/nodes/")[0] == 200
+                if shutil.which("wrk"):
+                    run_wrk(base, tokens, args)
+                    return
+                print(
+                    "wrk is not installed (apt-get install wrk): measuring with Python "
+                    "threads, which share the two cores with the server",
+                    flush=True,
+                )
+                latencies: list[float] = []
+                errors = 0
+                lock = threading.Lock()
+
+                def client(token: str) -> None:
+                    nonlocal errors
+                    http = Http(base, token)
+                    mine, failed = [], 0
+                    for _ in range(args.requests):
+                        started = time.perf_counter()
+                        try:
+                            status, _ = http.request("GET", "/api/v1/nodes/")
+                        except OSError:
+                            status = 0
+                        mine.append(time.perf_counter() - started)
+                        failed += status != 200
+                    with lock:
+                        latencies.extend(mine)
+                        errors += failed
+
+                threads = [threading.Thread(target=client, args=(t,)) for t in tokens]
+                started = time.perf_counter()
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                elapsed = time.perf_counter() - started
+                total = args.clients * args.requests
+                print(
+                    f"GET /api/v1/nodes/ (100 nodes a page, with metrics) at {args.nodes} "
+                    f"nodes, {args.clients} token clients x {args.requests} requests, "
+                    f"gunicorn {args.workers} workers x {args.threads} threads: "
+                    f"{total / elapsed:.0f} req/s, "
+                    f"p50 {ms(statistics.median(latencies))}, "
+                    f"p99 {ms(percentile(latencies, 0.99))}, errors {errors}",
+                    flush=True,
+                )
+            finally:
+                server.terminate()
+                server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

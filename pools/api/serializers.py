@@ -1,0 +1,338 @@
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
+
+
+class PoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    labels = serializers.DictField(
+        child=serializers.CharField(allow_blank=True),
+        required=False,
+        help_text="Labels besides the pool key.",
+    )
+    accepted_gpu_models = serializers.ListField(child=serializers.CharField(), required=False)
+    node_count = serializers.SerializerMethodField(help_text="GPU nodes in the pool now.")
+
+    class Meta:
+        model = Pool
+        fields = [
+            "name",
+            "display_name",
+            "description",
+            "labels",
+            "taint_key",
+            "taint_value",
+            "taint_effect",
+            "min_nodes",
+            "accepted_gpu_models",
+            "approvals_required",
+            "requires_healthy_nodes",
+            "node_count",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["created_at", "updated_at"]
+        # Uniqueness and every other rule are checked by the model (pools.models), so the
+        # API and the pages refuse the same definitions with the same messages.
+        extra_kwargs = {"name": {"validators": []}}
+
+    def get_node_count(self, pool: Pool) -> int:
+        annotated = getattr(pool, "node_count", None)  # the list annotates it in one query
+        return (
+            annotated if annotated is not None else pool.nodes.filter(gone_at__isnull=True).count()
+        )
+
+    def update(self, instance: Pool, validated: dict[str, Any]) -> Pool:
+        validated.pop("name", None)  # nodes carry the name: it cannot change
+        return super().update(instance, validated)
+
+
+class NodeMetricsSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    gpus_reporting = serializers.IntegerField()
+    util = serializers.FloatField(allow_null=True)
+    fb_used = serializers.FloatField(allow_null=True, help_text="MiB")
+    fb_total = serializers.FloatField(allow_null=True, help_text="MiB")
+    temp_max = serializers.FloatField(allow_null=True)
+    power = serializers.FloatField(allow_null=True, help_text="W")
+    xid_gpus = serializers.IntegerField()
+    hot_gpus = serializers.IntegerField()
+    idle_held_gpus = serializers.IntegerField()
+
+
+class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    pool = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    gone = serializers.SerializerMethodField()
+    metrics = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Node
+        fields = [
+            "name",
+            "pool",
+            "pool_label",
+            "gpu_model",
+            "gpu_count",
+            "gpu_memory_mib",
+            "gpu_allocatable",
+            "gpu_allocated",
+            "ready",
+            "cordoned",
+            "drifted",
+            "drift",
+            "last_seen",
+            "gone",
+            "metrics",
+        ]
+
+    def get_gone(self, node: Node) -> bool:
+        return node.gone_at is not None
+
+    def to_representation(self, node: Node) -> dict[str, Any]:
+        # The list's hot path, written out: DRF's per-field machinery cost more than the
+        # query at 100 nodes a page. The declared fields above still describe it (OpenAPI),
+        # and tests compare both.
+        if type(self) is not NodeSerializer:
+            return super().to_representation(node)
+        metrics = self.context.get("metrics", {}).get(node.name)
+        return {
+            "name": node.name,
+            "pool": node.pool.name if node.pool_id else None,
+            "pool_label": node.pool_label,
+            "gpu_model": node.gpu_model,
+            "gpu_count": node.gpu_count,
+            "gpu_memory_mib": node.gpu_memory_mib,
+            "gpu_allocatable": node.gpu_allocatable,
+            "gpu_allocated": node.gpu_allocated,
+            "ready": node.ready,
+            "cordoned": node.cordoned,
+            "drifted": node.drifted,
+            "drift": node.drift,
+            "last_seen": node.last_seen.isoformat().replace("+00:00", "Z"),
+            "gone": node.gone_at is not None,
+            "metrics": asdict(metrics) if metrics else None,
+        }
+
+    @extend_schema_field(NodeMetricsSerializer(allow_null=True))
+    def get_metrics(self, node: Node) -> dict[str, Any] | None:
+        metrics = self.context.get("metrics", {}).get(node.name)
+        # A plain dict, not a nested serializer a row: on a page of 100 nodes the nested
+        # serializers cost more than the query.
+        return asdict(metrics) if metrics else None
+
+
+class PodSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    name = serializers.CharField()
+    namespace = serializers.CharField()
+    gpus = serializers.IntegerField()
+    owner_kind = serializers.CharField()
+    phase = serializers.CharField()
+
+
+class GpuSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    index = serializers.CharField()
+    util = serializers.FloatField(allow_null=True)
+    fb_used = serializers.FloatField(allow_null=True)
+    fb_total = serializers.FloatField(allow_null=True)
+    temp = serializers.FloatField(allow_null=True)
+    power = serializers.FloatField(allow_null=True)
+    sm_clock = serializers.FloatField(allow_null=True)
+    xid = serializers.IntegerField()
+    pod = serializers.CharField(allow_blank=True)
+    namespace = serializers.CharField(allow_blank=True)
+
+
+class TaintSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    key = serializers.CharField()
+    value = serializers.CharField(required=False, allow_blank=True)
+    effect = serializers.CharField()
+
+
+class NodeDetailSerializer(NodeSerializer):
+    labels = serializers.DictField(child=serializers.CharField(allow_blank=True))
+    taints = TaintSerializer(many=True)
+    pods = PodSerializer(many=True)
+    gpus = GpuSerializer(many=True, source="detail_gpus", read_only=True)
+    managed_labels = serializers.ListField(
+        child=serializers.CharField(), read_only=True, source="detail_managed_labels"
+    )
+    metrics_error = serializers.CharField(
+        allow_null=True, read_only=True, source="detail_metrics_error"
+    )
+
+    class Meta(NodeSerializer.Meta):
+        fields = [
+            *NodeSerializer.Meta.fields,
+            "labels",
+            "taints",
+            "pods",
+            "gpus",
+            "managed_labels",
+            "metrics_error",
+        ]
+
+
+class MoveCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    nodes = serializers.ListField(
+        child=serializers.CharField(max_length=253), min_length=1, max_length=5000
+    )
+    destination = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.active())
+    reason = serializers.CharField(max_length=2000)
+    drain_policy = serializers.ChoiceField(
+        choices=MoveRequest.DrainPolicy.choices, default=MoveRequest.DrainPolicy.LEAVE_RUNNING
+    )
+    drain_deadline_seconds = serializers.IntegerField(min_value=10, max_value=86_400, default=1800)
+    loan_until = serializers.DateTimeField(required=False, allow_null=True)
+    health_override = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=2000
+    )
+    reconcile = serializers.BooleanField(default=False)
+
+
+class DryRunSerializer(MoveCreateSerializer):
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+
+
+class CheckSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    node = serializers.CharField(allow_null=True)
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class PlannedNodeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    node = serializers.CharField()
+    source_pool = serializers.CharField(allow_null=True)
+    diff = serializers.DictField()
+    summary = serializers.CharField()
+    gpu_pods = PodSerializer(many=True)
+
+
+class DryRunResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    ok = serializers.BooleanField()
+    destination = serializers.CharField()
+    checks = CheckSerializer(many=True)
+    nodes = PlannedNodeSerializer(many=True)
+
+
+class ApprovalSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    approver = serializers.CharField(source="approver.username")
+    comment = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+
+
+class MoveItemSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    node = serializers.CharField(source="node.name")
+    source_pool = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+
+    class Meta:
+        model = MoveItem
+        fields = [
+            "node",
+            "source_pool",
+            "state",
+            "planned_diff",
+            "applied_diff",
+            "error",
+            "attempts",
+            "finished_at",
+            "gpu_pods",
+        ]
+
+
+class MoveSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    destination = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    requested_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    approvals = ApprovalSerializer(many=True, read_only=True)
+    items = MoveItemSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = MoveRequest
+        fields = [
+            "id",
+            "kind",
+            "state",
+            "destination",
+            "requested_by",
+            "reason",
+            "drain_policy",
+            "drain_deadline_seconds",
+            "loan_until",
+            "health_override",
+            "approvals_required",
+            "approvals",
+            "items",
+            "parent",
+            "error",
+            "created_at",
+            "expires_at",
+            "decided_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class DecisionSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    comment = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=2000,
+        help_text="Required to reject.",
+    )
+
+
+class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "at",
+            "actor_name",
+            "action",
+            "request",
+            "node_name",
+            "message",
+            "before",
+            "after",
+        ]
+
+
+class FiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    nodes = serializers.IntegerField()
+    ready = serializers.IntegerField()
+    not_ready = serializers.IntegerField()
+    cordoned = serializers.IntegerField()
+    gpus = serializers.IntegerField()
+    allocated = serializers.IntegerField()
+    idle = serializers.IntegerField()
+    free_whole_nodes = serializers.IntegerField()
+    largest_free_block = serializers.IntegerField()
+    drifted = serializers.IntegerField()
+    avg_util = serializers.FloatField(allow_null=True)
+    fb_percent = serializers.FloatField(allow_null=True)
+    xid_gpus = serializers.IntegerField()
+    hot_gpus = serializers.IntegerField()
+    idle_held_gpus = serializers.IntegerField()
+    nodes_without_metrics = serializers.IntegerField()
+
+
+class PoolFiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    pool = serializers.CharField(allow_null=True, help_text="null: the unassigned GPU nodes")
+    figures = FiguresSerializer()
+
+
+class SummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    cluster = FiguresSerializer()
+    pools = PoolFiguresSerializer(many=True)
+    metrics_error = serializers.CharField(allow_null=True)
+
+
+class QueuedSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    queued = serializers.BooleanField()

@@ -1,0 +1,32 @@
+from django.urls import path, re_path
+from drf_spectacular.utils import extend_schema
+from rest_framework.decorators import api_view
+from rest_framework.exceptions import NotFound
+from rest_framework.routers import SimpleRouter
+
+from pools.api import views
+
+router = SimpleRouter()
+router.register("pools", views.PoolViewSet, basename="pool")
+router.register("nodes", views.NodeViewSet, basename="node")
+router.register("moves", views.MoveViewSet, basename="move")
+router.register("audit-events", views.AuditEventViewSet, basename="audit-event")
+
+
+@extend_schema(exclude=True)
+@api_view(["GET", "POST", "PUT", "PATCH", "DELETE"])
+def unknown(request, rest):  # type: ignore[no-untyped-def]
+    raise NotFound(f"No API endpoint at /api/v1/{rest}.")
+
+
+urlpatterns = [
+    path("pools/summary/", views.SummaryView.as_view(), name="pool-summary"),
+    path("inventory/sync/", views.InventorySyncView.as_view(), name="inventory-sync"),
+    *router.urls,
+    re_path(r"^(?P<rest>.*)$", unknown),
+]
+
+# The API authenticates by itself (tokens or the session, in pools.api): the pages' login
+# redirect must not catch a token client.
+for pattern in urlpatterns:
+    pattern.callback.login_required = False  # type: ignore[union-attr]

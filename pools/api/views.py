@@ -1,0 +1,443 @@
+"""API views: short declarations over the services and selectors the pages use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import filters, mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pools import selectors, services, workflow
+from pools.api import serializers as s
+from pools.api.errors import ErrorSerializer
+from pools.api.idempotency import idempotent
+from pools.api.permissions import HasCapability
+from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
+from pools.roles import Capability
+
+
+def errors(*codes: int) -> dict[int, OpenApiResponse]:
+    described = {
+        400: "Invalid input",
+        401: "No or bad credentials",
+        403: "Your role does not allow this",
+        404: "Not found",
+        409: "A state conflict (a refused check or step)",
+        415: "Unsupported media type",
+        422: "Idempotency-Key reused",
+        429: "Throttled",
+    }
+    return {code: OpenApiResponse(ErrorSerializer, description=described[code]) for code in codes}
+
+
+READ_ERRORS = errors(401, 403, 429)
+WRITE_ERRORS = errors(400, 401, 403, 409, 415, 422, 429)
+
+
+class StrictCursorPagination(CursorPagination):
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+    def decode_cursor(self, request: Request) -> Any:
+        # A cursor the client garbled is bad input (400), not a missing page (DRF says 404).
+        try:
+            return super().decode_cursor(request)
+        except NotFound:
+            raise ValidationError({self.cursor_query_param: ["Invalid cursor."]}) from None
+
+
+class ByName(StrictCursorPagination):
+    page_size = 100
+    max_page_size = 1000
+    page_size_query_param = "page_size"
+    ordering = "name"
+
+
+class Newest(StrictCursorPagination):
+    page_size = 100
+    max_page_size = 1000
+    page_size_query_param = "page_size"
+    ordering = ("-id",)
+
+
+class BaseView:
+    permission_classes = [HasCapability]
+    capabilities: dict[str, Capability] = {}
+
+
+# --- pools ---
+
+
+@extend_schema_view(
+    list=extend_schema(responses={200: s.PoolSerializer(many=True), **READ_ERRORS}),
+    retrieve=extend_schema(responses={200: s.PoolSerializer, **READ_ERRORS, **errors(404)}),
+    create=extend_schema(responses={201: s.PoolSerializer, **WRITE_ERRORS}),
+    update=extend_schema(responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)}),
+    partial_update=extend_schema(responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)}),
+    destroy=extend_schema(
+        description="Retire the pool (refused while it holds nodes).",
+        responses={204: None, **WRITE_ERRORS, **errors(404)},
+    ),
+)
+class PoolViewSet(BaseView, viewsets.ModelViewSet):  # type: ignore[type-arg]
+    serializer_class = s.PoolSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[a-z0-9-]+"
+    pagination_class = None
+    capabilities = {
+        "create": Capability.EDIT_POOLS,
+        "update": Capability.EDIT_POOLS,
+        "partial_update": Capability.EDIT_POOLS,
+        "destroy": Capability.EDIT_POOLS,
+    }
+
+    def get_queryset(self) -> QuerySet[Pool]:
+        return Pool.objects.active().annotate(
+            node_count=Count("nodes", filter=Q(nodes__gone_at__isnull=True))
+        )
+
+    def perform_create(self, serializer: s.PoolSerializer) -> None:
+        pool = Pool(**serializer.validated_data)
+        serializer.instance = services.pool_save(pool=pool).pool
+
+    def perform_update(self, serializer: s.PoolSerializer) -> None:
+        pool = serializer.instance
+        for field, value in serializer.validated_data.items():
+            if field != "name":
+                setattr(pool, field, value)
+        serializer.instance = services.pool_save(pool=pool).pool
+
+    def perform_destroy(self, instance: Pool) -> None:
+        try:
+            services.pool_retire(pool=instance)
+        except services.PoolInUse as exc:
+            raise workflow.WorkflowError("pool_in_use", exc.messages[0]) from exc
+
+    @idempotent
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().create(request, *args, **kwargs)
+
+
+class SummaryView(BaseView, APIView):
+    @extend_schema(
+        responses={200: s.SummarySerializer, **READ_ERRORS},
+        description="The overview figures: cluster, every pool, unassigned nodes.",
+    )
+    def get(self, request: Request) -> Response:
+        overview = selectors.overview()
+
+        def figures(f: Any) -> dict[str, Any]:
+            return {name: getattr(f, name) for name in s.FiguresSerializer().fields}
+
+        body = {
+            "cluster": figures(overview.cluster),
+            "pools": [
+                {"pool": c.pool.name if c.pool else None, "figures": figures(c.figures)}
+                for c in overview.cards
+            ],
+            "metrics_error": overview.metrics_error,
+        }
+        return Response(s.SummarySerializer(body).data)
+
+
+# --- nodes ---
+
+
+class StrictBooleanFilter(django_filters.ChoiceFilter):
+    """true or false, and anything else is a 400 (django-filter's own ignores "maybe")."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, choices=[("true", "true"), ("false", "false")], **kwargs)
+
+    def filter(self, qs: QuerySet[Any], value: Any) -> QuerySet[Any]:
+        if value in ("", None):
+            return qs
+        return super().filter(qs, value == "true")
+
+
+class NodeFilter(django_filters.FilterSet):
+    pool = django_filters.CharFilter(field_name="pool__name")
+    unassigned = StrictBooleanFilter(field_name="pool", lookup_expr="isnull")
+    gpu_model = django_filters.CharFilter()
+    ready = StrictBooleanFilter()
+    cordoned = StrictBooleanFilter()
+    drifted = StrictBooleanFilter()
+    gone = StrictBooleanFilter(field_name="gone_at", lookup_expr="isnull", exclude=True)
+    health = django_filters.ChoiceFilter(
+        choices=[(k, v) for k, v in selectors.HEALTH.items()],
+        method="filter_health",
+        help_text="From the DCGM metrics: xid, hot, no-metrics, idle-held, healthy.",
+    )
+
+    class Meta:
+        model = Node
+        fields = [
+            "pool",
+            "unassigned",
+            "gpu_model",
+            "ready",
+            "cordoned",
+            "drifted",
+            "gone",
+            "health",
+        ]
+
+    def filter_health(self, queryset: QuerySet[Node], name: str, value: str) -> QuerySet[Node]:
+        _, metrics = selectors.node_metrics()
+        rule = selectors.PoolFilters(health=value)
+        names = [n for n, m in metrics.items() if rule.keep(_row(n, m))]
+        if value == "no-metrics":
+            return queryset.exclude(name__in=list(metrics))
+        return queryset.filter(name__in=names)
+
+
+def _row(name: str, metrics: Any) -> Any:
+    from pools.figures import NodeRow
+
+    return NodeRow(name, None, "", 0, 0, True, False, False, metrics)
+
+
+@extend_schema_view(
+    list=extend_schema(responses={200: s.NodeSerializer(many=True), **READ_ERRORS, **errors(400)}),
+    retrieve=extend_schema(responses={200: s.NodeDetailSerializer, **READ_ERRORS, **errors(404)}),
+)
+class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    pagination_class = ByName
+    filterset_class = NodeFilter
+    filter_backends = [
+        django_filters.rest_framework.DjangoFilterBackend,
+        filters.SearchFilter,
+        filters.OrderingFilter,
+    ]
+    search_fields = ["name", "gpu_model"]
+    ordering_fields = ["name", "gpu_allocated", "gpu_allocatable", "gpu_model"]
+    ordering = ["name"]
+
+    def get_queryset(self) -> QuerySet[Node]:
+        qs = Node.objects.select_related("pool")
+        if self.action == "list":
+            qs = qs.defer("labels", "taints", "pods")
+        return qs
+
+    def get_serializer_class(self) -> type[s.NodeSerializer]:
+        return s.NodeDetailSerializer if self.action == "retrieve" else s.NodeSerializer
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        if self.action == "list":
+            context["metrics"] = selectors.node_metrics()[1]
+        return context
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        node = self.get_object()
+        detail = selectors.node_detail(node)
+        node.detail_gpus = [g.__dict__ for g in detail.gpus]  # type: ignore[attr-defined]
+        node.detail_managed_labels = [lbl.key for lbl in detail.labels if lbl.managed]  # type: ignore[attr-defined]
+        node.detail_metrics_error = detail.metrics_error  # type: ignore[attr-defined]
+        context = {**self.get_serializer_context(), "metrics": selectors.node_metrics()[1]}
+        return Response(s.NodeDetailSerializer(node, context=context).data)
+
+
+# --- moves ---
+
+
+class MoveFilter(django_filters.FilterSet):
+    state = django_filters.MultipleChoiceFilter(choices=MoveRequest.State.choices)
+    destination = django_filters.CharFilter(field_name="destination__name")
+    kind = django_filters.ChoiceFilter(choices=MoveRequest.Kind.choices)
+    node = django_filters.CharFilter(field_name="items__node__name", distinct=True)
+
+    class Meta:
+        model = MoveRequest
+        fields = ["state", "destination", "kind", "node"]
+
+
+@extend_schema_view(
+    list=extend_schema(responses={200: s.MoveSerializer(many=True), **READ_ERRORS, **errors(400)}),
+    retrieve=extend_schema(responses={200: s.MoveSerializer, **READ_ERRORS, **errors(404)}),
+)
+class MoveViewSet(
+    BaseView, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):  # type: ignore[type-arg]
+    serializer_class = s.MoveSerializer
+    pagination_class = Newest
+    filterset_class = MoveFilter
+    filter_backends = [django_filters.rest_framework.DjangoFilterBackend]
+    capabilities = {
+        "create": Capability.REQUEST_MOVE,
+        "dry_run": Capability.REQUEST_MOVE,
+        "approve": Capability.APPROVE_MOVE,
+        "reject": Capability.APPROVE_MOVE,
+        "cancel": Capability.VIEW,
+    }
+
+    def get_queryset(self) -> QuerySet[MoveRequest]:
+        return MoveRequest.objects.select_related("destination", "requested_by").prefetch_related(
+            "approvals__approver", models_prefetch_items()
+        )
+
+    @extend_schema(
+        request=s.MoveCreateSerializer,
+        responses={201: s.MoveSerializer, **WRITE_ERRORS},
+        description="Ask to move one node or a batch. Send Idempotency-Key to make retries safe.",
+    )
+    @idempotent
+    def create(self, request: Request) -> Response:
+        data = _valid(s.MoveCreateSerializer, request)
+        move = workflow.move_request_create(
+            requested_by=request.user,
+            node_names=data["nodes"],
+            destination=data["destination"],
+            reason=data["reason"],
+            drain_policy=data["drain_policy"],
+            drain_deadline_seconds=data["drain_deadline_seconds"],
+            loan_until=data.get("loan_until"),
+            health_override=data["health_override"],
+            reconcile=data["reconcile"],
+            now=timezone.now(),
+        )
+        return Response(
+            s.MoveSerializer(self.get_queryset().get(pk=move.pk)).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(
+        request=s.DryRunSerializer,
+        responses={200: s.DryRunResultSerializer, **errors(400, 401, 403, 415, 429)},
+        description="The diff each node would get and the checks' verdict; creates nothing.",
+    )
+    @action(detail=False, methods=["post"], url_path="dry-run")
+    def dry_run(self, request: Request) -> Response:
+        data = _valid(s.DryRunSerializer, request)
+        plan = workflow.move_plan(
+            node_names=data["nodes"],
+            destination=data["destination"],
+            reconcile=data["reconcile"],
+            health_override=data["health_override"],
+        )
+        return Response(
+            s.DryRunResultSerializer(
+                {
+                    "ok": plan.ok,
+                    "destination": plan.destination.name,
+                    "checks": [f.as_dict() for f in plan.failures],
+                    "nodes": [
+                        {
+                            "node": p.node.name,
+                            "source_pool": p.node.pool.name if p.node.pool else None,
+                            "diff": p.diff,
+                            "summary": p.summary,
+                            "gpu_pods": p.gpu_pods,
+                        }
+                        for p in plan.nodes
+                    ],
+                }
+            ).data
+        )
+
+    def _decide(self, request: Request, step: str) -> Response:
+        move = self.get_object()
+        comment = _valid(s.DecisionSerializer, request)["comment"]
+        now = timezone.now()
+        if step == "approve":
+            workflow.move_approve(request=move, approver=request.user, comment=comment, now=now)
+        elif step == "reject":
+            workflow.move_reject(request=move, approver=request.user, reason=comment, now=now)
+        else:
+            workflow.move_cancel(request=move, user=request.user, now=now)
+        return Response(s.MoveSerializer(self.get_queryset().get(pk=move.pk)).data)
+
+    @extend_schema(
+        request=s.DecisionSerializer,
+        responses={200: s.MoveSerializer, **WRITE_ERRORS, **errors(404)},
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def approve(self, request: Request, pk: str | None = None) -> Response:
+        return self._decide(request, "approve")
+
+    @extend_schema(
+        request=s.DecisionSerializer,
+        responses={200: s.MoveSerializer, **WRITE_ERRORS, **errors(404)},
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def reject(self, request: Request, pk: str | None = None) -> Response:
+        return self._decide(request, "reject")
+
+    @extend_schema(
+        request=s.DecisionSerializer,
+        responses={200: s.MoveSerializer, **WRITE_ERRORS, **errors(404)},
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        return self._decide(request, "cancel")
+
+
+def models_prefetch_items() -> Any:
+    from django.db.models import Prefetch
+
+    return Prefetch("items", MoveItem.objects.select_related("node", "source_pool"))
+
+
+def _valid(serializer_class: type, request: Request) -> dict[str, Any]:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+# --- audit and inventory ---
+
+
+class AuditFilter(django_filters.FilterSet):
+    action = django_filters.CharFilter(lookup_expr="startswith")
+    node = django_filters.CharFilter(field_name="node_name")
+    actor = django_filters.CharFilter(field_name="actor_name")
+    request = django_filters.NumberFilter(field_name="request_id")
+    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+
+    class Meta:
+        model = AuditEvent
+        fields = ["action", "node", "actor", "request", "since", "until"]
+
+
+@extend_schema_view(
+    list=extend_schema(
+        responses={200: s.AuditEventSerializer(many=True), **READ_ERRORS, **errors(400)}
+    ),
+    retrieve=extend_schema(responses={200: s.AuditEventSerializer, **READ_ERRORS, **errors(404)}),
+)
+class AuditEventViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
+    queryset = AuditEvent.objects.all()
+    serializer_class = s.AuditEventSerializer
+    pagination_class = Newest
+    filterset_class = AuditFilter
+    filter_backends = [django_filters.rest_framework.DjangoFilterBackend]
+
+
+class InventorySyncView(BaseView, APIView):
+    capabilities = {"POST": Capability.REQUEST_MOVE}
+
+    @extend_schema(
+        request=None,
+        responses={202: s.QueuedSerializer, **errors(401, 403, 429)},
+        description="Queue an inventory sync now (it also runs every 30 s).",
+    )
+    def post(self, request: Request) -> Response:
+        from pools import tasks
+
+        tasks.sync_inventory.delay()
+        return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)

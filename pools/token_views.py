@@ -1,0 +1,41 @@
+"""Personal API tokens: create (the secret is shown once), list, revoke."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from pools.api.tokens import token_create, token_revoke
+from pools.models import ApiToken
+from pools.roles import Capability, require
+
+
+@require(Capability.VIEW)
+def tokens(request: HttpRequest) -> HttpResponse:
+    new_secret = None
+    if request.method == "POST":
+        name = request.POST.get("name", "").strip()
+        if not name:
+            messages.error(request, "Give the token a name (what will use it?).")
+        else:
+            _, new_secret = token_create(user=request.user, name=name)
+    return render(
+        request,
+        "pools/tokens.html",
+        {
+            "tokens": ApiToken.objects.filter(user=request.user),
+            "new_secret": new_secret,
+        },
+    )
+
+
+@require_POST
+@require(Capability.VIEW)
+def token_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
+    if token_revoke(user=request.user, token_id=pk):
+        messages.success(request, "Token revoked: requests with it now get 401.")
+    else:
+        messages.error(request, "No such active token of yours.")
+    return redirect("tokens")
