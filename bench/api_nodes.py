@@ -85,9 +85,13 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--requests", type=int, default=40)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=25)
     parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--cache-seconds", type=int, default=10,
+                        help="METRICS_CACHE_SECONDS for the portal")
+    parser.add_argument("--no-metrics", action="store_true",
+                        help="no PROMETHEUS_URL: isolates the cost of the metric refreshes")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

@@ -167,6 +167,8 @@ def main() -> None:
             )
             wait_until(kubeconfig.exists, "kubesim", kubesim)
             kubesim_ready = True
+            # The beat syncs every 30 s; the first pages should not wait for it.
+            subprocess.run([*manage, "sync_inventory"], cwd=ROOT, env=env, check=True)
         else:
             env["KUBECONFIG"] = ""
             print("demo: kubesim is not built yet; the portal starts without a cluster")
