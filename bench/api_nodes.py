@@ -12,16 +12,13 @@ import argparse
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 from bench import django_env
-from bench.common import Http, ms, percentile
+from bench.common import Http, load
 from tests.kubesim_process import kubesim_server
 from tests.servers import free_port, http_ok, prometheus_server, redis_server, wait_for
 
@@ -88,10 +85,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=25)
     parser.add_argument("--seconds", type=int, default=20)
-    parser.add_argument("--cache-seconds", type=int, default=10,
-                        help="METRICS_CACHE_SECONDS for the portal")
-    parser.add_argument("--no-metrics", action="store_true",
-                        help="no PROMETHEUS_URL: isolates the cost of the metric refreshes")
+    parser.add_argument(
+        "--cache-seconds", type=int, default=10, help="METRICS_CACHE_SECONDS for the portal"
+    )
+    parser.add_argument(
+        "--no-metrics",
+        action="store_true",
+        help="no PROMETHEUS_URL: isolates the cost of the metric refreshes",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -162,41 +163,10 @@ def main() -> None:
                     "threads, which share the two cores with the server",
                     flush=True,
                 )
-                latencies: list[float] = []
-                errors = 0
-                lock = threading.Lock()
-
-                def client(token: str) -> None:
-                    nonlocal errors
-                    http = Http(base, token)
-                    mine, failed = [], 0
-                    for _ in range(args.requests):
-                        started = time.perf_counter()
-                        try:
-                            status, _ = http.request("GET", "/api/v1/nodes/")
-                        except OSError:
-                            status = 0
-                        mine.append(time.perf_counter() - started)
-                        failed += status != 200
-                    with lock:
-                        latencies.extend(mine)
-                        errors += failed
-
-                threads = [threading.Thread(target=client, args=(t,)) for t in tokens]
-                started = time.perf_counter()
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join()
-                elapsed = time.perf_counter() - started
-                total = args.clients * args.requests
+                result = load(base, tokens, args.requests, lambda index, number: "/api/v1/nodes/")
                 print(
-                    f"GET /api/v1/nodes/ (100 nodes a page, with metrics) at {args.nodes} "
-                    f"nodes, {args.clients} token clients x {args.requests} requests, "
-                    f"gunicorn {args.workers} workers x {args.threads} threads: "
-                    f"{total / elapsed:.0f} req/s, "
-                    f"p50 {ms(statistics.median(latencies))}, "
-                    f"p99 {ms(percentile(latencies, 0.99))}, errors {errors}",
+                    f"GET /api/v1/nodes/ at {args.nodes} nodes, {args.clients} token "
+                    f"clients x {args.requests} requests (Python threads): {result}",
                     flush=True,
                 )
             finally:

@@ -6,8 +6,10 @@ import http.client
 import json
 import socket
 import statistics
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,3 +63,52 @@ class Http:
         self.connection.request(method, path, body=payload, headers=headers)
         response = self.connection.getresponse()
         return response.status, response.read()
+
+
+@dataclass
+class LoadResult:
+    requests: int
+    seconds: float
+    latencies: list[float]
+    errors: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.requests / self.seconds:.0f} req/s, "
+            f"p50 {ms(statistics.median(self.latencies))}, "
+            f"p99 {ms(percentile(self.latencies, 0.99))}, errors {self.errors}"
+        )
+
+
+def load(
+    base_url: str, tokens: list[str], requests: int, path_for: Callable[[int, int], str]
+) -> LoadResult:
+    """One thread a token, each with its own keep-alive connection, `requests` GETs each;
+    `path_for(client, request)` says what to ask for."""
+    latencies: list[float] = []
+    errors = 0
+    lock = threading.Lock()
+
+    def client(index: int) -> None:
+        nonlocal errors
+        http = Http(base_url, tokens[index])
+        mine, failed = [], 0
+        for number in range(requests):
+            started = time.perf_counter()
+            try:
+                status, _ = http.request("GET", path_for(index, number))
+            except OSError:
+                status = 0
+            mine.append(time.perf_counter() - started)
+            failed += status != 200
+        with lock:
+            latencies.extend(mine)
+            errors += failed
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(tokens))]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return LoadResult(len(tokens) * requests, time.perf_counter() - started, latencies, errors)

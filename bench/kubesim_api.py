@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
-import threading
-import time
 from pathlib import Path
 
-from bench.common import Http, ms, percentile, summary, timed
+from bench.common import Http, load, summary, timed
 from tests.kubesim_process import ADMIN_TOKEN, kubesim_server
 
 
@@ -27,6 +24,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, kubesim_server(Path(tmp), nodes=args.nodes) as sim:
         print(f"kubesim with {args.nodes} generated nodes (8 GPUs each)")
         http = Http(sim.url, ADMIN_TOKEN)
+
+        def names(selector: str) -> list[str]:
+            status, body = http.request("GET", f"/api/v1/nodes?labelSelector={selector}")
+            assert status == 200
+            return [n["metadata"]["name"] for n in json.loads(body)["items"]]
+
+        training, inference = names("gpu-pool%3Dtraining"), names("gpu-pool%3Dinference")
 
         size = 0
 
@@ -60,7 +64,7 @@ def main() -> None:
         def patch_label() -> None:
             status, _ = http.request(
                 "PATCH",
-                "/api/v1/nodes/gpu-training-00001",
+                f"/api/v1/nodes/{training[1]}",
                 {"metadata": {"labels": {"bench": str(next(counter))}}},
                 "application/strategic-merge-patch+json",
             )
@@ -68,44 +72,19 @@ def main() -> None:
 
         print(f"PATCH a node's labels: {summary(timed(100, patch_label))}")
 
-        latencies: list[float] = []
-        errors = 0
-        lock = threading.Lock()
-
-        def client(index: int) -> None:
-            nonlocal errors
-            own = Http(sim.url, ADMIN_TOKEN)
-            mine, failed = [], 0
-            for request in range(args.requests_per_client):
-                path = (
-                    "/api/v1/nodes?labelSelector=gpu-pool%3Dtraining&limit=100"
-                    if request % 4 == 0
-                    else f"/api/v1/nodes/gpu-inference-{index:05d}"
-                )
-                started = time.perf_counter()
-                try:
-                    status, _ = own.request("GET", path)
-                except OSError:
-                    status = 0
-                mine.append(time.perf_counter() - started)
-                failed += status != 200
-            with lock:
-                latencies.extend(mine)
-                errors += failed
-
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
-        started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - started
-        total = args.clients * args.requests_per_client
+        result = load(
+            sim.url,
+            [ADMIN_TOKEN] * args.clients,
+            args.requests_per_client,
+            lambda index, number: (
+                "/api/v1/nodes?labelSelector=gpu-pool%3Dtraining&limit=100"
+                if number % 4 == 0
+                else f"/api/v1/nodes/{inference[index % len(inference)]}"
+            ),
+        )
         print(
-            f"{args.clients} concurrent clients, {total} requests (GET node, 1 in 4 a "
-            f"selected LIST of 100): {total / elapsed:.0f} req/s, "
-            f"p50 {ms(statistics.median(latencies))}, p99 {ms(percentile(latencies, 0.99))}, "
-            f"errors {errors}"
+            f"{args.clients} concurrent clients, {result.requests} requests (GET node, 1 in "
+            f"4 a selected LIST of 100): {result}"
         )
 
 

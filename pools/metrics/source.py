@@ -27,6 +27,12 @@ class MetricsError(Exception):
     """Prometheus is not configured, down, slow, or answered an error."""
 
 
+# What a query can meet: Prometheus down or slow, an error answer, an answer not shaped as
+# expected. Anything else is a bug and should surface.
+QUERY_FAILURES = (requests.RequestException, PrometheusApiClientException, MetricsError,
+                  ValueError, KeyError)
+
+
 def prometheus() -> PrometheusConnect:
     if not settings.PROMETHEUS_URL:
         raise MetricsError("PROMETHEUS_URL is not set")
@@ -89,13 +95,7 @@ def instant(queries: Mapping[str, str], *, use_cache: bool = True) -> InstantRes
             series[name] = future.result(timeout=max(0.0, deadline - time.monotonic()))
         except FutureTimeout:
             error = f"Prometheus did not answer within {settings.PROMETHEUS_TIMEOUT:g}s"
-        except (
-            requests.RequestException,
-            PrometheusApiClientException,
-            MetricsError,
-            ValueError,
-            KeyError,
-        ) as exc:
+        except QUERY_FAILURES as exc:
             error = _describe(exc)
         if error:
             for other in futures.values():
@@ -127,13 +127,7 @@ def history(
         )
         points = [(float(t), float(v)) for t, v in raw[0]["values"]] if raw else []
         result = RangeResult(points)
-    except (
-        requests.RequestException,
-        PrometheusApiClientException,
-        MetricsError,
-        ValueError,
-        KeyError,
-    ) as exc:
+    except QUERY_FAILURES as exc:
         result = RangeResult(error=_describe(exc))
     cache.set(key, result, settings.METRICS_CACHE_SECONDS)
     return result
