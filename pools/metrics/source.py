@@ -29,8 +29,13 @@ class MetricsError(Exception):
 
 # What a query can meet: Prometheus down or slow, an error answer, an answer not shaped as
 # expected. Anything else is a bug and should surface.
-QUERY_FAILURES = (requests.RequestException, PrometheusApiClientException, MetricsError,
-                  ValueError, KeyError)
+QUERY_FAILURES = (
+    requests.RequestException,
+    PrometheusApiClientException,
+    MetricsError,
+    ValueError,
+    KeyError,
+)
 
 
 def prometheus() -> PrometheusConnect:

@@ -153,13 +153,19 @@ def test_latency_is_added(kubesim: Kubesim) -> None:
     kubesim.control("faults", {"latency_ms": 300})
     kubesim.core().read_node("gpu-new-000")
     kubesim.control("faults", {"reset": True})
-    assert kubesim.control("faults", {}) == {"latency_ms": 0.0, "rates": {}, "fail_next": [],
-                                             "conflicts": {}}
+    assert kubesim.control("faults", {}) == {
+        "latency_ms": 0.0,
+        "rates": {},
+        "fail_next": [],
+        "conflicts": {},
+    }
     # The server's own audit record shows the delay it injected between receiving the
     # request and answering it (a property of the fault, not a speed measurement).
     (event,) = [e for e in kubesim.audit_events() if e["verb"] == "get"]
-    received, answered = (datetime.fromisoformat(event[k].replace("Z", "+00:00"))
-                          for k in ("requestReceivedTimestamp", "stageTimestamp"))
+    received, answered = (
+        datetime.fromisoformat(event[k].replace("Z", "+00:00"))
+        for k in ("requestReceivedTimestamp", "stageTimestamp")
+    )
     assert (answered - received).total_seconds() >= 0.3
 
 
