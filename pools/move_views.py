@@ -29,6 +29,10 @@ def move_new(request: HttpRequest) -> HttpResponse:
             "reconcile": request.GET.get("reconcile") == "1",
             "destination": request.GET.get("destination", ""),
         }
+        if request.GET.get("reconcile_in"):  # "Reconcile selected" on a pool page
+            initial["reconcile"] = True
+            initial["destination"] = request.GET["reconcile_in"]
+            initial["reason"] = f"reconcile drifted nodes of {request.GET['reconcile_in']}"
         if initial["reconcile"] and request.GET.get("pool"):
             pool = get_object_or_404(Pool.objects.active(), name=request.GET["pool"])
             initial["nodes"] = ",".join(workflow.drifted_node_names(pool))

@@ -57,3 +57,10 @@ def return_loans() -> int:
 @shared_task(ignore_result=True)
 def expire_moves() -> int:
     return workflow.moves_expire(now=timezone.now())
+
+
+@shared_task(ignore_result=True)
+def purge_idempotency_records() -> int:
+    from pools.api.idempotency import idempotency_records_purge
+
+    return idempotency_records_purge(now=timezone.now())

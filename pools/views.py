@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.safestring import SafeString, mark_safe
@@ -11,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from pools import charts, selectors, services
 from pools.forms import PoolForm
-from pools.models import Node, Pool
+from pools.models import AuditEvent, Node, Pool
 from pools.roles import Capability, has_capability, require
 from pools.snippets import scheduling_block
 
@@ -98,6 +99,12 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     context["history_items"] = node.move_items.select_related(
         "request__destination", "source_pool"
     ).order_by("-request__created_at")[:50]
+    # The node's own events and those of the requests that included it.
+    context["audit_events"] = (
+        AuditEvent.objects.filter(Q(node_name=node.name) | Q(request__items__node=node))
+        .distinct()
+        .order_by("-at", "-id")[:20]
+    )
     context["history_error"] = next((r.error for r in detail.history.values() if r.error), None)
     return render(request, "pools/node.html", context)
 

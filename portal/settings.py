@@ -236,6 +236,9 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# How long an Idempotency-Key's first answer is kept for retries.
+IDEMPOTENCY_KEY_HOURS = env_int("IDEMPOTENCY_KEY_HOURS", 24, minimum=1)
+
 # --- Metrics ---
 METRICS_CACHE_SECONDS = env_int("METRICS_CACHE_SECONDS", 10, minimum=0)
 # Behind a ServiceMonitor the workload's pod label arrives as exported_pod.
@@ -258,5 +261,9 @@ CELERY_BEAT_SCHEDULE.update(
         "sweep-moves": {"task": "pools.tasks.sweep_moves", "schedule": 30.0},
         "return-loans": {"task": "pools.tasks.return_loans", "schedule": 30.0},
         "expire-moves": {"task": "pools.tasks.expire_moves", "schedule": 300.0},
+        "purge-idempotency-records": {
+            "task": "pools.tasks.purge_idempotency_records",
+            "schedule": 3600.0,
+        },
     }
 )

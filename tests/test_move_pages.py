@@ -184,3 +184,30 @@ def test_list_pages_cost_a_constant_number_of_queries(
         viewer.get("/moves/?state=all")
     with django_assert_max_num_queries(12):
         viewer.get("/audit/")
+
+
+@pytest.mark.django_db
+def test_reconcile_a_selection_and_see_it_on_the_node_page(inventory: Kubesim) -> None:
+    rita = client_for("requesters", "rita")
+    html = rita.get("/pools/training/").content.decode()
+    assert 'name="reconcile_in" value="training"' in html
+    form = rita.get("/moves/new/?node=a100-train-drift-000&reconcile_in=training").content
+    text = form.decode()
+    assert 'value="a100-train-drift-000"' in text
+    assert re.search(r'<option value="training" selected>', text)
+    assert 'name="reconcile" value="True"' in text or 'name="reconcile" value="true"' in text
+    rita.post(
+        "/moves/new/",
+        {
+            **FORM,
+            "nodes": "a100-train-drift-000",
+            "destination": "training",
+            "reconcile": "True",
+            "reason": "put the taint back",
+            "submit": "1",
+        },
+    )
+    move = MoveRequest.objects.get()
+    assert move.kind == "reconcile"
+    node_page = client_for("viewers").get("/nodes/a100-train-drift-000/").content.decode()
+    assert "Recent audit events" in node_page and "put the taint back" in node_page

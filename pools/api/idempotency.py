@@ -10,8 +10,10 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -86,3 +88,11 @@ def idempotent(view: Callable[..., Response]) -> Callable[..., Response]:
         return response
 
     return wrapped
+
+
+def idempotency_records_purge(*, now: datetime) -> int:
+    """Forget answers older than IDEMPOTENCY_KEY_HOURS: a retry comes within minutes, and
+    the table must not grow forever."""
+    cutoff = now - timedelta(hours=settings.IDEMPOTENCY_KEY_HOURS)
+    deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()
+    return deleted

@@ -295,3 +295,21 @@ def test_the_fast_node_row_equals_the_declared_serializer(token_for: Callable[[s
     row = Node.objects.filter(name="node-0001").values(*NODE_ROW_FIELDS).get()
     assert dict(NodeSerializer(row).data) == generic  # the list's plain-row path
     assert isinstance(NodeSerializer().fields["metrics"], drf.SerializerMethodField)
+
+
+@pytest.mark.django_db
+def test_idempotency_answers_are_forgotten_after_a_day(token_for: Callable[[str], str]) -> None:
+    from datetime import timedelta
+
+    from pools.api.idempotency import idempotency_records_purge
+    from pools.models import IdempotencyRecord
+
+    client = api(token_for("requesters"))
+    post(client, "/api/v1/moves/dry-run/", {"nodes": ["x"], "destination": "mixed"})
+    post(
+        client, "/api/v1/moves/", {"nodes": [], "destination": "mixed"}, HTTP_IDEMPOTENCY_KEY="old"
+    )
+    assert IdempotencyRecord.objects.count() == 1
+    now = timezone.now()
+    assert idempotency_records_purge(now=now + timedelta(hours=23)) == 0
+    assert idempotency_records_purge(now=now + timedelta(hours=25)) == 1
