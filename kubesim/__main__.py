@@ -14,7 +14,12 @@ from pathlib import Path
 import yaml
 
 from kubesim.cluster import Cluster
-from kubesim.dcgm import Exporter, make_exporter_server, serve_forever_in_thread
+from kubesim.dcgm import (
+    Exporter,
+    make_exporter_server,
+    serve_forever_in_thread,
+    write_targets_file,
+)
 from kubesim.scenario import ScenarioError, generated_scenario, load_scenario
 from kubesim.seeding import seed
 from kubesim.server import ApiServer, User, make_server
@@ -67,6 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--audit-log", type=Path)
     serve.add_argument("--tls", action="store_true", help="serve HTTPS with a generated CA")
     serve.add_argument("--token", help="the admin bearer token (random by default)")
+    serve.add_argument(
+        "--exporter-targets-file",
+        type=Path,
+        help="write Prometheus file_sd targets, one per node, instead of one "
+        "target for all (each node's series at /metrics/node/NAME)",
+    )
+    serve.add_argument(
+        "--hostname-is-pod",
+        action="store_true",
+        help="report the exporter pod's name as Hostname, as dcgm-exporter "
+        "does when it is not given the node name",
+    )
     serve.add_argument("--readonly-token", help="a read-only bearer token (random by default)")
     args = parser.parse_args(argv)
 
@@ -96,7 +113,15 @@ def main(argv: list[str] | None = None) -> int:
         context.load_cert_chain(crt, key)
         server.socket = context.wrap_socket(server.socket, server_side=True)
         scheme = "https"
-    exporter_server = make_exporter_server(Exporter(cluster), args.host, args.metrics_port)
+    exporter_server = make_exporter_server(
+        Exporter(cluster, hostname_is_pod=args.hostname_is_pod), args.host, args.metrics_port
+    )
+    if args.exporter_targets_file:
+        write_targets_file(
+            args.exporter_targets_file,
+            sorted(cluster.store.objects["nodes"]),
+            f"{args.host}:{exporter_server.server_address[1]}",
+        )
 
     stop = threading.Event()
     threading.Thread(target=cluster.run_scheduler, args=(stop,), daemon=True).start()

@@ -165,10 +165,18 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+def exporter_pod_name(node: str) -> str:
+    """The dcgm-exporter DaemonSet pod on `node` (a stable, made-up suffix)."""
+    return f"nvidia-dcgm-exporter-{hashlib.sha256(node.encode()).hexdigest()[:5]}"
+
+
 class Exporter:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, *, hostname_is_pod: bool = False) -> None:
         self.cluster = cluster
         self.boot = time.time() - 86_400
+        # Without the node name passed in (NODE_NAME), dcgm-exporter reports its own pod's
+        # name as Hostname: the portal must then take the node from another label.
+        self.hostname_is_pod = hostname_is_pod
 
     def node_series(self, node: dict[str, Any], now: float) -> list[tuple[str, list[float | int]]]:
         name = node["metadata"]["name"]
@@ -182,6 +190,7 @@ class Exporter:
             pod = entry.obj
             load = (pod["metadata"].get("annotations") or {}).get(LOAD_ANNOTATION) or "inference"
             holders += [(pod, load)] * gpu_request(pod)
+        hostname = exporter_pod_name(name) if self.hostname_is_pod else name
         rows = []
         for index in range(count):
             pod, load = holders[index] if index < len(holders) else (None, "idle")
@@ -202,7 +211,7 @@ class Exporter:
             label_text = (
                 f'gpu="{index}",UUID="{gpu_uuid(name, index)}",'
                 f'pci_bus_id="00000000:{0x07 + index * 0x10:02X}:00.0",device="nvidia{index}",'
-                f'modelName="{_escape(model_name)}",Hostname="{_escape(name)}",'
+                f'modelName="{_escape(model_name)}",Hostname="{_escape(hostname)}",'
                 f'DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"'
             )
             if pod is not None:
@@ -261,6 +270,31 @@ def make_exporter_server(exporter: Exporter, host: str, port: int) -> ThreadingH
     server = ThreadingHTTPServer((host, port), ExporterHandler)
     server.daemon_threads = True
     return server
+
+
+def write_targets_file(path: Any, nodes: list[str], address: str) -> None:
+    """Prometheus file_sd targets, one per node, as a DaemonSet's exporters are scraped:
+    each with its node in `kubernetes_node` and the exporter pod's own labels."""
+    import json
+    from pathlib import Path
+
+    targets = [
+        {
+            "targets": [address],
+            "labels": {
+                "__metrics_path__": f"/metrics/node/{node}",
+                "kubernetes_node": node,
+                "namespace": "gpu-operator",
+                "pod": exporter_pod_name(node),
+                "container": "nvidia-dcgm-exporter",
+            },
+        }
+        for node in nodes
+    ]
+    target = Path(path)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(targets, indent=1))
+    tmp.replace(target)
 
 
 def serve_forever_in_thread(server: ThreadingHTTPServer) -> threading.Thread:

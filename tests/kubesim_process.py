@@ -72,7 +72,12 @@ class Kubesim:
 
 @contextlib.contextmanager
 def kubesim_server(
-    workdir: Path, *, scenario: str = "demo", nodes: int | None = None, tls: bool = False
+    workdir: Path,
+    *,
+    scenario: str = "demo",
+    nodes: int | None = None,
+    tls: bool = False,
+    extra: list[str] | None = None,
 ) -> Iterator[Kubesim]:
     port, metrics_port = free_port(), free_port()
     kubeconfig = workdir / "kubeconfig"
@@ -98,6 +103,7 @@ def kubesim_server(
     argv += ["--nodes", str(nodes)] if nodes else ["--scenario", scenario]
     if tls:
         argv.append("--tls")
+    argv += extra or []
     workdir.mkdir(parents=True, exist_ok=True)
     log = (workdir / "kubesim.log").open("wb")
     process = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

@@ -119,7 +119,11 @@ class PrometheusServer:
 
 @contextlib.contextmanager
 def prometheus_server(
-    workdir: Path, *, scrape_targets: list[str] | None = None, scrape_interval: str = "1s"
+    workdir: Path,
+    *,
+    scrape_targets: list[str] | None = None,
+    scrape_interval: str = "1s",
+    file_sd: Path | None = None,
 ) -> Iterator[PrometheusServer]:
     binary = require_program("prometheus")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -139,6 +143,14 @@ def prometheus_server(
             f"      - targets: [{targets}]\n"
             "        labels: {namespace: gpu-operator, pod: nvidia-dcgm-exporter-sim, "
             "container: nvidia-dcgm-exporter}\n"
+        )
+    if file_sd is not None:
+        # Per-node targets from a file, as a DaemonSet's exporters are discovered; the
+        # targets carry the exporter pod's labels, so workload labels become exported_*.
+        jobs += (
+            ("" if jobs else "scrape_configs:\n") + "  - job_name: dcgm-exporter-per-node\n"
+            "    honor_labels: false\n"
+            f"    file_sd_configs: [{{files: ['{file_sd}'], refresh_interval: 1s}}]\n"
         )
     config = workdir / "prometheus.yml"
     config.write_text(
