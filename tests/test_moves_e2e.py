@@ -17,7 +17,7 @@ from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.workflow import WorkflowError
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import FINAL, user_in, wait_for_state
-from tests.servers import RedisServer
+from tests.servers import RedisServer, wait_for
 from tests.workers import celery_worker
 
 # serialized_rollback: the roles and default pools come from data migrations; a flush
@@ -257,10 +257,11 @@ def test_a_worker_killed_mid_batch_resumes_with_one_patch_per_node(
     portal.control("faults", {"latency_ms": 150})
     with celery_worker(tmp_path, concurrency=1, name="doomed", MOVE_LEASE_SECONDS="2") as doomed:
         approve(move)
-        deadline = time.monotonic() + 60
-        while move.items.filter(state__in=MoveItem.FINISHED).count() < 3:
-            assert time.monotonic() < deadline, "the worker made no progress"
-            time.sleep(0.05)
+        wait_for(
+            lambda: move.items.filter(state__in=MoveItem.FINISHED).count() >= 3,
+            timeout=60,
+            what="the doomed worker to finish three nodes",
+        )
         doomed.kill()
     done_before = move.items.filter(state__in=MoveItem.FINISHED).count()
     assert done_before < len(names), "the batch finished before the kill"
@@ -270,12 +271,14 @@ def test_a_worker_killed_mid_batch_resumes_with_one_patch_per_node(
         # The node the dead worker held has an expired lease: the sweep enqueues it again.
         # The rest are still queued, or found by a later sweep; a duplicate is harmless.
         assert tasks.sweep_moves()["items"] >= 1
-        deadline = time.monotonic() + 60
-        while move.state not in FINAL:
-            assert time.monotonic() < deadline, list(move.items.values_list("state", flat=True))
+
+        def finished() -> bool:
             time.sleep(1)
             tasks.sweep_moves()
             move.refresh_from_db()
+            return move.state in FINAL
+
+        wait_for(finished, timeout=60, what="the fresh worker to finish the batch")
     assert move.state == State.SUCCEEDED
     patches = patches_by_node(portal)
     assert {name: codes.count(200) for name, codes in patches.items()} == dict.fromkeys(names, 1)
