@@ -313,9 +313,7 @@ class Handler(BaseHTTPRequestHandler):
         ns, resource, name, sub = (
             match.groupdict().get(k) for k in ("ns", "resource", "name", "sub")
         )
-        if resource == "namespaces" and ns is None:
-            pass
-        elif resource not in API_VERSIONS:
+        if resource not in API_VERSIONS and not (resource == "namespaces" and ns is None):
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
         if ns and resource not in NAMESPACED:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})

@@ -27,7 +27,7 @@ from pools.kube.errors import KubeError
 from pools.kube.nodes import read_node
 from pools.kube.patcher import apply_pool, plan
 from pools.models import MoveItem, MoveRequest, Node, Pool
-from pools.workflow import _release_nodes, _transition
+from pools.workflow import release_nodes, state_transition
 
 log = logging.getLogger(__name__)
 State = MoveRequest.State
@@ -42,7 +42,7 @@ def start_request(request_id: int, *, now: datetime | None = None) -> list[int]:
     """Claim an approved request for execution; the item ids to run (none if not ours)."""
     now = now or timezone.now()
     with transaction.atomic():
-        if _transition(request_id, [State.APPROVED], State.EXECUTING, started_at=now):
+        if state_transition(request_id, [State.APPROVED], State.EXECUTING, started_at=now):
             audit("move.executing", request=MoveRequest.objects.get(pk=request_id))
         elif not MoveRequest.objects.filter(pk=request_id, state=State.EXECUTING).exists():
             return []  # finished, rejected, cancelled: never applied again
@@ -296,9 +296,9 @@ def _finish_request_if_done(request_id: int, now: datetime) -> None:
         if failed and not ok
         else (State.PARTIALLY_FAILED if failed else State.SUCCEEDED)
     )
-    if _transition(request_id, [State.EXECUTING], final, finished_at=now):
+    if state_transition(request_id, [State.EXECUTING], final, finished_at=now):
         request = MoveRequest.objects.get(pk=request_id)
-        _release_nodes(request)
+        release_nodes(request)
         audit(f"move.{final}", request=request, message=f"{ok} node(s) done, {failed} failed")
 
 

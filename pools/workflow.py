@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -86,7 +86,7 @@ class MovePlan:
         return not self.failures
 
 
-def _pool_facts(pools: Sequence[Pool], exclude_request: int | None = None) -> dict[str, PoolFacts]:
+def _pool_facts(pools: Sequence[Pool]) -> dict[str, PoolFacts]:
     present = dict(
         Node.objects.present()
         .filter(pool__isnull=False)
@@ -99,8 +99,6 @@ def _pool_facts(pools: Sequence[Pool], exclude_request: int | None = None) -> di
         .exclude(source_pool=None)
         .exclude(source_pool_id=F("request__destination_id"))
     )
-    if exclude_request is not None:
-        leaving_qs = leaving_qs.exclude(request_id=exclude_request)
     leaving = dict(leaving_qs.values_list("source_pool__name").annotate(n=Count("id")))
     return {
         p.name: PoolFacts(
@@ -115,16 +113,14 @@ def _pool_facts(pools: Sequence[Pool], exclude_request: int | None = None) -> di
     }
 
 
-def _node_facts(
-    names: Sequence[str], destination: Pool, *, exclude_request: int | None = None
-) -> tuple[list[NodeFacts], dict[str, Node]]:
+def _node_facts(names: Sequence[str], destination: Pool) -> tuple[list[NodeFacts], dict[str, Node]]:
     rows = {n.name: n for n in Node.objects.present().select_related("pool").filter(name__in=names)}
     holders = dict(
-        MoveItem.objects.filter(active=True, node__name__in=names)
-        .exclude(request_id=exclude_request)
-        .values_list("node__name", "request_id")
+        MoveItem.objects.filter(active=True, node__name__in=names).values_list(
+            "node__name", "request_id"
+        )
     )
-    metrics: dict[str, Any] = {}
+    metrics: Mapping[str, Any] = {}
     available: bool | None = None
     if destination.requires_healthy_nodes:
         result, metrics = selectors.node_metrics()
@@ -162,10 +158,11 @@ def move_plan(
     nothing; the page and the API show it before anything is submitted."""
     facts, rows = _node_facts(node_names, destination)
     pools = list(Pool.objects.active())
+    pool_facts = _pool_facts(pools)
     failures = move_checks(
         facts,
-        _pool_facts([destination]).get(destination.name, PoolFacts(destination.name)),
-        _pool_facts(pools),
+        pool_facts.get(destination.name, PoolFacts(destination.name)),
+        pool_facts,
         reconcile=reconcile,
         health_override=health_override,
     )
@@ -299,7 +296,7 @@ def move_request_create(
     return request
 
 
-def _transition(request_id: int, from_states: Sequence[str], to: str, **changes: Any) -> bool:
+def state_transition(request_id: int, from_states: Sequence[str], to: str, **changes: Any) -> bool:
     """Compare-and-swap on the request's state; True when this call made the step."""
     return bool(
         MoveRequest.objects.filter(pk=request_id, state__in=from_states).update(state=to, **changes)
@@ -314,7 +311,7 @@ def _refuse_state(request: MoveRequest, doing: str) -> WorkflowError:
     )
 
 
-def _release_nodes(request: MoveRequest) -> None:
+def release_nodes(request: MoveRequest) -> None:
     MoveItem.objects.filter(request=request, active=True).update(active=False)
 
 
@@ -355,7 +352,7 @@ def move_approve(
             message=f"approval {count} of {locked.approvals_required}"
             + (f": {comment}" if comment else ""),
         )
-        if count >= locked.approvals_required and _transition(
+        if count >= locked.approvals_required and state_transition(
             locked.pk, [State.PENDING], State.APPROVED, decided_at=now
         ):
             audit("move.fully_approved", request=locked, message="execution queued")
@@ -373,11 +370,11 @@ def move_reject(
             "validation", "Say why the move is rejected.", {"reason": "A rejection needs a reason."}
         )
     with transaction.atomic():
-        if not _transition(
+        if not state_transition(
             request.pk, [State.PENDING], State.REJECTED, decided_at=now, finished_at=now
         ):
             raise _refuse_state(request, "reject")
-        _release_nodes(request)
+        release_nodes(request)
         audit("move.rejected", actor=approver, request=request, message=reason.strip())
     request.refresh_from_db()
     return request
@@ -390,9 +387,9 @@ def move_cancel(*, request: MoveRequest, user: AbstractBaseUser, now: datetime) 
     ):
         raise NotAllowed("forbidden", "Only the requester (or a pool admin) can cancel a move.")
     with transaction.atomic():
-        if not _transition(request.pk, [State.PENDING], State.CANCELLED, finished_at=now):
+        if not state_transition(request.pk, [State.PENDING], State.CANCELLED, finished_at=now):
             raise _refuse_state(request, "cancel")
-        _release_nodes(request)
+        release_nodes(request)
         audit("move.cancelled", actor=user, request=request)
     request.refresh_from_db()
     return request
@@ -402,8 +399,8 @@ def moves_expire(*, now: datetime) -> int:
     expired = 0
     for request in MoveRequest.objects.filter(state=State.PENDING, expires_at__lte=now):
         with transaction.atomic():
-            if _transition(request.pk, [State.PENDING], State.EXPIRED, finished_at=now):
-                _release_nodes(request)
+            if state_transition(request.pk, [State.PENDING], State.EXPIRED, finished_at=now):
+                release_nodes(request)
                 audit(
                     "move.expired",
                     request=request,

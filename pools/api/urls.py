@@ -20,7 +20,7 @@ def unknown(request, rest):  # type: ignore[no-untyped-def]
 
 
 urlpatterns = [
-    path("pools/summary/", views.SummaryView.as_view(), name="pool-summary"),
+    path("summary/", views.SummaryView.as_view(), name="pool-summary"),
     path("inventory/sync/", views.InventorySyncView.as_view(), name="inventory-sync"),
     *router.urls,
     re_path(r"^(?P<rest>.*)$", unknown),

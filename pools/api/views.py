@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
+from django import forms
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
@@ -403,11 +404,20 @@ def _valid(serializer_class: type, request: Request) -> dict[str, Any]:
 # --- audit and inventory ---
 
 
+class IdFilter(django_filters.NumberFilter):
+    """A whole, positive id: 1.5 or -2e269 is a 400, not a database overflow."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, min_value=1, max_value=2**63 - 1, **kwargs)
+
+
 class AuditFilter(django_filters.FilterSet):
     action = django_filters.CharFilter(lookup_expr="startswith")
     node = django_filters.CharFilter(field_name="node_name")
     actor = django_filters.CharFilter(field_name="actor_name")
-    request = django_filters.NumberFilter(field_name="request_id")
+    request = IdFilter(field_name="request_id")
     since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
     until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
 

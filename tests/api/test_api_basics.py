@@ -220,7 +220,7 @@ def test_node_list_filters_search_ordering_and_cursor_paging(
         "/api/v1/pools/",
         "/api/v1/moves/",
         "/api/v1/audit-events/",
-        "/api/v1/pools/summary/",
+        "/api/v1/summary/",
     ],
 )
 def test_list_endpoints_cost_the_same_queries_at_10_and_500_nodes(
@@ -313,3 +313,13 @@ def test_idempotency_answers_are_forgotten_after_a_day(token_for: Callable[[str]
     now = timezone.now()
     assert idempotency_records_purge(now=now + timedelta(hours=23)) == 0
     assert idempotency_records_purge(now=now + timedelta(hours=25)) == 1
+
+
+@pytest.mark.django_db
+def test_out_of_range_ids_are_a_400_not_a_500(token_for: Callable[[str], str]) -> None:
+    client = api(token_for("viewers"))
+    for bad in ("-2.4088758172630497e+269", "1.5", "0", "99999999999999999999999"):
+        response = client.get(f"/api/v1/audit-events/?request={bad}")
+        assert response.status_code == 400, bad
+        assert "request" in error_of(response)["fields"]
+    assert client.get("/api/v1/moves/99999999999999999999999/").status_code == 404

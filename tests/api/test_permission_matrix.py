@@ -47,7 +47,7 @@ MATRIX = [
         expect(200, ADMIN),
     ),
     ("DELETE", "/api/v1/pools/shared/", None, expect(204, ADMIN)),
-    ("GET", "/api/v1/pools/summary/", None, expect(200, *EVERYONE)),
+    ("GET", "/api/v1/summary/", None, expect(200, *EVERYONE)),
     ("GET", "/api/v1/nodes/", None, expect(200, *EVERYONE)),
     ("GET", "/api/v1/nodes/n-free/", None, expect(200, *EVERYONE)),
     ("GET", "/api/v1/moves/", None, expect(200, *EVERYONE)),
