@@ -238,6 +238,17 @@ def move_request_create(
         reconcile=reconcile,
         health_override=health_override,
     )
+    if loan_until is not None:
+        # A loan must have somewhere to go back to, or it would silently become permanent.
+        plan.failures.extend(
+            CheckFailure(
+                p.node.name,
+                "loan_without_pool",
+                f"{p.node.name} is in no pool: a loan needs a pool to return it to.",
+            )
+            for p in plan.nodes
+            if p.node.pool is None
+        )
     if plan.failures:
         raise MoveRefused(plan.failures)
     try:
@@ -434,6 +445,23 @@ def loans_return_due(*, now: datetime) -> list[MoveRequest]:
                     source_pool__isnull=False,
                 ).select_related("node", "source_pool")
             )
+            # A node that another move holds now cannot be returned under this one: say so
+            # on the record instead of failing the whole return (the one-active-move rule).
+            holders = dict(
+                MoveItem.objects.filter(active=True, node__in=[i.node for i in moved]).values_list(
+                    "node__name", "request_id"
+                )
+            )
+            for item in moved:
+                if item.node.name in holders:
+                    audit(
+                        "loan.return_blocked",
+                        request=loan,
+                        node_name=item.node.name,
+                        message=f"move #{holders[item.node.name]} holds the node; it does "
+                        f"not return to {item.source_pool.name} by itself",
+                    )
+            moved = [item for item in moved if item.node.name not in holders]
             by_pool: dict[int, list[MoveItem]] = {}
             for item in moved:
                 by_pool.setdefault(item.source_pool_id, []).append(item)  # type: ignore[arg-type]

@@ -120,8 +120,8 @@ def test_loans_page_shows_the_countdown_and_needs_an_approver_to_change(inventor
     now = timezone.now()
     loan = workflow.move_request_create(
         requested_by=user_in("requesters", "rita"),
-        node_names=["gpu-new-000"],
-        destination=Pool.objects.get(name="mixed"),
+        node_names=["a100-reserve-000"],
+        destination=Pool.objects.get(name="shared"),
         reason="burst",
         now=now,
         loan_until=now + timedelta(hours=5),

@@ -310,7 +310,7 @@ def test_audit_events_are_append_only(inventory: Kubesim) -> None:
 def test_loans_end_early_or_extend_only_through_another_person(inventory: Kubesim) -> None:
     now = timezone.now()
     requester = user_in("requesters", "rita")
-    loan = ask(["gpu-new-000"], "mixed", user=requester, loan_until=now + timedelta(hours=4))
+    loan = ask(["a100-reserve-000"], "shared", user=requester, loan_until=now + timedelta(hours=4))
     with pytest.raises(NotAllowed):
         workflow.loan_change(loan=loan, approver=requester, until=None, reason="x", now=now)
     approver = user_in("approvers")
@@ -328,3 +328,35 @@ def test_loans_end_early_or_extend_only_through_another_person(inventory: Kubesi
         "loan.extended",
         "loan.ended_early",
     ]
+
+
+@pytest.mark.django_db
+def test_a_loan_return_skips_a_node_another_move_holds(inventory: Kubesim) -> None:
+    from pools.inventory import inventory_refresh_node
+    from pools.kube.nodes import read_node
+
+    now = timezone.now()
+    names = ["a100-reserve-000", "a100-reserve-001"]
+    loan = ask(names, "shared", loan_until=now + timedelta(hours=1))
+    # As if executed: both nodes in shared, the loan succeeded and released them.
+    for name in names:
+        inventory.core().patch_node(
+            name, {"metadata": {"labels": {"gpu-pool": "shared", "workload-type": "shared"}}}
+        )
+        inventory_refresh_node(read_node(name))
+    MoveItem.objects.filter(request=loan).update(state=MoveItem.State.DONE, active=False)
+    MoveRequest.objects.filter(pk=loan.pk).update(state=State.SUCCEEDED)
+    other = ask(["a100-reserve-001"], "inference", user=user_in("requesters", "someone"))
+    (back,) = workflow.loans_return_due(now=now + timedelta(hours=2))
+    assert [i.node.name for i in back.items.all()] == ["a100-reserve-000"]
+    assert back.destination.name == "mixed"
+    blocked = AuditEvent.objects.get(request=loan, action="loan.return_blocked")
+    assert blocked.node_name == "a100-reserve-001" and f"move #{other.pk}" in blocked.message
+
+
+@pytest.mark.django_db
+def test_an_unassigned_node_cannot_be_lent(inventory: Kubesim) -> None:
+    with pytest.raises(MoveRefused) as caught:
+        ask(["gpu-new-000"], "mixed", loan_until=timezone.now() + timedelta(hours=1))
+    assert caught.value.code == "loan_without_pool"
+    assert not MoveRequest.objects.exists()
