@@ -8,7 +8,6 @@ double click or a retried API call cannot take a request through a step twice.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -559,16 +558,6 @@ def active_loans() -> list[MoveRequest]:
         .select_related("destination", "requested_by")
         .annotate(nodes=Count("items"))
         .order_by("loan_until")
-    )
-
-
-def pending_counts() -> Counter[str]:
-    return Counter(
-        dict(
-            MoveRequest.objects.filter(state=State.PENDING)
-            .values_list("destination__name")
-            .annotate(n=Count("id"))
-        )
     )
 
 
