@@ -47,9 +47,8 @@ class Cluster:
     # --- GPU accounting, kept up to date by every write ---
     def _track(self, resource: str, type_: str, new: Entry, old: Entry | None) -> None:
         if resource == "pods":
-            for version in (old,):
-                if version is not None:
-                    self._unaccount(version)
+            if old is not None:
+                self._unaccount(old)
             if type_ != "DELETED":
                 self._account(new)
         elif resource == "nodes" and type_ != "DELETED":

@@ -205,14 +205,11 @@ class Handler(BaseHTTPRequestHandler):
         self._audited = True
         self.api.audit(self, self._who, self._verb, self._request, code, self._received)
 
-    def _send_json(self, code: int, body: Any) -> None:
-        self._send(code, json.dumps(body, separators=(",", ":")).encode())
+    def _send_json(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(code, json.dumps(body, separators=(",", ":")).encode(), headers)
 
     def _send_error(self, error: ApiError) -> None:
-        self._send_json_with_headers(error.code, error.status(), error.headers)
-
-    def _send_json_with_headers(self, code: int, body: Any, headers: dict[str, str]) -> None:
-        self._send(code, json.dumps(body, separators=(",", ":")).encode(), headers)
+        self._send_json(error.code, error.status(), error.headers)
 
     def _user(self) -> User | None:
         header = self.headers.get("Authorization", "")

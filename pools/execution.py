@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from pools.audit import audit
@@ -63,14 +63,12 @@ def _claim(item_id: int, now: datetime) -> MoveItem | None:
         Q(state=ItemState.PENDING) | Q(state=ItemState.RUNNING, lease_until__lt=now),
         pk=item_id,
         request__state=State.EXECUTING,
-    ).update(state=ItemState.RUNNING, lease_until=lease)
+    ).update(state=ItemState.RUNNING, lease_until=lease, attempts=F("attempts") + 1)
     if not claimed:
         return None
-    item = MoveItem.objects.select_related("request__destination", "node", "source_pool").get(
+    return MoveItem.objects.select_related("request__destination", "node", "source_pool").get(
         pk=item_id
     )
-    MoveItem.objects.filter(pk=item_id).update(attempts=item.attempts + 1)
-    return item
 
 
 def _state_of(raw: dict[str, Any]) -> dict[str, Any]:

@@ -38,19 +38,7 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
 
     class Meta:
         model = Pool
-        fields = [
-            "name",
-            "display_name",
-            "description",
-            "labels",
-            "taint_key",
-            "taint_value",
-            "taint_effect",
-            "min_nodes",
-            "accepted_gpu_models",
-            "approvals_required",
-            "requires_healthy_nodes",
-        ]
+        fields = Pool.EDITABLE_FIELDS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -56,6 +56,21 @@ class Pool(models.Model):
 
     objects = PoolQuerySet.as_manager()
 
+    # What a pool admin defines, in the pool form and the API alike.
+    EDITABLE_FIELDS = (
+        "name",
+        "display_name",
+        "description",
+        "labels",
+        "taint_key",
+        "taint_value",
+        "taint_effect",
+        "min_nodes",
+        "accepted_gpu_models",
+        "approvals_required",
+        "requires_healthy_nodes",
+    )
+
     class Meta:
         ordering = ["name"]
 

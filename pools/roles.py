@@ -7,8 +7,10 @@ capabilities; a user's capabilities are the union over their groups (a superuser
 from __future__ import annotations
 
 import enum
+from functools import wraps
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
 
 
 class Capability(enum.StrEnum):
@@ -56,9 +58,6 @@ def has_capability(user: AbstractBaseUser | AnonymousUser, capability: Capabilit
 
 def require(capability: Capability):  # type: ignore[no-untyped-def]
     """View decorator: 403 unless the user has `capability` (login is already required)."""
-    from functools import wraps
-
-    from django.core.exceptions import PermissionDenied
 
     def decorator(view):  # type: ignore[no-untyped-def]
         @wraps(view)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import astuple, dataclass, field
+from dataclasses import astuple, dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -244,15 +244,18 @@ class PoolFilters:
             return False
         if self.drift and row.drifted != (self.drift == "yes"):
             return False
-        m = row.metrics
-        return {
-            "": True,
-            "xid": bool(m and m.xid_gpus),
-            "hot": bool(m and m.hot_gpus),
-            "no-metrics": m is None,
-            "idle-held": bool(m and m.idle_held_gpus),
-            "healthy": bool(m and not m.xid_gpus and not m.hot_gpus),
-        }[self.health]
+        return not self.health or health_matches(row.metrics, self.health)
+
+
+def health_matches(m: NodeMetrics | None, health: str) -> bool:
+    """Whether a node's figures (None: no DCGM series) fall under a HEALTH filter."""
+    return {
+        "xid": bool(m and m.xid_gpus),
+        "hot": bool(m and m.hot_gpus),
+        "no-metrics": m is None,
+        "idle-held": bool(m and m.idle_held_gpus),
+        "healthy": bool(m and not m.xid_gpus and not m.hot_gpus),
+    }[health]
 
 
 @dataclass(frozen=True)
@@ -335,7 +338,6 @@ class NodeDetail:
     labels: list[LabelRow]
     taints: list[tuple[Taint, bool]]
     metrics_error: str | None
-    history: dict[str, RangeResult] = field(default_factory=dict)
 
 
 def _active_specs() -> list[PoolSpec]:
@@ -381,18 +383,22 @@ def node_detail(node: Node) -> NodeDetail:
     specs = _active_specs()
     label_keys = managed_label_keys(specs, settings.POOL_LABEL_KEY)
     taint_keys = managed_taint_keys(specs)
-    history = {
-        name: source.history(promql, span=timedelta(hours=24), step=timedelta(minutes=5))
-        for name, promql in queries.node_history_queries(labels, node.name).items()
-    }
     return NodeDetail(
         node=node,
         gpus=gpus,
         labels=[LabelRow(k, v, k in label_keys) for k, v in sorted(node.labels.items())],
         taints=[(t, t.key in taint_keys) for t in node.taint_objects()],
         metrics_error=result.error,
-        history=history,
     )
+
+
+def node_history(node: Node) -> dict[str, RangeResult]:
+    """The node's 24 h charts: asked only by the full node page, not by its live refresh or
+    the API."""
+    return {
+        name: source.history(promql, span=timedelta(hours=24), step=timedelta(minutes=5))
+        for name, promql in queries.node_history_queries(metric_labels(), node.name).items()
+    }
 
 
 # --- pool definitions: what a change would mean for the cluster ---

@@ -83,6 +83,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = {"detail": detail, "node": node, "live_seconds": settings.LIVE_REFRESH_SECONDS}
     if _live(request):
         return render(request, "pools/_node_live.html", context)
+    history = selectors.node_history(node)
     context["charts"] = {
         name: _chart(
             result.points,
@@ -91,8 +92,8 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
             unit="%" if name == "util" else " GiB",
         )
         for name, title, result in (
-            ("util", "GPU utilisation, 24h", detail.history.get("util")),
-            ("fb_used", "Framebuffer used, 24h", detail.history.get("fb_used")),
+            ("util", "GPU utilisation, 24h", history.get("util")),
+            ("fb_used", "Framebuffer used, 24h", history.get("fb_used")),
         )
         if result is not None
     }
@@ -105,7 +106,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         .distinct()
         .order_by("-at", "-id")[:20]
     )
-    context["history_error"] = next((r.error for r in detail.history.values() if r.error), None)
+    context["history_error"] = next((r.error for r in history.values() if r.error), None)
     return render(request, "pools/node.html", context)
 
 

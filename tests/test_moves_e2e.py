@@ -98,6 +98,7 @@ def test_request_approve_execute_and_record(portal: Kubesim, tmp_path: Path) -> 
     assert patched.before["labels"]["gpu-pool"] == "mixed"
     assert patched.after["labels"]["gpu-pool"] == "training"
     assert not MoveItem.objects.filter(request=move, active=True).exists()
+    assert set(move.items.values_list("attempts", flat=True)) == {1}  # one claim a node
 
 
 def test_two_approvers_racing_give_one_execution(portal: Kubesim, tmp_path: Path) -> None:

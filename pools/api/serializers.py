@@ -20,22 +20,7 @@ class PoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     class Meta:
         model = Pool
-        fields = [
-            "name",
-            "display_name",
-            "description",
-            "labels",
-            "taint_key",
-            "taint_value",
-            "taint_effect",
-            "min_nodes",
-            "accepted_gpu_models",
-            "approvals_required",
-            "requires_healthy_nodes",
-            "node_count",
-            "created_at",
-            "updated_at",
-        ]
+        fields = [*Pool.EDITABLE_FIELDS, "node_count", "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
         # Uniqueness and every other rule are checked by the model (pools.models), so the
         # API and the pages refuse the same definitions with the same messages.
@@ -46,10 +31,6 @@ class PoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         return (
             annotated if annotated is not None else pool.nodes.filter(gone_at__isnull=True).count()
         )
-
-    def update(self, instance: Pool, validated: dict[str, Any]) -> Pool:
-        validated.pop("name", None)  # nodes carry the name: it cannot change
-        return super().update(instance, validated)
 
 
 class NodeMetricsSerializer(serializers.Serializer):  # type: ignore[type-arg]

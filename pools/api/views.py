@@ -6,7 +6,7 @@ from typing import Any
 
 import django_filters
 from django import forms
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import filters, mixins, status, viewsets
@@ -113,7 +113,7 @@ class PoolViewSet(BaseView, viewsets.ModelViewSet):  # type: ignore[type-arg]
     def perform_update(self, serializer: s.PoolSerializer) -> None:
         pool = serializer.instance
         for field, value in serializer.validated_data.items():
-            if field != "name":
+            if field != "name":  # nodes carry the name: it cannot change
                 setattr(pool, field, value)
         serializer.instance = services.pool_save(pool=pool).pool
 
@@ -194,17 +194,11 @@ class NodeFilter(django_filters.FilterSet):
 
     def filter_health(self, queryset: QuerySet[Node], name: str, value: str) -> QuerySet[Node]:
         _, metrics = selectors.node_metrics()
-        rule = selectors.PoolFilters(health=value)
-        names = [n for n, m in metrics.items() if rule.keep(_row(n, m))]
-        if value == "no-metrics":
+        if value == "no-metrics":  # nodes absent from the metrics, not a property of them
             return queryset.exclude(name__in=list(metrics))
-        return queryset.filter(name__in=names)
-
-
-def _row(name: str, metrics: Any) -> Any:
-    from pools.figures import NodeRow
-
-    return NodeRow(name, None, "", 0, 0, True, False, False, metrics)
+        return queryset.filter(
+            name__in=[n for n, m in metrics.items() if selectors.health_matches(m, value)]
+        )
 
 
 @extend_schema_view(
@@ -287,7 +281,8 @@ class MoveViewSet(
 
     def get_queryset(self) -> QuerySet[MoveRequest]:
         return MoveRequest.objects.select_related("destination", "requested_by").prefetch_related(
-            "approvals__approver", models_prefetch_items()
+            "approvals__approver",
+            Prefetch("items", MoveItem.objects.select_related("node", "source_pool")),
         )
 
     @extend_schema(
@@ -387,12 +382,6 @@ class MoveViewSet(
     @idempotent
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         return self._decide(request, "cancel")
-
-
-def models_prefetch_items() -> Any:
-    from django.db.models import Prefetch
-
-    return Prefetch("items", MoveItem.objects.select_related("node", "source_pool"))
 
 
 def _valid(serializer_class: type, request: Request) -> dict[str, Any]:

@@ -323,3 +323,14 @@ def test_out_of_range_ids_are_a_400_not_a_500(token_for: Callable[[str], str]) -
         assert response.status_code == 400, bad
         assert "request" in error_of(response)["fields"]
     assert client.get("/api/v1/moves/99999999999999999999999/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_pool_cannot_be_renamed(token_for: Callable[[str], str]) -> None:
+    client = api(token_for("pool-admins"))
+    response = client.patch(
+        "/api/v1/pools/shared/", json.dumps({"name": "renamed", "min_nodes": 1}), content_type=JSON
+    )
+    assert response.status_code == 200 and response.json()["name"] == "shared"
+    assert Pool.objects.get(name="shared").min_nodes == 1
+    assert not Pool.objects.filter(name="renamed").exists()
