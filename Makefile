@@ -17,6 +17,7 @@ demo: $(INSTALLED)
 
 test: $(INSTALLED)
 	scripts/system-packages.sh redis-server prometheus chromium kubectl
+	scripts/install-helm.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -rs

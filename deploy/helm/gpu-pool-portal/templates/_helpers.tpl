@@ -1,0 +1,179 @@
+{{/* Names: the release's objects are "<release>-gpu-pool-portal" unless overridden. */}}
+{{- define "portal.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "portal.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "portal.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "portal.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name: required when serviceAccount.create is false (the account the portal runs as)" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "portal.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "portal.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "portal.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "portal.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gpu-pool-portal
+{{- end -}}
+
+{{/* Labels of one component; call with (dict "root" $ "component" "web"). */}}
+{{- define "portal.componentLabels" -}}
+{{ include "portal.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "portal.componentSelector" -}}
+{{ include "portal.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "portal.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The non-secret settings, shared by the ConfigMap and the migration hook's copy. */}}
+{{- define "portal.configData" -}}
+{{- $c := .Values.config -}}
+DJANGO_DEBUG: "false"
+DJANGO_CSRF_TRUSTED_ORIGINS: {{ include "portal.csrfTrustedOrigins" . | quote }}
+DJANGO_BEHIND_TLS_PROXY: {{ $c.behindTlsProxy | toString | quote }}
+DJANGO_SECURE_SSL_REDIRECT: {{ $c.secureSslRedirect | toString | quote }}
+LOG_FORMAT: {{ $c.logFormat | quote }}
+LOG_LEVEL: {{ $c.logLevel | quote }}
+TIME_ZONE: {{ $c.timeZone | quote }}
+KUBE_IN_CLUSTER: "true"
+PROMETHEUS_URL: {{ $c.prometheusUrl | quote }}
+DCGM_NODE_LABEL: {{ $c.dcgmNodeLabel | quote }}
+POOL_LABEL_KEY: {{ $c.poolLabelKey | quote }}
+READYZ_REQUIRED: {{ join "," $c.readyzRequired | quote }}
+LOCAL_LOGIN_ENABLED: {{ $c.localLoginEnabled | toString | quote }}
+{{- with .Values.oidc }}
+{{- if .enabled }}
+OIDC_RP_CLIENT_ID: {{ required "oidc.clientId: required when oidc.enabled is true" .clientId | quote }}
+OIDC_OP_AUTHORIZATION_ENDPOINT: {{ required "oidc.authorizationEndpoint: required when oidc.enabled is true" .authorizationEndpoint | quote }}
+OIDC_OP_TOKEN_ENDPOINT: {{ required "oidc.tokenEndpoint: required when oidc.enabled is true" .tokenEndpoint | quote }}
+OIDC_OP_USER_ENDPOINT: {{ required "oidc.userEndpoint: required when oidc.enabled is true" .userEndpoint | quote }}
+OIDC_OP_JWKS_ENDPOINT: {{ required "oidc.jwksEndpoint: required when oidc.enabled is true" .jwksEndpoint | quote }}
+OIDC_RP_SIGN_ALGO: {{ .signAlgo | quote }}
+OIDC_ROLE_MAP: {{ .roleMap | quote }}
+OIDC_GROUPS_CLAIM: {{ .groupsClaim | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "portal.ingressHosts" -}}
+{{- $hosts := list -}}
+{{- if .Values.ingress.enabled -}}
+{{- range .Values.ingress.hosts -}}{{- $hosts = append $hosts .host -}}{{- end -}}
+{{- end -}}
+{{- join "," (uniq (concat .Values.config.allowedHosts $hosts)) -}}
+{{- end -}}
+
+{{- define "portal.csrfTrustedOrigins" -}}
+{{- $origins := list -}}
+{{- if .Values.ingress.enabled -}}
+{{- range .Values.ingress.hosts -}}{{- $origins = append $origins (printf "https://%s" .host) -}}{{- end -}}
+{{- end -}}
+{{- join "," (uniq (concat .Values.config.csrfTrustedOrigins $origins)) -}}
+{{- end -}}
+
+{{/*
+The environment of every portal container: the ConfigMap, then each secret by reference.
+Call with (dict "root" $ "configMap" "<name>").
+*/}}
+{{- define "portal.env" -}}
+{{- $root := .root -}}
+{{- $s := $root.Values.secrets -}}
+envFrom:
+  - configMapRef:
+      name: {{ .configMap }}
+env:
+  # Kubelet probes and Prometheus scrapes address the pod by its IP: Django must accept
+  # that Host header. $(POD_IP) is expanded by the kubelet.
+  - name: POD_IP
+    valueFrom:
+      fieldRef:
+        fieldPath: status.podIP
+  - name: DJANGO_ALLOWED_HOSTS
+    value: {{ printf "%s,$(POD_IP)" (include "portal.ingressHosts" $root) | trimPrefix "," | quote }}
+  {{- include "portal.secretEnv" (dict "name" "DJANGO_SECRET_KEY" "ref" $s.djangoSecretKey "path" "secrets.djangoSecretKey") | nindent 2 }}
+  {{- include "portal.secretEnv" (dict "name" "DATABASE_URL" "ref" $s.databaseUrl "path" "secrets.databaseUrl") | nindent 2 }}
+  {{- include "portal.secretEnv" (dict "name" "CELERY_BROKER_URL" "ref" $s.celeryBrokerUrl "path" "secrets.celeryBrokerUrl") | nindent 2 }}
+  {{- include "portal.secretEnv" (dict "name" "CACHE_URL" "ref" $s.cacheUrl "path" "secrets.cacheUrl") | nindent 2 }}
+  {{- if $root.Values.metrics.enabled }}
+  {{- include "portal.secretEnv" (dict "name" "METRICS_TOKEN" "ref" $s.metricsToken "path" "secrets.metricsToken") | nindent 2 }}
+  {{- end }}
+  {{- if $root.Values.oidc.enabled }}
+  {{- include "portal.secretEnv" (dict "name" "OIDC_RP_CLIENT_SECRET" "ref" $s.oidcClientSecret "path" "secrets.oidcClientSecret") | nindent 2 }}
+  {{- end }}
+  {{- with $root.Values.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{- define "portal.secretEnv" -}}
+- name: {{ .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ required (printf "%s.name: the existing Secret that holds %s" .path .name) .ref.name }}
+      key: {{ required (printf "%s.key: the key of %s in its Secret" .path .name) .ref.key }}
+{{- end -}}
+
+{{/* The restricted Pod Security level, for pods and for containers. */}}
+{{- define "portal.podSecurityContext" -}}
+{{- toYaml .Values.podSecurityContext -}}
+{{- end -}}
+
+{{- define "portal.containerSecurityContext" -}}
+{{- toYaml .Values.securityContext -}}
+{{- end -}}
+
+{{/* Scheduling shared by every workload. */}}
+{{- define "portal.scheduling" -}}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "portal.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .Values.tmpSizeLimit }}
+{{- end -}}
