@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from portal.redact import redact_url
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _DATABASE_SCHEMES = {"sqlite", "postgres", "postgresql", "pgsql"}
@@ -23,8 +25,10 @@ _REDIS_SCHEMES = {"redis", "rediss"}
 
 
 class EnvError(ImproperlyConfigured):
+    """A malformed variable: its name, what was expected, what was given (redacted)."""
+
     def __init__(self, name: str, problem: str) -> None:
-        super().__init__(f"{name}: {problem}")
+        super().__init__(redact_url(f"{name}: {problem}"))
         self.name = name
 
 
