@@ -97,9 +97,7 @@ def demo(state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
     running = Demo(process, ports, log)
     try:
         wait_for(
-            lambda: (
-                process.poll() is not None or http_ok(f"http://127.0.0.1:{ports['DEMO_PORT']}/")
-            ),
+            lambda: process.poll() is not None or "Ctrl-C stops everything" in running.output(),
             timeout=180,
             what="the demo to serve",
         )
