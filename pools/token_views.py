@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from pools.api.tokens import token_create, token_revoke
@@ -12,6 +13,7 @@ from pools.models import ApiToken
 from pools.roles import Capability, require
 
 
+@never_cache  # it shows a new token's secret: no browser or proxy may keep a copy
 @require(Capability.VIEW)
 def tokens(request: HttpRequest) -> HttpResponse:
     new_secret = None

@@ -8,13 +8,20 @@ throwaway database with debug pages on.
 
 from __future__ import annotations
 
+import math
 import os
+import re
+import sys
+import zoneinfo
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+from portal.redact import redact_url
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -23,8 +30,10 @@ _REDIS_SCHEMES = {"redis", "rediss"}
 
 
 class EnvError(ImproperlyConfigured):
+    """A malformed variable: its name, what was expected, what was given (redacted)."""
+
     def __init__(self, name: str, problem: str) -> None:
-        super().__init__(f"{name}: {problem}")
+        super().__init__(redact_url(f"{name}: {problem}"))
         self.name = name
 
 
@@ -48,38 +57,61 @@ def env_bool(name: str, default: bool, environ_: dict[str, str] | None = None) -
     raise EnvError(name, f"expected a boolean (true/false, 1/0, yes/no, on/off), got {value!r}")
 
 
+def _range_text(kind: str, minimum: float | None, maximum: float | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f"{kind} from {minimum:g} to {maximum:g}"
+    if minimum is not None:
+        return f"{kind} of at least {minimum:g}"
+    if maximum is not None:
+        return f"{kind} of at most {maximum:g}"
+    return kind
+
+
 def env_int(
     name: str,
     default: int,
     environ_: dict[str, str] | None = None,
     *,
     minimum: int | None = None,
+    maximum: int | None = None,
 ) -> int:
     value = _raw(name, environ_)
     if value is None:
         return default
+    expected = _range_text("a whole number", minimum, maximum)
     try:
         number = int(value)
     except ValueError:
-        raise EnvError(name, f"expected a whole number, got {value!r}") from None
-    if minimum is not None and number < minimum:
-        raise EnvError(name, f"must be at least {minimum}, got {number}")
+        raise EnvError(name, f"expected {expected}, got {value!r}") from None
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        raise EnvError(name, f"expected {expected}, got {number}")
     return number
 
 
 def env_float(
-    name: str, default: float, environ_: dict[str, str] | None = None, *, minimum: float = 0.0
+    name: str,
+    default: float,
+    environ_: dict[str, str] | None = None,
+    *,
+    minimum: float = 0.0,
+    maximum: float | None = None,
 ) -> float:
     value = _raw(name, environ_)
     if value is None:
         return default
+    expected = _range_text("a number", minimum, maximum)
     try:
         number = float(value)
     except ValueError:
-        raise EnvError(name, f"expected a number, got {value!r}") from None
-    if number < minimum:
-        raise EnvError(name, f"must be at least {minimum}, got {number}")
+        raise EnvError(name, f"expected {expected}, got {value!r}") from None
+    # float() also reads "nan" and "inf", which no comparison refuses.
+    if not math.isfinite(number) or number < minimum or (maximum is not None and number > maximum):
+        raise EnvError(name, f"expected {expected}, got {value!r}")
     return number
+
+
+def env_port(name: str, default: int, environ_: dict[str, str] | None = None) -> int:
+    return env_int(name, default, environ_, minimum=1, maximum=65535)
 
 
 def env_str(name: str, default: str, environ_: dict[str, str] | None = None) -> str:
@@ -87,31 +119,141 @@ def env_str(name: str, default: str, environ_: dict[str, str] | None = None) -> 
     return default if value is None else value
 
 
-def env_list(name: str, default: list[str], environ_: dict[str, str] | None = None) -> list[str]:
+def env_list(
+    name: str,
+    default: list[str],
+    environ_: dict[str, str] | None = None,
+    *,
+    choices: Collection[str] | None = None,
+) -> list[str]:
     value = _raw(name, environ_)
     if value is None:
         return list(default)
     items = [item.strip() for item in value.split(",")]
     if any(item == "" for item in items):
-        raise EnvError(name, f"empty item in comma-separated list {value!r}")
+        raise EnvError(name, f"expected a comma-separated list, got an empty item in {value!r}")
+    unknown = [item for item in items if choices is not None and item not in choices]
+    if unknown:
+        raise EnvError(
+            name,
+            f"expected a comma-separated list of {', '.join(sorted(choices or ()))}, "
+            f"got {', '.join(unknown)}",
+        )
     return items
 
 
-def env_secret(name: str, environ_: dict[str, str] | None = None) -> str | None:
-    """A secret from ``NAME`` or from the file named by ``NAME_FILE`` (a mounted secret)."""
+def env_choice(
+    name: str, default: str, choices: Collection[str], environ_: dict[str, str] | None = None
+) -> str:
+    value = _raw(name, environ_)
+    if value is None:
+        return default
+    if value not in choices:
+        raise EnvError(name, f"expected one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+# DRF's throttle reads "N/<period>" by the period's first letter only ("5/sausage" would be
+# five a second); accept the spellings that mean what they say.
+_RATE = re.compile(r"(?P<count>\d+)/(?P<period>s|sec|second|m|min|minute|h|hour|d|day)")
+
+
+def env_rate(name: str, default: str, environ_: dict[str, str] | None = None) -> str:
+    """A request rate as Django REST framework's throttles read it: ``100/min``."""
+    value = _raw(name, environ_)
+    if value is None:
+        return default
+    match = _RATE.fullmatch(value)
+    if match is None or int(match["count"]) < 1:
+        raise EnvError(
+            name,
+            f"expected a rate like 100/min (N/s, N/min, N/hour or N/day, N >= 1), got {value!r}",
+        )
+    return value
+
+
+# Prometheus's duration grammar (prometheus/common model.ParseDuration): units from the
+# largest to the smallest, each at most once, no spaces ("1h30m", "90m", "2d").
+_PROMQL_DURATION = re.compile(r"(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?")
+
+
+def env_promql_duration(name: str, default: str, environ_: dict[str, str] | None = None) -> str:
+    """A duration that goes into PromQL as it is (a range selector ``[1h]``)."""
+    value = _raw(name, environ_)
+    if value is None:
+        return default
+    if not _PROMQL_DURATION.fullmatch(value) or not any(c.isdigit() and c != "0" for c in value):
+        raise EnvError(
+            name,
+            f"expected a PromQL duration above zero like 1h, 90m or 1h30m "
+            f"(units y w d h m s ms, largest first, no spaces), got {value!r}",
+        )
+    return value
+
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def env_prometheus_label(name: str, default: str, environ_: dict[str, str] | None = None) -> str:
+    value = _raw(name, environ_)
+    if value is None:
+        return default
+    if not _LABEL_NAME.fullmatch(value):
+        raise EnvError(
+            name, f"expected a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*), got {value!r}"
+        )
+    return value
+
+
+def env_time_zone(name: str, default: str, environ_: dict[str, str] | None = None) -> str:
+    value = _raw(name, environ_)
+    if value is None:
+        return default
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise EnvError(
+            name, f"expected an IANA time zone like UTC or Europe/Paris, got {value!r}"
+        ) from None
+    return value
+
+
+def env_origins(name: str, environ_: dict[str, str] | None = None) -> list[str]:
+    """Origins (``https://portal.example.com``) as Django's CSRF check compares them."""
+    origins = env_list(name, [], environ_)
+    for origin in origins:
+        parts = urlsplit(origin)
+        if parts.scheme not in {"http", "https"} or not parts.netloc or parts.path not in {"", "/"}:
+            raise EnvError(
+                name, f"expected origins like https://portal.example.com, got {origin!r}"
+            )
+    return origins
+
+
+def env_secret(
+    name: str, environ_: dict[str, str] | None = None, *, min_length: int = 1
+) -> str | None:
+    """A secret from ``NAME`` or from the file named by ``NAME_FILE`` (a mounted secret).
+    A message about it never shows the value."""
     direct = _raw(name, environ_)
     file_name = _raw(f"{name}_FILE", environ_)
     if direct is not None and file_name is not None:
         raise EnvError(name, f"set either {name} or {name}_FILE, not both")
     if file_name is None:
-        return direct
-    try:
-        content = Path(file_name).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise EnvError(f"{name}_FILE", f"cannot read {file_name}: {exc.strerror}") from None
-    if not content:
-        raise EnvError(f"{name}_FILE", f"{file_name} is empty")
-    return content
+        secret, source = direct, name
+    else:
+        try:
+            secret = Path(file_name).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise EnvError(f"{name}_FILE", f"cannot read {file_name}: {exc.strerror}") from None
+        if not secret:
+            raise EnvError(f"{name}_FILE", f"{file_name} is empty")
+        source = f"{name}_FILE"
+    if secret is not None and len(secret) < min_length:
+        raise EnvError(
+            source, f"expected a secret of at least {min_length} characters, got {len(secret)}"
+        )
+    return secret
 
 
 def env_url(
@@ -170,3 +312,18 @@ def env_database(name: str, default: str, environ_: dict[str, str] | None = None
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     return config
+
+
+def settings_or_exit(*, exit_code: int = 2) -> None:
+    """Load Django's settings now. A configuration error becomes one line on stderr and the
+    exit status ``exit_code``: a traceback from deep inside Django hides the one fact an
+    operator needs (which variable, what it should be)."""
+    from django.conf import settings
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 -- touching a setting imports the module
+    except ImproperlyConfigured as exc:
+        message = redact_url(" ".join(str(exc).split()))
+        print(f"configuration error: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(exit_code) from None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from django.conf import settings
@@ -14,6 +13,7 @@ from django.db.utils import Error as DatabaseError
 from pools.kube.client import kube_version
 from pools.kube.errors import KubeError
 from pools.metrics.source import MetricsError, prometheus_ready
+from portal.redact import redact_url
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,7 @@ def check_broker() -> str:
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise CheckFailed(
-            f"broker unreachable at {_redacted(settings.CELERY_BROKER_URL)}: {exc}"
-        ) from exc
+        raise CheckFailed(f"broker unreachable at {settings.CELERY_BROKER_URL}: {exc}") from exc
     finally:
         client.close()
     return "redis ping ok"
@@ -101,20 +99,13 @@ CHECKS: dict[str, Callable[[], str]] = {
 
 
 def readiness_report(*, required: Iterable[str]) -> ReadinessReport:
+    """Every check's outcome; /readyz is public, so each detail is redacted here, once."""
     required_set = set(required)
     checks = []
     for name, run in CHECKS.items():
         try:
-            checks.append(Check(name, True, run(), name in required_set))
+            ok, detail = True, run()
         except CheckFailed as exc:
-            checks.append(Check(name, False, str(exc), name in required_set))
+            ok, detail = False, str(exc)
+        checks.append(Check(name, ok, redact_url(detail), name in required_set))
     return ReadinessReport(checks)
-
-
-def _redacted(url: str) -> str:
-    """The URL without its password, fit for a public JSON page."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))

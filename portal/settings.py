@@ -4,18 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.core.exceptions import ImproperlyConfigured
-
 from pools.kube.names import label_key_problem
 from portal.env import (
+    EnvError,
     env_bool,
+    env_choice,
     env_database,
     env_float,
     env_int,
     env_list,
+    env_origins,
+    env_port,
+    env_prometheus_label,
+    env_promql_duration,
+    env_rate,
     env_redis_url,
     env_secret,
     env_str,
+    env_time_zone,
     env_url,
 )
 
@@ -26,15 +32,15 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 _secret = env_secret("DJANGO_SECRET_KEY")
 if _secret is None:
     if not DEBUG:
-        raise ImproperlyConfigured(
-            "DJANGO_SECRET_KEY: required when DJANGO_DEBUG is off "
-            "(or set DJANGO_SECRET_KEY_FILE to a mounted secret)"
+        raise EnvError(
+            "DJANGO_SECRET_KEY",
+            "required when DJANGO_DEBUG is off (or set DJANGO_SECRET_KEY_FILE to a mounted secret)",
         )
     _secret = "insecure-debug-only-key-never-used-in-production-0123456789"  # noqa: S105
 SECRET_KEY = _secret
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"] if DEBUG else [])
-CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+CSRF_TRUSTED_ORIGINS = env_origins("DJANGO_CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -53,6 +59,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before whitenoise, so the static files carry the policy too.
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -85,7 +93,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
-DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+DATABASES["default"]["CONN_MAX_AGE"] = env_int(
+    "DATABASE_CONN_MAX_AGE", 60, minimum=0, maximum=86_400
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -97,9 +107,11 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# Reserved: the login form with local passwords (off once single sign-on is the way in).
+LOCAL_LOGIN_ENABLED = env_bool("LOCAL_LOGIN_ENABLED", True)
 
 LANGUAGE_CODE = "en-us"
-TIME_ZONE = env_str("TIME_ZONE", "UTC")
+TIME_ZONE = env_time_zone("TIME_ZONE", "UTC")
 USE_I18N = False
 USE_TZ = True
 
@@ -124,12 +136,25 @@ SESSION_COOKIE_HTTPONLY = True
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEBUG)
 # Kubelet probes speak plain HTTP to the pod; they must not be redirected.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
-SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
+SECURE_HSTS_SECONDS = env_int(
+    "DJANGO_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0, maximum=63_072_000
+)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", not DEBUG)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Only this origin's scripts, styles, images and connections; no inline script or style
+# (the templates have none), so an injected <script> or style attribute does not run.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "object-src": ["'none'"],
+    }
+}
 if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
@@ -150,34 +175,44 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True  # the database is the record of what a task did
-CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 900, minimum=1)
-CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 840, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 900, minimum=10, maximum=86_400)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int(
+    "CELERY_TASK_SOFT_TIME_LIMIT", min(840, CELERY_TASK_TIME_LIMIT - 1), minimum=1, maximum=86_400
+)
+if CELERY_TASK_SOFT_TIME_LIMIT >= CELERY_TASK_TIME_LIMIT:
+    # The soft limit is the task's chance to record what it did before the hard kill.
+    raise EnvError(
+        "CELERY_TASK_SOFT_TIME_LIMIT",
+        f"expected less than CELERY_TASK_TIME_LIMIT ({CELERY_TASK_TIME_LIMIT}), "
+        f"got {CELERY_TASK_SOFT_TIME_LIMIT}",
+    )
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     # Redelivery of an unacknowledged task waits this long; the database sweep, not
     # redelivery, is what resumes a move a dead worker left half done.
-    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60),
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60, maximum=604_800),
 }
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_TASK_ALWAYS_EAGER = False
 
+# The port `make demo` serves the portal on (scripts/demo.py reads it with the same rule).
+DEMO_PORT = env_port("DEMO_PORT", 8000)
+
 # --- Outside systems. ---
 PROMETHEUS_URL = env_url("PROMETHEUS_URL", None, schemes={"http", "https"})
-PROMETHEUS_TIMEOUT = env_float("PROMETHEUS_TIMEOUT", 2.0, minimum=0.1)
-DCGM_NODE_LABEL = env_str("DCGM_NODE_LABEL", "Hostname")
+PROMETHEUS_TIMEOUT = env_float("PROMETHEUS_TIMEOUT", 2.0, minimum=0.1, maximum=60.0)
+DCGM_NODE_LABEL = env_prometheus_label("DCGM_NODE_LABEL", "Hostname")
 KUBECONFIG = env_str("KUBECONFIG", "")
 KUBE_CONTEXT = env_str("KUBE_CONTEXT", "")
 KUBE_IN_CLUSTER = env_bool("KUBE_IN_CLUSTER", False)
-KUBE_TIMEOUT = env_float("KUBE_TIMEOUT", 5.0, minimum=0.1)
+KUBE_TIMEOUT = env_float("KUBE_TIMEOUT", 5.0, minimum=0.1, maximum=300.0)
 
 # Which readiness checks make /readyz answer 503 when they fail.
-READYZ_REQUIRED = env_list("READYZ_REQUIRED", ["database", "broker"])
-_unknown = set(READYZ_REQUIRED) - {"database", "broker", "prometheus", "kubernetes"}
-if _unknown:
-    raise ImproperlyConfigured(
-        f"READYZ_REQUIRED: unknown check(s) {', '.join(sorted(_unknown))}; "
-        "choose from database, broker, prometheus, kubernetes"
-    )
+READYZ_REQUIRED = env_list(
+    "READYZ_REQUIRED",
+    ["database", "broker"],
+    choices={"database", "broker", "prometheus", "kubernetes"},
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -188,7 +223,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_THROTTLE_CLASSES": ["pools.api.permissions.ApiTokenThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"token": env_str("API_TOKEN_RATE", "1200/min")},
+    "DEFAULT_THROTTLE_RATES": {"token": env_rate("API_TOKEN_RATE", "1200/min")},
     "EXCEPTION_HANDLER": "pools.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -213,21 +248,29 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "filters": {"redact": {"()": "portal.redact.RedactSecretsFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}
+    },
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
+    },
 }
+# Reserved: json lines for a log collector (the formatter comes with structured logging).
+LOG_FORMAT = env_choice("LOG_FORMAT", "text", ("text", "json"))
 
 # --- Pools and the inventory ---
 # The node label that says which pool a node is in; many clusters already have one
 # (cloud.google.com/gke-nodepool, karpenter.sh/nodepool, their own).
 POOL_LABEL_KEY = env_str("POOL_LABEL_KEY", "gpu-pool")
 if _problem := label_key_problem(POOL_LABEL_KEY):
-    raise ImproperlyConfigured(f"POOL_LABEL_KEY: {POOL_LABEL_KEY!r} is not a label key: {_problem}")
-INVENTORY_SYNC_SECONDS = env_int("INVENTORY_SYNC_SECONDS", 30, minimum=5)
-INVENTORY_PAGE_SIZE = env_int("INVENTORY_PAGE_SIZE", 500, minimum=1)
-PATCH_MAX_CONFLICTS = env_int("PATCH_MAX_CONFLICTS", 5, minimum=0)
-PATCH_MAX_RETRIES = env_int("PATCH_MAX_RETRIES", 4, minimum=0)
-PATCH_BACKOFF_SECONDS = env_float("PATCH_BACKOFF_SECONDS", 0.5, minimum=0.0)
+    raise EnvError("POOL_LABEL_KEY", f"expected a label key: {_problem}, got {POOL_LABEL_KEY!r}")
+INVENTORY_SYNC_SECONDS = env_int("INVENTORY_SYNC_SECONDS", 30, minimum=5, maximum=3600)
+INVENTORY_PAGE_SIZE = env_int("INVENTORY_PAGE_SIZE", 500, minimum=1, maximum=10_000)
+PATCH_MAX_CONFLICTS = env_int("PATCH_MAX_CONFLICTS", 5, minimum=0, maximum=100)
+PATCH_MAX_RETRIES = env_int("PATCH_MAX_RETRIES", 4, minimum=0, maximum=100)
+PATCH_BACKOFF_SECONDS = env_float("PATCH_BACKOFF_SECONDS", 0.5, minimum=0.0, maximum=60.0)
 CELERY_BEAT_SCHEDULE = {
     "sync-inventory": {
         "task": "pools.tasks.sync_inventory",
@@ -237,25 +280,33 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # How long an Idempotency-Key's first answer is kept for retries.
-IDEMPOTENCY_KEY_HOURS = env_int("IDEMPOTENCY_KEY_HOURS", 24, minimum=1)
+IDEMPOTENCY_KEY_HOURS = env_int("IDEMPOTENCY_KEY_HOURS", 24, minimum=1, maximum=720)
 
 # --- Metrics ---
-METRICS_CACHE_SECONDS = env_int("METRICS_CACHE_SECONDS", 10, minimum=0)
+METRICS_CACHE_SECONDS = env_int("METRICS_CACHE_SECONDS", 10, minimum=0, maximum=3600)
 # Behind a ServiceMonitor the workload's pod label arrives as exported_pod.
-DCGM_POD_LABEL = env_str("DCGM_POD_LABEL", "exported_pod")
-DCGM_NAMESPACE_LABEL = env_str("DCGM_NAMESPACE_LABEL", "exported_namespace")
-GPU_HOT_CELSIUS = env_float("GPU_HOT_CELSIUS", 85.0, minimum=0.0)
-GPU_IDLE_WINDOW = env_str("GPU_IDLE_WINDOW", "1h")
+DCGM_POD_LABEL = env_prometheus_label("DCGM_POD_LABEL", "exported_pod")
+DCGM_NAMESPACE_LABEL = env_prometheus_label("DCGM_NAMESPACE_LABEL", "exported_namespace")
+GPU_HOT_CELSIUS = env_float("GPU_HOT_CELSIUS", 85.0, minimum=1.0, maximum=150.0)
+GPU_IDLE_WINDOW = env_promql_duration("GPU_IDLE_WINDOW", "1h")  # goes into PromQL as it is
 # How often the live parts of the pages refresh in the browser.
-LIVE_REFRESH_SECONDS = env_int("LIVE_REFRESH_SECONDS", 10, minimum=1)
+LIVE_REFRESH_SECONDS = env_int("LIVE_REFRESH_SECONDS", 10, minimum=1, maximum=3600)
+# Reserved: a bearer token for scraping the portal's own /metrics (none: not exposed).
+METRICS_TOKEN = env_secret("METRICS_TOKEN", min_length=16)
 
 # --- Moves ---
-MOVE_PENDING_HOURS = env_int("MOVE_PENDING_HOURS", 72, minimum=1)  # then a request expires
-MOVE_LEASE_SECONDS = env_int("MOVE_LEASE_SECONDS", 120, minimum=1)  # a worker's claim on a node
+# Then a request expires.
+MOVE_PENDING_HOURS = env_int("MOVE_PENDING_HOURS", 72, minimum=1, maximum=8760)
+# A worker's claim on a node.
+MOVE_LEASE_SECONDS = env_int("MOVE_LEASE_SECONDS", 120, minimum=1, maximum=86_400)
 # How long an approved move or a queued node may wait before the sweep enqueues it again.
-MOVE_SWEEP_GRACE_SECONDS = env_int("MOVE_SWEEP_GRACE_SECONDS", 30, minimum=1)
-MOVE_ITEM_MAX_RETRIES = env_int("MOVE_ITEM_MAX_RETRIES", 5, minimum=0)
-DRAIN_POLL_SECONDS = env_float("DRAIN_POLL_SECONDS", 5.0, minimum=0.05)
+MOVE_SWEEP_GRACE_SECONDS = env_int("MOVE_SWEEP_GRACE_SECONDS", 30, minimum=1, maximum=86_400)
+MOVE_ITEM_MAX_RETRIES = env_int("MOVE_ITEM_MAX_RETRIES", 5, minimum=0, maximum=100)
+DRAIN_POLL_SECONDS = env_float("DRAIN_POLL_SECONDS", 5.0, minimum=0.05, maximum=300.0)
+# Reserved: how long a move may keep retrying transient Kubernetes errors before a node fails.
+MOVE_EXECUTION_DEADLINE_SECONDS = env_int(
+    "MOVE_EXECUTION_DEADLINE_SECONDS", 900, minimum=60, maximum=86_400
+)
 CELERY_BEAT_SCHEDULE.update(
     {
         "sweep-moves": {"task": "pools.tasks.sweep_moves", "schedule": 30.0},

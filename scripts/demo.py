@@ -1,12 +1,14 @@
 """`make demo`: the portal on an embedded default, every part real but the cluster.
 
 Starts Redis, Prometheus, the cluster simulator (kubesim), a Celery worker and beat, and the
-web server on 127.0.0.1:8000, all from `.demo/`; Ctrl-C stops every child. A second run
-reuses the database and the demo users.
+web server on 127.0.0.1:8000 (DEMO_PORT), all from `.demo/` (DEMO_STATE_DIR). Ctrl-C,
+SIGTERM or SIGHUP, to the demo or to its whole process group, stops every child it started
+and frees every port. A second run reuses the database and the demo users.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -15,28 +17,74 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STATE = ROOT / ".demo"
+sys.path.insert(0, str(ROOT))
+
+from portal.env import EnvError, env_port, env_str  # noqa: E402 -- after the path is set
+
 PYTHON = sys.executable
-PORTS = {"web": 8000, "redis": 6390, "prometheus": 9091, "kubesim": 6443, "exporter": 9400}
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_TIMEOUT = 15.0
+
+
+class Stop(BaseException):
+    """A stop signal arrived: leave whatever is running and stop the children. A
+    BaseException, like KeyboardInterrupt, so no `except Exception` on the way swallows it."""
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    web: int
+    redis: int
+    prometheus: int
+    kubesim: int
+    exporter: int
+    state: Path
+
+    @classmethod
+    def from_environment(cls) -> DemoConfig:
+        state = Path(env_str("DEMO_STATE_DIR", str(ROOT / ".demo")))
+        return cls(
+            web=env_port("DEMO_PORT", 8000),
+            redis=env_port("DEMO_REDIS_PORT", 6390),
+            prometheus=env_port("DEMO_PROMETHEUS_PORT", 9091),
+            kubesim=env_port("DEMO_KUBESIM_PORT", 6443),
+            exporter=env_port("DEMO_EXPORTER_PORT", 9400),
+            state=state.resolve(),
+        )
+
+    @property
+    def ports(self) -> dict[str, int]:
+        return {
+            "web": self.web,
+            "redis": self.redis,
+            "prometheus": self.prometheus,
+            "kubesim": self.kubesim,
+            "exporter": self.exporter,
+        }
+
+    @property
+    def logs(self) -> Path:
+        return self.state / "logs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state / "kubeconfig"
+
+
+def say(message: str) -> None:
+    # The terminal may be gone (make killed, the pipe closed): never let that stop a cleanup.
+    with contextlib.suppress(OSError):
+        print(message, flush=True)
 
 
 def port_in_use(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def wait_until(check, what: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            sys.exit(f"demo: {what} exited with {process.returncode}; see {STATE / 'logs'}")
-        if check():
-            return
-        time.sleep(0.2)
-    sys.exit(f"demo: {what} did not come up within {timeout:.0f}s; see {STATE / 'logs'}")
 
 
 def http_ok(url: str) -> bool:
@@ -48,35 +96,95 @@ def http_ok(url: str) -> bool:
 
 
 class Children:
-    def __init__(self) -> None:
+    """The processes the demo started, each the leader of its own process group: a Ctrl-C
+    reaches the demo only, and the demo stops them in order, with everything they forked."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
         self.processes: list[tuple[str, subprocess.Popen[bytes]]] = []
-        (STATE / "logs").mkdir(parents=True, exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
 
     def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        log = (STATE / "logs" / f"{name}.log").open("ab")
-        process = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches us only; we stop children in order
-        )
+        with (self.logs / f"{name}.log").open("ab") as log:
+            process = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.processes.append((name, process))
         return process
 
+    def wait_until(self, check: Callable[[], bool], what: str, timeout: float = 60) -> None:
+        _name, process = self.processes[-1]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise SystemExit(f"demo: {what} exited with {process.returncode}; see {self.logs}")
+            if check():
+                return
+            time.sleep(0.2)
+        raise SystemExit(f"demo: {what} did not come up within {timeout:.0f}s; see {self.logs}")
+
+    def first_dead(self) -> str | None:
+        return next((name for name, p in self.processes if p.poll() is not None), None)
+
     def stop_all(self) -> None:
+        """SIGTERM to every child's group, newest first; SIGKILL to what is left at the
+        deadline, and to the groups of leaders that exited before their workers did."""
         for _name, process in reversed(self.processes):
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
+            _signal_group(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
         for name, process in reversed(self.processes):
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                print(f"demo: {name} did not stop in time, killing it")
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+                say(f"demo: {name} did not stop within {STOP_TIMEOUT:.0f}s, killing it")
+            _signal_group(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def ignore_stop_signals() -> None:
+    for each in STOP_SIGNALS:
+        signal.signal(each, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Turn the first stop signal into Stop; ignore the rest while the children stop (a
+    second Ctrl-C or a group-wide SIGTERM must not cut the cleanup short)."""
+
+    def request_stop(signum: int, _frame: object) -> None:
+        ignore_stop_signals()
+        raise Stop(signal.Signals(signum).name)
+
+    previous = {each: signal.signal(each, request_stop) for each in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for each, handler in previous.items():
+            signal.signal(each, handler)
+
+
+def demo_environment(config: DemoConfig) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "DJANGO_DEBUG": "true",
+        "DATABASE_URL": f"sqlite:///{config.state / 'portal.sqlite3'}",
+        "CELERY_BROKER_URL": f"redis://127.0.0.1:{config.redis}/0",
+        "CACHE_URL": f"redis://127.0.0.1:{config.redis}/1",
+        "PROMETHEUS_URL": f"http://127.0.0.1:{config.prometheus}",
+        "KUBECONFIG": str(config.kubeconfig),
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def prometheus_config(path: Path, exporter_port: int) -> None:
@@ -94,168 +202,115 @@ def prometheus_config(path: Path, exporter_port: int) -> None:
     )
 
 
-def main() -> None:
-    busy = [f"{name} ({port})" for name, port in PORTS.items() if port_in_use(port)]
+def check_prerequisites(config: DemoConfig) -> None:
+    busy = [f"{name} ({port})" for name, port in config.ports.items() if port_in_use(port)]
     if busy:
-        sys.exit(f"demo: ports already in use: {', '.join(busy)}; is another demo running?")
+        sys.exit(
+            f"demo: ports already in use: {', '.join(busy)}; is another demo running? "
+            "(DEMO_PORT, DEMO_REDIS_PORT, ... choose others)"
+        )
     for program in ("redis-server", "prometheus"):
         if shutil.which(program) is None:
             sys.exit(f"demo: {program} is missing: run 'sudo apt-get install -y {program}'")
 
-    STATE.mkdir(exist_ok=True)
-    kubeconfig = STATE / "kubeconfig"
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "portal.settings",
-        "DJANGO_DEBUG": "true",
-        "DATABASE_URL": f"sqlite:///{STATE / 'portal.sqlite3'}",
-        "CELERY_BROKER_URL": f"redis://127.0.0.1:{PORTS['redis']}/0",
-        "CACHE_URL": f"redis://127.0.0.1:{PORTS['redis']}/1",
-        "PROMETHEUS_URL": f"http://127.0.0.1:{PORTS['prometheus']}",
-        "KUBECONFIG": str(kubeconfig),
-        "PYTHONUNBUFFERED": "1",
-    }
-    manage = [PYTHON, "manage.py"]
-    subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-    subprocess.run([*manage, "demo_users"], cwd=ROOT, env=env, check=True)
 
-    children = Children()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        redis = children.start(
-            "redis",
-            [
-                "redis-server",
-                "--port",
-                str(PORTS["redis"]),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(STATE),
-            ],
-            env,
-        )
-        wait_until(lambda: port_in_use(PORTS["redis"]), "redis-server", redis)
+def start_redis(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
+    argv = ["redis-server", "--port", str(config.redis), "--bind", "127.0.0.1"]
+    argv += ["--save", "", "--appendonly", "no", "--dir", str(config.state)]
+    children.start("redis", argv, env)
+    children.wait_until(lambda: port_in_use(config.redis), "redis-server")
 
-        kubesim_ready = None
-        if (ROOT / "kubesim" / "__main__.py").exists():
-            kubeconfig.unlink(missing_ok=True)
-            kubesim = children.start(
-                "kubesim",
-                [
-                    PYTHON,
-                    "-m",
-                    "kubesim",
-                    "serve",
-                    "--scenario",
-                    "demo",
-                    "--port",
-                    str(PORTS["kubesim"]),
-                    "--metrics-port",
-                    str(PORTS["exporter"]),
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "--audit-log",
-                    str(STATE / "logs" / "audit.log"),
-                    "--tls",  # kubectl sends its bearer token only over TLS
-                ],
-                env,
+
+def start_kubesim(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
+    config.kubeconfig.unlink(missing_ok=True)
+    argv = [PYTHON, "-m", "kubesim", "serve", "--scenario", "demo"]
+    argv += ["--port", str(config.kubesim), "--metrics-port", str(config.exporter)]
+    argv += ["--kubeconfig", str(config.kubeconfig)]
+    argv += ["--audit-log", str(config.logs / "audit.log")]
+    argv += ["--tls"]  # kubectl sends its bearer token only over TLS
+    children.start("kubesim", argv, env)
+    children.wait_until(config.kubeconfig.exists, "kubesim")
+    # The beat syncs every 30 s; the first pages should not wait for it.
+    subprocess.run([PYTHON, "manage.py", "sync_inventory"], cwd=ROOT, env=env, check=True)
+
+
+def start_prometheus(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
+    prom_config = config.state / "prometheus.yml"
+    prometheus_config(prom_config, config.exporter)
+    argv = ["prometheus", f"--config.file={prom_config}"]
+    argv += [f"--storage.tsdb.path={config.state / 'prometheus-data'}"]
+    argv += [f"--web.listen-address=127.0.0.1:{config.prometheus}", "--log.level=warn"]
+    children.start("prometheus", argv, env)
+    children.wait_until(lambda: http_ok(f"{env['PROMETHEUS_URL']}/-/ready"), "prometheus")
+
+
+def start_portal(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
+    celery = [PYTHON, "-m", "celery", "-A", "portal"]
+    children.start("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"], env)
+    beat_schedule = str(config.state / "celerybeat-schedule")
+    children.start(
+        "beat", [*celery, "beat", "--loglevel", "INFO", "--schedule", beat_schedule], env
+    )
+    argv = [PYTHON, "-m", "gunicorn", "portal.wsgi:application"]
+    argv += ["--bind", f"127.0.0.1:{config.web}", "--workers", "2", "--threads", "4"]
+    # One demo's control socket must not collide with another's (or with a test's).
+    argv += ["--access-logfile", "-", "--no-control-socket"]
+    children.start("web", argv, env)
+    children.wait_until(lambda: http_ok(f"http://127.0.0.1:{config.web}/healthz"), "web")
+
+
+def start_everything(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
+    start_redis(children, config, env)
+    if (ROOT / "kubesim" / "__main__.py").exists():
+        start_kubesim(children, config, env)
+    else:
+        env["KUBECONFIG"] = ""
+        say("demo: kubesim is not built yet; the portal starts without a cluster")
+    start_prometheus(children, config, env)
+    start_portal(children, config, env)
+
+
+def print_welcome(config: DemoConfig, env: dict[str, str]) -> None:
+    say("")
+    say(f"  Portal      http://127.0.0.1:{config.web}/")
+    say(f"  Readiness   http://127.0.0.1:{config.web}/readyz")
+    say(f"  Prometheus  {env['PROMETHEUS_URL']}/")
+    if env["KUBECONFIG"]:
+        say(f"  kubectl     KUBECONFIG={config.kubeconfig} kubectl get nodes")
+    say(f"  Logs        {config.logs}/")
+    say("\nCtrl-C stops everything.")
+
+
+def run(config: DemoConfig) -> None:
+    check_prerequisites(config)
+    config.state.mkdir(parents=True, exist_ok=True)
+    env = demo_environment(config)
+    children = Children(config.logs)
+    with stop_on_signals():
+        try:
+            manage = [PYTHON, "manage.py"]
+            subprocess.run(
+                [*manage, "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
             )
-            wait_until(kubeconfig.exists, "kubesim", kubesim)
-            kubesim_ready = True
-            # The beat syncs every 30 s; the first pages should not wait for it.
-            subprocess.run([*manage, "sync_inventory"], cwd=ROOT, env=env, check=True)
-        else:
-            env["KUBECONFIG"] = ""
-            print("demo: kubesim is not built yet; the portal starts without a cluster")
+            subprocess.run([*manage, "demo_users"], cwd=ROOT, env=env, check=True)
+            start_everything(children, config, env)
+            print_welcome(config, env)
+            while (dead := children.first_dead()) is None:
+                time.sleep(0.5)
+            say(f"demo: {dead} stopped unexpectedly; see {config.logs}")
+        except Stop as stop:
+            say(f"\ndemo: {stop} received, stopping every child")
+        finally:
+            ignore_stop_signals()  # nothing may interrupt the stopping itself
+            children.stop_all()
 
-        prom_config = STATE / "prometheus.yml"
-        prometheus_config(prom_config, PORTS["exporter"])
-        prometheus = children.start(
-            "prometheus",
-            [
-                "prometheus",
-                f"--config.file={prom_config}",
-                f"--storage.tsdb.path={STATE / 'prometheus-data'}",
-                f"--web.listen-address=127.0.0.1:{PORTS['prometheus']}",
-                "--log.level=warn",
-            ],
-            env,
-        )
-        wait_until(lambda: http_ok(f"{env['PROMETHEUS_URL']}/-/ready"), "prometheus", prometheus)
 
-        children.start(
-            "worker",
-            [
-                PYTHON,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "worker",
-                "--loglevel",
-                "INFO",
-                "--concurrency",
-                "2",
-            ],
-            env,
-        )
-        children.start(
-            "beat",
-            [
-                PYTHON,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "beat",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                str(STATE / "celerybeat-schedule"),
-            ],
-            env,
-        )
-        web = children.start(
-            "web",
-            [
-                PYTHON,
-                "-m",
-                "gunicorn",
-                "portal.wsgi:application",
-                "--bind",
-                f"127.0.0.1:{PORTS['web']}",
-                "--workers",
-                "2",
-                "--threads",
-                "4",
-                "--access-logfile",
-                "-",
-            ],
-            env,
-        )
-        wait_until(lambda: http_ok(f"http://127.0.0.1:{PORTS['web']}/healthz"), "web", web)
-
-        print()
-        print(f"  Portal      http://127.0.0.1:{PORTS['web']}/")
-        print(f"  Readiness   http://127.0.0.1:{PORTS['web']}/readyz")
-        print(f"  Prometheus  {env['PROMETHEUS_URL']}/")
-        if kubesim_ready:
-            print(f"  kubectl     KUBECONFIG={kubeconfig} kubectl get nodes")
-        print(f"  Logs        {STATE / 'logs'}/")
-        print("\nCtrl-C stops everything.")
-        while all(process.poll() is None for _, process in children.processes):
-            time.sleep(0.5)
-        dead = [name for name, process in children.processes if process.poll() is not None]
-        print(f"demo: {', '.join(dead)} stopped unexpectedly; see {STATE / 'logs'}")
-    except KeyboardInterrupt:
-        print("\ndemo: stopping")
-    finally:
-        children.stop_all()
+def main() -> None:
+    try:
+        config = DemoConfig.from_environment()
+    except EnvError as exc:
+        sys.exit(f"demo: configuration error: {exc}")
+    run(config)
 
 
 if __name__ == "__main__":

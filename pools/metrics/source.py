@@ -19,6 +19,7 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 from urllib3.util.retry import Retry
 
 from pools.metrics.results import InstantResult, RangeResult, Sample
+from portal.redact import redact_url
 
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="promql")
 
@@ -62,6 +63,11 @@ def prometheus_ready() -> None:
 
 
 def _describe(exc: Exception) -> str:
+    """What a page shows for a failed query, without a password from PROMETHEUS_URL."""
+    return redact_url(_explain(exc))
+
+
+def _explain(exc: Exception) -> str:
     if isinstance(exc, requests.Timeout):
         return f"Prometheus did not answer within {settings.PROMETHEUS_TIMEOUT:g}s"
     if isinstance(exc, requests.ConnectionError):

@@ -1,0 +1,228 @@
+"""Races in the workflow, with threads released together by a barrier: exactly one winner.
+
+The race tests run on the session's database (SQLite, whose IMMEDIATE transactions take
+the write lock at BEGIN), and again on PostgreSQL where one is reachable: there
+READ COMMITTED lets two transactions read the same row at once, and only
+`select_for_update`, the compare-and-swap updates and the one-active-move-per-node
+constraint keep the winner single. `test_the_races_on_postgresql` runs this module in a
+fresh pytest process with DATABASE_URL pointing at PostgreSQL and its own Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis as redis_client
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from pools import workflow
+from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
+from pools.workflow import WorkflowError
+from tests.moves_helpers import user_in
+from tests.servers import RedisServer, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN_URL = os.environ.get(
+    "PORTAL_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+)
+ROUNDS = 5  # each race is run this many times, on fresh rows
+State = MoveRequest.State
+races = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
+
+def race(*contenders: Callable[[], Any]) -> list[str]:
+    """Run the contenders in threads that start together; each outcome is "won" or the
+    refusal's code, in the contenders' order."""
+    barrier = threading.Barrier(len(contenders))
+    outcomes = [""] * len(contenders)
+
+    def run(index: int, contender: Callable[[], Any]) -> None:
+        try:
+            barrier.wait(timeout=30)
+            contender()
+            outcomes[index] = "won"
+        except WorkflowError as exc:
+            outcomes[index] = exc.code
+        except Exception as exc:  # reported, not swallowed: a crash is not a refusal
+            outcomes[index] = f"crashed: {exc!r}"
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=pair) for pair in enumerate(contenders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return outcomes
+
+
+def queued_executions(redis: RedisServer) -> list[int]:
+    """The execute_move messages waiting in the broker (then removed): what the approvals
+    handed to the worker."""
+    client = redis_client.Redis.from_url(settings.CELERY_BROKER_URL)
+    try:
+        raw = client.lrange("celery", 0, -1)
+        client.delete("celery")
+    finally:
+        client.close()
+    headers = [json.loads(message)["headers"] for message in raw]
+    return [
+        int(header["argsrepr"].strip("(),"))
+        for header in headers
+        if header["task"] == "pools.tasks.execute_move"
+    ]
+
+
+@pytest.fixture
+def destination() -> Pool:
+    if os.environ.get("PORTAL_RACES_ON_POSTGRES") == "1":
+        assert connection.vendor == "postgresql"  # the driver below asked for it
+    pool = Pool.objects.get(name="mixed")
+    pool.requires_healthy_nodes = False
+    pool.accepted_gpu_models = []
+    pool.save()
+    return pool
+
+
+def gpu_node(name: str) -> Node:
+    return Node.objects.create(
+        name=name,
+        gpu_model="NVIDIA-A100-SXM4-80GB",
+        gpu_count=8,
+        gpu_allocatable=8,
+        ready=True,
+        last_seen=timezone.now(),
+    )
+
+
+def ask(node: str, destination: Pool, requester: Any = None) -> MoveRequest:
+    return workflow.move_request_create(
+        requested_by=requester or user_in("requesters", "rita"),
+        node_names=[node],
+        destination=destination,
+        reason="race",
+        now=timezone.now(),
+    )
+
+
+@races
+def test_two_approvers_at_once_approve_once(destination: Pool, redis: RedisServer) -> None:
+    first, second = user_in("approvers", "a1"), user_in("approvers", "a2")
+    queued_executions(redis)  # start from an empty queue
+    for round_ in range(ROUNDS):
+        move = ask(gpu_node(f"gpu-approve-{round_}").name, destination)
+        outcomes = race(
+            lambda m=move: workflow.move_approve(request=m, approver=first, now=timezone.now()),
+            lambda m=move: workflow.move_approve(request=m, approver=second, now=timezone.now()),
+        )
+        assert sorted(outcomes) == ["state_conflict", "won"]
+        move.refresh_from_db()
+        assert move.state == State.APPROVED
+        assert move.approvals.count() == 1
+        assert AuditEvent.objects.filter(request=move, action="move.fully_approved").count() == 1
+        assert queued_executions(redis) == [move.pk]
+
+
+@races
+def test_the_last_two_of_two_approvals_at_once_approve_once(
+    destination: Pool, redis: RedisServer
+) -> None:
+    # Each counts the approvals after adding its own: without the row lock, both could
+    # count one of two and the move would wait forever.
+    destination.approvals_required = 2
+    destination.save()
+    first, second = user_in("approvers", "a1"), user_in("approvers", "a2")
+    queued_executions(redis)
+    for round_ in range(ROUNDS):
+        move = ask(gpu_node(f"gpu-two-{round_}").name, destination)
+        outcomes = race(
+            lambda m=move: workflow.move_approve(request=m, approver=first, now=timezone.now()),
+            lambda m=move: workflow.move_approve(request=m, approver=second, now=timezone.now()),
+        )
+        assert outcomes == ["won", "won"]
+        move.refresh_from_db()
+        assert move.state == State.APPROVED
+        assert AuditEvent.objects.filter(request=move, action="move.fully_approved").count() == 1
+        assert queued_executions(redis) == [move.pk]
+
+
+@races
+def test_two_requests_for_one_node_at_once_create_one(destination: Pool) -> None:
+    rita, ravi = user_in("requesters", "rita"), user_in("requesters", "ravi")
+    for round_ in range(ROUNDS):
+        node = gpu_node(f"gpu-ask-{round_}").name
+        outcomes = race(
+            lambda n=node: ask(n, destination, rita),
+            lambda n=node: ask(n, destination, ravi),
+        )
+        assert sorted(outcomes) == ["active_move", "won"]
+        assert MoveRequest.objects.filter(items__node__name=node).count() == 1
+        assert MoveItem.objects.filter(node__name=node, active=True).count() == 1
+
+
+@races
+def test_approve_racing_cancel_has_one_winner(destination: Pool, redis: RedisServer) -> None:
+    rita, approver = user_in("requesters", "rita"), user_in("approvers", "a1")
+    queued_executions(redis)
+    for round_ in range(ROUNDS):
+        move = ask(gpu_node(f"gpu-cancel-{round_}").name, destination, rita)
+        approve, cancel = race(
+            lambda m=move: workflow.move_approve(request=m, approver=approver, now=timezone.now()),
+            lambda m=move: workflow.move_cancel(request=m, user=rita, now=timezone.now()),
+        )
+        assert sorted([approve, cancel]) == ["state_conflict", "won"]
+        move.refresh_from_db()
+        if approve == "won":
+            assert move.state == State.APPROVED
+            assert move.items.filter(active=True).count() == 1
+            assert queued_executions(redis) == [move.pk]
+        else:
+            assert move.state == State.CANCELLED
+            assert not move.approvals.exists()
+            assert not move.items.filter(active=True).exists()
+            assert queued_executions(redis) == []
+
+
+def test_the_races_on_postgresql() -> None:
+    if connection.vendor == "postgresql":
+        pytest.skip("this session runs on PostgreSQL already: the races above ran on it")
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        psycopg.connect(
+            ADMIN_URL.replace("postgres://", "postgresql://"), connect_timeout=3
+        ).close()
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"no PostgreSQL reachable at {ADMIN_URL} (set PORTAL_TEST_POSTGRES_URL): {exc}")
+    env = {
+        **os.environ,
+        # pytest-django creates (and drops) test_<name> next to it.
+        "DATABASE_URL": f"{ADMIN_URL.rsplit('/', 1)[0]}/portal_races_{uuid.uuid4().hex[:8]}",
+        "PORTAL_TEST_REDIS_PORT": str(free_port()),  # its own broker, its own queue
+        "PORTAL_RACES_ON_POSTGRES": "1",
+    }
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", __file__, "-q", "-rs", "-p", "no:cacheprovider"),
+            *("-k", "not test_the_races_on_postgresql"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "4 passed" in output and "skipped" not in output, output

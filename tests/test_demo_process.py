@@ -1,0 +1,167 @@
+"""`make demo` as a person runs it: started on free ports, serving, then stopped with SIGTERM
+or Ctrl-C to its whole process group; every process it started must be gone and every
+port free, so the next `make demo` starts."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.servers import free_port, http_ok, port_open, require_program, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+PORT_VARIABLES = (
+    "DEMO_PORT",
+    "DEMO_REDIS_PORT",
+    "DEMO_PROMETHEUS_PORT",
+    "DEMO_KUBESIM_PORT",
+    "DEMO_EXPORTER_PORT",
+)
+
+
+def process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) for every process, from /proc."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        # The command name is in parentheses and may hold spaces: split after its end.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        table[int(entry.name)] = (int(fields[1]), fields[0])
+    return table
+
+
+def descendants(root: int) -> set[int]:
+    table = process_table()
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, (ppid, _) in table.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    table = process_table()
+    return {pid for pid in pids if pid in table and table[pid][1] != "Z"}
+
+
+@dataclass
+class Demo:
+    process: subprocess.Popen[bytes]
+    ports: dict[str, int]
+    log: Path
+    started: set[int] = field(default_factory=set)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require_program("redis-server")
+    require_program("prometheus")
+    # Shared by the runs, as `.demo/` is: the second run reuses the migrated database.
+    return tmp_path_factory.mktemp("demo-state")
+
+
+@pytest.fixture
+def demo(state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
+    ports = {name: free_port() for name in PORT_VARIABLES}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PORTAL_"))}
+    env.update({name: str(port) for name, port in ports.items()})
+    env["DEMO_STATE_DIR"] = str(state_dir)
+    log = tmp_path / "demo.out"
+    with log.open("wb") as out:
+        # Its own process group, as `make demo` has in a terminal.
+        process = subprocess.Popen(
+            [sys.executable, "scripts/demo.py"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    running = Demo(process, ports, log)
+    try:
+        wait_for(
+            lambda: process.poll() is not None or "Ctrl-C stops everything" in running.output(),
+            timeout=180,
+            what="the demo to serve",
+        )
+        assert process.poll() is None, running.output()
+        assert http_ok(f"http://127.0.0.1:{ports['DEMO_PORT']}/healthz")
+        running.started = descendants(process.pid)
+        yield running
+    finally:
+        # A failed test must leave nothing behind: the demo, and what it failed to stop.
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        for pid in alive(running.started):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("signum", "again"),
+    [
+        (signal.SIGTERM, False),
+        # GNU make, terminated, sends its running recipe a SIGTERM of its own: `make demo`
+        # gets the group's signal and then make's, in the middle of stopping its children.
+        (signal.SIGTERM, True),
+        (signal.SIGINT, True),  # an impatient Ctrl-C, Ctrl-C
+    ],
+    ids=["SIGTERM", "SIGTERM-as-make-sends-it", "SIGINT-twice"],
+)
+def test_a_signal_to_the_group_stops_every_child_and_frees_every_port(
+    demo: Demo, state_dir: Path, signum: signal.Signals, again: bool
+) -> None:
+    # It serves on the ports and keeps its state where the environment said.
+    assert f"Portal      http://127.0.0.1:{demo.ports['DEMO_PORT']}/" in demo.output()
+    assert (state_dir / "logs" / "web.log").exists()
+    started = demo.started
+    # redis, kubesim, prometheus, the worker and beat, gunicorn, and what they forked.
+    assert len(started) >= 6, demo.output()
+    assert all(port_open(port) for port in demo.ports.values()), demo.ports
+
+    os.killpg(demo.process.pid, signum)
+    if again:
+        time.sleep(0.3)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(demo.process.pid, signum)
+    assert demo.process.wait(timeout=60) == 0, demo.output()
+
+    assert alive(started) == set(), demo.output()
+    busy = {name: port for name, port in demo.ports.items() if port_open(port)}
+    assert busy == {}, demo.output()
+    assert f"demo: {signum.name} received, stopping every child" in demo.output()
+
+
+def test_a_malformed_port_is_one_line() -> None:
+    result = subprocess.run(
+        [sys.executable, "scripts/demo.py"],
+        cwd=ROOT,
+        env={**os.environ, "DEMO_PORT": "eighty"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "demo: configuration error: DEMO_PORT: expected a whole number from 1 to 65535, "
+        "got 'eighty'\n"
+    )
