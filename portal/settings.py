@@ -267,3 +267,12 @@ CELERY_BEAT_SCHEDULE.update(
         },
     }
 )
+
+# --- Single sign-on (OpenID Connect, portal/sso/) ---
+# Sets LOCAL_LOGIN_ENABLED, AUTHENTICATION_BACKENDS, OIDC_ENABLED, OIDC_ROLE_MAP (parsed),
+# OIDC_GROUPS_CLAIM, OIDC_PROVIDER_NAME and, when OIDC_RP_CLIENT_ID is set, the OIDC_*
+# settings mozilla-django-oidc reads; a bad value stops start-up naming the variable.
+from portal.sso.config import sso_settings  # noqa: E402 -- kept with the block it configures
+
+INSTALLED_APPS.append("portal.sso")
+globals().update(sso_settings())
