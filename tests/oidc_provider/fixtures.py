@@ -1,4 +1,5 @@
-"""pytest fixtures for the single sign-on tests (imported by tests/test_sso_*.py)."""
+"""pytest fixtures for the single sign-on tests, imported by tests/test_sso_*.py under
+their function names (the fixtures are named `provider` and `sso_on`)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,16 @@ def apply_sso(settings: Any, env: dict[str, str]) -> None:
         setattr(settings, name, value)
 
 
-@pytest.fixture(scope="module")
-def provider(live_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
+@pytest.fixture(scope="module", name="provider")
+def provider_fixture(
+    live_server: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Provider]:
     with oidc_provider(tmp_path_factory.mktemp("idp"), portal_url=live_server.url) as running:
         yield running
 
 
-@pytest.fixture
-def sso_on(settings: Any, provider: Provider) -> Callable[..., Provider]:
+@pytest.fixture(name="sso_on")
+def sso_on_fixture(settings: Any, provider: Provider) -> Callable[..., Provider]:
     """Turn single sign-on on against the test provider, with extra variables if given."""
 
     def turn_on(**env: str) -> Provider:
