@@ -47,7 +47,8 @@ class LogoutView(auth_views.LogoutView):
         if provider_logout is None:
             return response
         # A page that moves on by itself, not a redirect: a form POST redirected to another
-        # origin is refused by a Content-Security-Policy of form-action 'self'.
+        # origin is refused under a Content-Security-Policy of form-action 'self' (Chromium
+        # checks every redirect of a form submission); a meta refresh is not a form's.
         context = {
             "provider_logout_url": provider_logout,
             "sso_provider_name": settings.OIDC_PROVIDER_NAME,
