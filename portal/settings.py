@@ -107,8 +107,6 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
-# Reserved: the login form with local passwords (off once single sign-on is the way in).
-LOCAL_LOGIN_ENABLED = env_bool("LOCAL_LOGIN_ENABLED", True)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_time_zone("TIME_ZONE", "UTC")
@@ -318,3 +316,12 @@ CELERY_BEAT_SCHEDULE.update(
         },
     }
 )
+
+# --- Single sign-on (OpenID Connect, portal/sso/) ---
+# Sets LOCAL_LOGIN_ENABLED, AUTHENTICATION_BACKENDS, OIDC_ENABLED, OIDC_ROLE_MAP (parsed),
+# OIDC_GROUPS_CLAIM, OIDC_PROVIDER_NAME and, when OIDC_RP_CLIENT_ID is set, the OIDC_*
+# settings mozilla-django-oidc reads; a bad value stops start-up naming the variable.
+from portal.sso.config import sso_settings  # noqa: E402 -- kept with the block it configures
+
+INSTALLED_APPS.append("portal.sso")
+globals().update(sso_settings())

@@ -1,21 +1,19 @@
 from csp.decorators import csp_replace
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required, login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from portal import health
+from portal.sso import views as sso_views
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path(
-        "login/",
-        auth_views.LoginView.as_view(redirect_authenticated_user=True),
-        name="login",
-    ),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Password and single sign-on (portal/sso/): the callback is /oidc/callback/.
+    path("login/", sso_views.LoginView.as_view(), name="login"),
+    path("logout/", sso_views.LogoutView.as_view(), name="logout"),
+    path("oidc/", include("portal.sso.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("pools.api.urls")),
     # The schema answers token clients too (drf-spectacular checks the permission itself);
