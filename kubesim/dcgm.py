@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from kubesim import mig
+from kubesim import daemonsets, mig
 from kubesim.cluster import Cluster
 from kubesim.dcgm_counters import COUNTERS, XID_COUNTER, format_value, xid_message
 from kubesim.scheduling import gpu_request, node_gpus
@@ -160,8 +160,8 @@ def _escape(value: str) -> str:
 
 
 def exporter_pod_name(node: str) -> str:
-    """The dcgm-exporter DaemonSet pod on `node` (a stable, made-up suffix)."""
-    return f"nvidia-dcgm-exporter-{hashlib.sha256(node.encode()).hexdigest()[:5]}"
+    """The first dcgm-exporter DaemonSet pod on `node` (as the DaemonSet controller names it)."""
+    return f"{daemonsets.EXPORTER}-{daemonsets.name_suffix(f'{daemonsets.EXPORTER}/{node}/0')}"
 
 
 @dataclass(frozen=True)
@@ -222,6 +222,11 @@ class Exporter:
         self._slots[name] = slots
         return [pods[k] if k else None for k in slots]
 
+    def _exporter_pod(self, node: str) -> str:
+        controller = self.cluster.daemonsets
+        found = controller.pod_name(node, daemonsets.EXPORTER) if controller else None
+        return found or exporter_pod_name(node)
+
     def _identity(self, node: str, model_name: str, device: Device) -> str:
         g = device.gpu
         text = (
@@ -231,7 +236,7 @@ class Exporter:
         )
         if device.profile:
             text += f',GPU_I_PROFILE="{device.profile}",GPU_I_ID="{device.instance_id}"'
-        hostname = exporter_pod_name(node) if self.hostname_is_pod else node
+        hostname = self._exporter_pod(node) if self.hostname_is_pod else node
         return text + f',{self.hostname_label}="{_escape(hostname)}"'
 
     def node_series(

@@ -30,8 +30,16 @@ API_VERSIONS = {
     "events": "v1",
     "namespaces": "v1",
     "poddisruptionbudgets": "policy/v1",
+    "daemonsets": "apps/v1",
+    "eventsv1": "events.k8s.io/v1",
 }
-NAMESPACED = {"pods", "events", "poddisruptionbudgets"}
+NAMESPACED = {"pods", "events", "poddisruptionbudgets", "daemonsets", "eventsv1"}
+# Resources of the named API groups: (group/version, resource in the URL) -> stored resource.
+GROUP_RESOURCES = {
+    ("apps/v1", "daemonsets"): "daemonsets",
+    ("events.k8s.io/v1", "events"): "eventsv1",
+}
+READ_ONLY = {"daemonsets", "eventsv1"}  # served for reading: their writers are in kubesim
 PATCH_TYPES = {
     "application/strategic-merge-patch+json": "strategic",
     "application/merge-patch+json": "merge",
@@ -41,6 +49,10 @@ PATCH_TYPES = {
 _CORE = re.compile(
     r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[a-z]+)"
     r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[a-z]+))?)?$"
+)
+_GROUPED = re.compile(
+    r"^/apis/(?P<gv>apps/v1|events\.k8s\.io/v1)(?:/namespaces/(?P<ns>[^/]+))?"
+    r"/(?P<resource>[a-z]+)(?:/(?P<name>[^/]+))?$"
 )
 _POLICY = re.compile(
     r"^/apis/policy/v1(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>poddisruptionbudgets)"
@@ -68,8 +80,10 @@ class Request:
             "resource": self.resource,
             "apiVersion": API_VERSIONS.get(self.resource, "v1"),
         }
-        if self.resource == "poddisruptionbudgets":
-            ref["apiGroup"] = "policy"
+        group = api_group(self.resource)
+        if group:
+            ref["apiGroup"] = group
+            ref["resource"] = _URL_RESOURCE.get(self.resource, self.resource)
         if self.namespace:
             ref["namespace"] = self.namespace
         if self.name:
@@ -255,12 +269,12 @@ class Handler(BaseHTTPRequestHandler):
                 raise errors.forbidden(
                     user.name,
                     verb,
-                    request.resource
+                    _URL_RESOURCE.get(request.resource, request.resource)
                     if not request.subresource
                     else f"{request.resource}/{request.subresource}",
                     request.name,
                     request.namespace,
-                    "policy" if request.resource == "poddisruptionbudgets" else "",
+                    api_group(request.resource),
                 )
             if self._inject_fault(verb, request.resource):
                 code = 0
@@ -294,22 +308,24 @@ class Handler(BaseHTTPRequestHandler):
         raise errors.internal_error("injected fault")
 
     def _route(self, method: str, path: str, query: dict[str, str]) -> Request | None:
-        match = _CORE.match(path) or _POLICY.match(path)
+        match = _CORE.match(path) or _POLICY.match(path) or _GROUPED.match(path)
         if not match:
             if path.startswith(("/api", "/apis", "/openapi")) and path not in (
                 "/api",
                 "/api/v1",
                 "/apis",
-                "/apis/policy",
-                "/apis/policy/v1",
+                *(f"/apis/{group}" for group in discovery.GROUPS),
+                *(f"/apis/{gv}" for gv in discovery.GROUP_RESOURCES),
             ):
                 raise ApiError(
                     404, "NotFound", "the server could not find the requested resource", {}
                 )
             return None
-        ns, resource, name, sub = (
-            match.groupdict().get(k) for k in ("ns", "resource", "name", "sub")
+        ns, resource, name, sub, gv = (
+            match.groupdict().get(k) for k in ("ns", "resource", "name", "sub", "gv")
         )
+        if gv:
+            resource = GROUP_RESOURCES.get((gv, resource or ""), "")
         if resource not in API_VERSIONS and not (resource == "namespaces" and ns is None):
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
         if ns and resource not in NAMESPACED:
@@ -324,8 +340,8 @@ class Handler(BaseHTTPRequestHandler):
             "/api": discovery.api_versions(self.api.server_address),
             "/api/v1": discovery.CORE_RESOURCES,
             "/apis": discovery.api_groups(),
-            "/apis/policy": discovery.api_group("policy"),
-            "/apis/policy/v1": discovery.POLICY_RESOURCES,
+            **{f"/apis/{group}": discovery.api_group(group) for group in discovery.GROUPS},
+            **{f"/apis/{gv}": doc for gv, doc in discovery.GROUP_RESOURCES.items()},
         }
         if path not in documents:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
@@ -340,6 +356,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._evict(request)
         if request.subresource not in (None, "status"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        if request.resource in READ_ONLY and request.verb not in ("get", "list", "watch"):
+            raise errors.method_not_allowed(method)
+        if request.resource == "daemonsets" and self.api.cluster.daemonsets is not None:
+            self.api.cluster.daemonsets.sync_status()
         if request.verb == "watch":
             return self._watch(request)
         if request.verb == "list":
@@ -719,6 +739,15 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"bound": cluster.schedule_pending()})
             return 200
         raise errors.not_found("kubesim", path)
+
+
+_URL_RESOURCE = {"eventsv1": "events"}
+
+
+def api_group(resource: str) -> str:
+    """The API group a stored resource is served in ("" for the core group)."""
+    version = API_VERSIONS.get(resource, "v1")
+    return version.rsplit("/", 1)[0] if "/" in version else ""
 
 
 def _node_equality(selector: str | None) -> str | None:

@@ -180,7 +180,11 @@ def test_drain_first_evicts_gpu_pods_then_relabels_and_uncordons(
     node = core.read_node("a100-infer-004")
     assert node.metadata.labels["gpu-pool"] == "mixed" and not node.spec.unschedulable
     left = core.list_pod_for_all_namespaces(field_selector="spec.nodeName=a100-infer-004")
-    assert left.items == []
+    assert sorted(p.metadata.name.rsplit("-", 1)[0] for p in left.items) == [
+        "nvidia-dcgm-exporter",
+        "nvidia-device-plugin-daemonset",
+    ]
+    assert all(p.metadata.owner_references[0].kind == "DaemonSet" for p in left.items)
     evicted = AuditEvent.objects.filter(request=move, action="pod.evicted")
     assert sorted(e.message for e in evicted) == [
         "ml-serving/chat-serving-a100-infer-004-0",
