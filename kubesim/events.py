@@ -131,8 +131,9 @@ class EventRecorder:
     """Records the events kubesim's components emit, as store listeners: whoever changes a
     pod or a node (an API request, the scheduler, a test), the event follows."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, max_events: int = MAX_EVENTS) -> None:
         self.store = store
+        self.max_events = max_events
         self._recorded: collections.deque[tuple[float, str, str]] = collections.deque()
         # (involved uid, reason, message, component) -> the event that a repeat updates
         self._similar: dict[tuple[str, str, str, str], tuple[float, str, str]] = {}
@@ -284,7 +285,7 @@ class EventRecorder:
     def _expire(self) -> None:
         cutoff = time.monotonic() - EVENT_TTL_SECONDS
         while self._recorded and (
-            len(self._recorded) >= MAX_EVENTS or self._recorded[0][0] < cutoff
+            len(self._recorded) >= self.max_events or self._recorded[0][0] < cutoff
         ):
             _, namespace, name = self._recorded.popleft()
             with contextlib.suppress(ApiError):  # a client may have deleted it already
