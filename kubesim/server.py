@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim import discovery, errors, patching
+from kubesim import discovery, errors, openapi, patching
 from kubesim.cluster import KINDS, Cluster, GpuOverride
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
@@ -260,6 +260,9 @@ class Handler(BaseHTTPRequestHandler):
             if path.startswith("/kubesim/"):
                 code = self._control(method, path, user)
                 return
+            if path.startswith("/openapi/") and method == "GET":
+                code = self._openapi(path, query)
+                return
             request = self._request = self._route(method, path, query)
             if request is None:
                 code = self._discovery(path)
@@ -346,6 +349,35 @@ class Handler(BaseHTTPRequestHandler):
         if path not in documents:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
         self._send_json(200, documents[path])
+        return 200
+
+    def _openapi(self, path: str, query: dict[str, str]) -> int:
+        """The OpenAPI documents: v2 (JSON, or protobuf when asked) and v3 by group version."""
+        if path == "/openapi/v3":
+            self._send_json(200, openapi.v3_index())
+            return 200
+        if path == "/openapi/v2":
+            wants_proto = "protobuf" in self.headers.get("Accept", "")
+            rendered = openapi.v2_proto() if wants_proto else openapi.v2_json()
+            content_type = openapi.V2_PROTOBUF if wants_proto else "application/json"
+            cache = "no-cache, private"
+        else:
+            group_version = openapi.v3_paths().get(path.removeprefix("/openapi/v3/"))
+            if group_version is None:
+                raise ApiError(
+                    404, "NotFound", "the server could not find the requested resource", {}
+                )
+            rendered = openapi.v3_document(group_version)
+            content_type = "application/json"
+            # A URL with the document's hash names one version of it for ever.
+            immutable = query.get("hash") == rendered.etag
+            cache = "public, immutable" if immutable else "no-cache, private"
+        etag = f'"{rendered.etag}"'
+        headers = {"ETag": etag, "Cache-Control": cache, "Vary": "Accept"}
+        if self.headers.get("If-None-Match") == etag:
+            self._send(304, b"", headers)
+            return 304
+        self._send(200, rendered.body, headers, content_type=content_type)
         return 200
 
     # --- verbs ---
