@@ -133,10 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     exporter_server = make_exporter_server(exporter, args.host, args.metrics_port)
     if args.exporter_targets_file:
+        nodes = sorted(cluster.store.objects["nodes"])
         write_targets_file(
             args.exporter_targets_file,
-            sorted(cluster.store.objects["nodes"]),
+            nodes,
             f"{args.host}:{exporter_server.server_address[1]}",
+            {node: exporter.exporter_pod(node) for node in nodes},
         )
 
     stop = threading.Event()

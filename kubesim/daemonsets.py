@@ -293,13 +293,20 @@ class DaemonSetController:
     def _daemon_pod(self, shared: _Shared, node: dict[str, Any]) -> dict[str, Any]:
         node_name = node["metadata"]["name"]
         seed = f"{shared.name}/{node_name}/{self._gone.get((shared.uid, node_name), 0)}"
+        name = f"{shared.name}-{name_suffix(seed)}"
+        attempt = 0
+        # Five generated characters collide now and then among 15,000 nodes: the real
+        # controller meets AlreadyExists and tries another name, as this does.
+        while f"{NAMESPACE}/{name}" in self.store.objects["pods"]:
+            attempt += 1
+            name = f"{shared.name}-{name_suffix(f'{seed}/{attempt}')}"
         ready = _node_ready(node)
         now = now_rfc3339()
         pod = {
             "kind": "Pod",
             "apiVersion": "v1",
             "metadata": {
-                "name": f"{shared.name}-{name_suffix(seed)}",
+                "name": name,
                 "generateName": f"{shared.name}-",
                 "namespace": NAMESPACE,
                 "labels": shared.labels,

@@ -222,7 +222,7 @@ class Exporter:
         self._slots[name] = slots
         return [pods[k] if k else None for k in slots]
 
-    def _exporter_pod(self, node: str) -> str:
+    def exporter_pod(self, node: str) -> str:
         controller = self.cluster.daemonsets
         found = controller.pod_name(node, daemonsets.EXPORTER) if controller else None
         return found or exporter_pod_name(node)
@@ -236,7 +236,7 @@ class Exporter:
         )
         if device.profile:
             text += f',GPU_I_PROFILE="{device.profile}",GPU_I_ID="{device.instance_id}"'
-        hostname = self._exporter_pod(node) if self.hostname_is_pod else node
+        hostname = self.exporter_pod(node) if self.hostname_is_pod else node
         return text + f',{self.hostname_label}="{_escape(hostname)}"'
 
     def node_series(
@@ -290,13 +290,17 @@ class Exporter:
 
     def render(self, only_node: str | None = None) -> bytes:
         now = time.time()
-        with self.cluster.store.lock:
-            nodes = [e.obj for e in self.cluster.store.list("nodes", None)[1]]
+        store = self.cluster.store
+        with store.lock:
+            if only_node is None:
+                nodes = [e.obj for e in store.list("nodes", None)[1]]
+            else:  # one node's page looks that node up: 15,000 targets scrape in turn
+                found = store.objects["nodes"].get(only_node)
+                nodes = [found.obj] if found else []
             per_node = [
                 row
                 for node in nodes
                 if node["metadata"]["name"] not in self.cluster.exporter_disabled
-                and (only_node is None or node["metadata"]["name"] == only_node)
                 for row in self.node_series(node, now)
             ]
         samples = [(head, tail, s.values(), is_mig) for head, tail, s, is_mig in per_node]
@@ -348,7 +352,9 @@ def make_exporter_server(exporter: Exporter, host: str, port: int) -> ThreadingH
     return server
 
 
-def write_targets_file(path: Any, nodes: list[str], address: str) -> None:
+def write_targets_file(
+    path: Any, nodes: list[str], address: str, pod_names: dict[str, str] | None = None
+) -> None:
     """Prometheus file_sd targets, one per node, as a DaemonSet's exporters are scraped:
     each with its node in `kubernetes_node` and the exporter pod's own labels."""
     import json
@@ -361,7 +367,7 @@ def write_targets_file(path: Any, nodes: list[str], address: str) -> None:
                 "__metrics_path__": f"/metrics/node/{node}",
                 "kubernetes_node": node,
                 "namespace": "gpu-operator",
-                "pod": exporter_pod_name(node),
+                "pod": (pod_names or {}).get(node) or exporter_pod_name(node),
                 "container": "nvidia-dcgm-exporter",
             },
         }
