@@ -84,6 +84,18 @@ def main(argv: list[str] | None = None) -> int:
         help="report the exporter pod's name as Hostname, as dcgm-exporter "
         "does when it is not given the node name",
     )
+    serve.add_argument(
+        "--hostname-label",
+        choices=("Hostname", "hostname"),
+        default="Hostname",
+        help="the exporter's node label: Hostname, or hostname as newer exporters name it",
+    )
+    serve.add_argument(
+        "--kubernetes-enable-pod-uid",
+        action="store_true",
+        help="label GPUs a pod holds with its pod_uid, as the exporter does with "
+        "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID",
+    )
     serve.add_argument("--readonly-token", help="a read-only bearer token (random by default)")
     args = parser.parse_args(argv)
 
@@ -113,14 +125,20 @@ def main(argv: list[str] | None = None) -> int:
         context.load_cert_chain(crt, key)
         server.socket = context.wrap_socket(server.socket, server_side=True)
         scheme = "https"
-    exporter_server = make_exporter_server(
-        Exporter(cluster, hostname_is_pod=args.hostname_is_pod), args.host, args.metrics_port
+    exporter = Exporter(
+        cluster,
+        hostname_is_pod=args.hostname_is_pod,
+        hostname_label=args.hostname_label,
+        pod_uid=args.kubernetes_enable_pod_uid,
     )
+    exporter_server = make_exporter_server(exporter, args.host, args.metrics_port)
     if args.exporter_targets_file:
+        nodes = sorted(cluster.store.objects["nodes"])
         write_targets_file(
             args.exporter_targets_file,
-            sorted(cluster.store.objects["nodes"]),
+            nodes,
             f"{args.host}:{exporter_server.server_address[1]}",
+            {node: exporter.exporter_pod(node) for node in nodes},
         )
 
     stop = threading.Event()

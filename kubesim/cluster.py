@@ -7,18 +7,24 @@ import copy
 import threading
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubesim import scheduling
 from kubesim.errors import ApiError
+from kubesim.events import EventRecorder
 from kubesim.store import Entry, Store, now_rfc3339
 from kubesim.validation import invalid_error, validate_node, validate_pod
+
+if TYPE_CHECKING:
+    from kubesim.daemonsets import DaemonSetController
 
 KINDS = {
     "nodes": "Node",
     "pods": "Pod",
     "poddisruptionbudgets": "PodDisruptionBudget",
     "events": "Event",
+    "eventsv1": "Event",
+    "daemonsets": "DaemonSet",
 }
 
 
@@ -39,10 +45,12 @@ class Cluster:
     pending: dict[str, Entry] = field(default_factory=dict)
     gpu_overrides: dict[tuple[str, int], GpuOverride] = field(default_factory=dict)
     exporter_disabled: set[str] = field(default_factory=set)
+    daemonsets: DaemonSetController | None = None  # installed by the scenario's seeding
 
     def __post_init__(self) -> None:
         self.store.listeners.append(self._track)
         self._wake = threading.Event()
+        self.events = EventRecorder(self.store)
 
     # --- GPU accounting, kept up to date by every write ---
     def _track(self, resource: str, type_: str, new: Entry, old: Entry | None) -> None:

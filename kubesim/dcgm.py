@@ -1,13 +1,16 @@
-"""A simulated NVIDIA dcgm-exporter: one series per GPU per node, following the workload.
+"""A simulated NVIDIA dcgm-exporter 4.x: one series per GPU (or MIG instance) per node,
+following the workload.
 
-Metric names, types, help texts and label order follow dcgm-exporter 3.3.x
-(`etc/default-counters.csv` and `etc/dcp-metrics-included.csv`); labels are
-gpu, UUID, pci_bus_id, device, modelName, Hostname, DCGM_FI_DRIVER_VERSION, and
-container, namespace, pod on GPUs that a pod holds.
+Metric names, types, help texts and value formatting come from `kubesim.dcgm_counters`.
+Labels are in the exporter's order: gpu, UUID, pci_bus_id, device, modelName, then
+GPU_I_PROFILE and GPU_I_ID on a MIG instance, Hostname (or `hostname`, as exporters name it
+since the label was renamed), DCGM_FI_DRIVER_VERSION, and then the exporter's attributes
+in sorted order: container, err_code and err_msg (XID only), namespace, pod, pod_uid.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import math
 import threading
@@ -16,41 +19,15 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from kubesim import daemonsets, mig
 from kubesim.cluster import Cluster
+from kubesim.dcgm_counters import COUNTERS, XID_COUNTER, format_value, xid_message
 from kubesim.scheduling import gpu_request, node_gpus
+from kubesim.store import Entry
 
 DRIVER_VERSION = "550.54.15"
 LOAD_ANNOTATION = "kubesim.io/load"  # training | inference | idle
-
-METRICS: list[tuple[str, str, str]] = [
-    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
-    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
-    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
-    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
-    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
-    (
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        "counter",
-        "Total energy consumption since boot (in mJ).",
-    ),
-    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
-    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
-    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
-    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
-    ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB)."),
-    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
-    (
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-        "gauge",
-        "Ratio of cycles the tensor (HMMA) pipe is active.",
-    ),
-    (
-        "DCGM_FI_PROF_DRAM_ACTIVE",
-        "gauge",
-        "Ratio of cycles the device memory interface is active sending or receiving data.",
-    ),
-]
+HOSTNAME_LABELS = ("Hostname", "hostname")
 
 # Board power (W) by GPU family, for a plausible power curve.
 TDP = {"H100": 700, "A100": 400, "L40S": 350, "A10": 150, "L4": 72, "T4": 70}
@@ -73,6 +50,38 @@ class GpuSample:
     gr_active: float
     tensor_active: float
     dram_active: float
+    pcie_tx: int
+    pcie_rx: int
+    nvlink_total: int
+
+    def values(self) -> dict[str, float]:
+        return {
+            "DCGM_FI_DEV_SM_CLOCK": self.sm_clock,
+            "DCGM_FI_DEV_MEM_CLOCK": self.mem_clock,
+            "DCGM_FI_DEV_MEMORY_TEMP": self.mem_temp,
+            "DCGM_FI_DEV_GPU_TEMP": self.temp,
+            "DCGM_FI_DEV_POWER_USAGE": self.power,
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": self.energy_mj,
+            "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": 0,
+            "DCGM_FI_DEV_GPU_UTIL": round(self.util),
+            "DCGM_FI_DEV_MEM_COPY_UTIL": round(self.mem_copy),
+            "DCGM_FI_DEV_ENC_UTIL": 0,
+            "DCGM_FI_DEV_DEC_UTIL": 0,
+            "DCGM_FI_DEV_XID_ERRORS": self.xid,
+            "DCGM_FI_DEV_FB_FREE": self.fb_free,
+            "DCGM_FI_DEV_FB_USED": self.fb_used,
+            "DCGM_FI_DEV_FB_RESERVED": self.fb_reserved,
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": self.nvlink_total,
+            "DCGM_FI_DEV_VGPU_LICENSE_STATUS": 0,
+            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": 0,
+            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": 0,
+            "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0,
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": self.gr_active,
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": self.tensor_active,
+            "DCGM_FI_PROF_DRAM_ACTIVE": self.dram_active,
+            "DCGM_FI_PROF_PCIE_TX_BYTES": self.pcie_tx,
+            "DCGM_FI_PROF_PCIE_RX_BYTES": self.pcie_rx,
+        }
 
 
 def _phase(*parts: object) -> float:
@@ -105,7 +114,7 @@ def sample(
         util = 45 + 30 * math.sin(now / 300 + phase * 6.28)
     else:  # idle, or held by a pod that does nothing
         util = 0.0
-    util = round(max(0.0, min(100.0, util)), 1)
+    util = max(0.0, min(100.0, util))
     reserved = max(1, round(memory_mib * 0.006))
     usable = memory_mib - reserved
     if load == "training":
@@ -119,9 +128,11 @@ def sample(
     family = next((f for f in TDP if f in model), "A100")
     tdp = TDP[family]
     idle_power = tdp * 0.15
-    power = round(idle_power + (tdp - idle_power) * util / 100, 1)
+    power = round(idle_power + (tdp - idle_power) * util / 100, 3)
     temp = round(32 + util * 0.45)
-    energy = int((now - boot) * (idle_power + (tdp - idle_power) * 0.5) * 1000)
+    uptime = now - boot
+    energy = int(uptime * (idle_power + (tdp - idle_power) * 0.5) * 1000)
+    pcie = int(util / 100 * (2.4e9 if load == "training" else 6e8))
     return GpuSample(
         util=util,
         fb_used=used,
@@ -133,32 +144,15 @@ def sample(
         energy_mj=energy,
         sm_clock=1410 if util > 1 else 210,
         mem_clock=1593,
-        mem_copy=round(util * 0.6, 1),
+        mem_copy=util * 0.6,
         xid=xid or 0,
-        gr_active=round(util / 100, 4),
-        tensor_active=round(util / 100 * (0.6 if load == "training" else 0.25), 4),
-        dram_active=round(util / 100 * 0.5, 4),
+        gr_active=util / 100,
+        tensor_active=util / 100 * (0.6 if load == "training" else 0.25),
+        dram_active=util / 100 * 0.5,
+        pcie_tx=pcie,
+        pcie_rx=pcie // 3,
+        nvlink_total=int(uptime * util * (4000 if load == "training" else 50)),
     )
-
-
-def _values(s: GpuSample) -> list[float | int]:
-    return [
-        s.sm_clock,
-        s.mem_clock,
-        s.mem_temp,
-        s.temp,
-        s.power,
-        s.energy_mj,
-        s.util,
-        s.mem_copy,
-        s.xid,
-        s.fb_free,
-        s.fb_used,
-        s.fb_reserved,
-        s.gr_active,
-        s.tensor_active,
-        s.dram_active,
-    ]
 
 
 def _escape(value: str) -> str:
@@ -166,79 +160,165 @@ def _escape(value: str) -> str:
 
 
 def exporter_pod_name(node: str) -> str:
-    """The dcgm-exporter DaemonSet pod on `node` (a stable, made-up suffix)."""
-    return f"nvidia-dcgm-exporter-{hashlib.sha256(node.encode()).hexdigest()[:5]}"
+    """The first dcgm-exporter DaemonSet pod on `node` (as the DaemonSet controller names it)."""
+    return f"{daemonsets.EXPORTER}-{daemonsets.name_suffix(f'{daemonsets.EXPORTER}/{node}/0')}"
+
+
+@dataclass(frozen=True)
+class Device:
+    """What the exporter reports on: a whole GPU, or one MIG instance of it."""
+
+    gpu: int
+    profile: str = ""
+    instance_id: int = 0
+
+
+def node_devices(node: dict[str, Any]) -> list[Device]:
+    labels = node["metadata"].get("labels") or {}
+    layout = mig.layout_of(labels)
+    count = node_gpus(node)
+    if layout is None:
+        return [Device(index) for index in range(count)]
+    ids = layout.instance_ids
+    return [Device(slot // len(ids), layout.profile, ids[slot % len(ids)]) for slot in range(count)]
 
 
 class Exporter:
-    def __init__(self, cluster: Cluster, *, hostname_is_pod: bool = False) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        hostname_is_pod: bool = False,
+        hostname_label: str = "Hostname",
+        pod_uid: bool = False,
+    ) -> None:
+        if hostname_label not in HOSTNAME_LABELS:
+            raise ValueError(f"hostname_label must be one of {', '.join(HOSTNAME_LABELS)}")
         self.cluster = cluster
         self.boot = time.time() - 86_400
         # Without the node name passed in (NODE_NAME), dcgm-exporter reports its own pod's
         # name as Hostname: the portal must then take the node from another label.
         self.hostname_is_pod = hostname_is_pod
+        self.hostname_label = hostname_label
+        self.pod_uid = pod_uid  # DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID
+        # node -> the pod key holding each device: a pod keeps its devices until it is gone
+        # (terminating included), and the others keep theirs when it goes, as the kubelet's
+        # device manager assigns them.
+        self._slots: dict[str, list[str | None]] = {}
 
-    def node_series(self, node: dict[str, Any], now: float) -> list[tuple[str, list[float | int]]]:
+    def holders(self, name: str, devices: int) -> list[Entry | None]:
+        pods = self.cluster.pods_on_node.get(name, {})
+        slots = [k if k in pods else None for k in self._slots.get(name, [None] * devices)]
+        slots = slots[:devices] + [None] * (devices - len(slots))
+        held = collections.Counter(k for k in slots if k)
+        for key, entry in pods.items():
+            wanted = gpu_request(entry.obj) - held[key]
+            for index, holder in enumerate(slots):
+                if wanted <= 0:
+                    break
+                if holder is None:
+                    slots[index] = key
+                    wanted -= 1
+        self._slots[name] = slots
+        return [pods[k] if k else None for k in slots]
+
+    def exporter_pod(self, node: str) -> str:
+        controller = self.cluster.daemonsets
+        found = controller.pod_name(node, daemonsets.EXPORTER) if controller else None
+        return found or exporter_pod_name(node)
+
+    def _identity(self, node: str, model_name: str, device: Device) -> str:
+        g = device.gpu
+        text = (
+            f'gpu="{g}",UUID="{gpu_uuid(node, g)}",'
+            f'pci_bus_id="00000000:{0x07 + g * 0x10:02X}:00.0",device="nvidia{g}",'
+            f'modelName="{_escape(model_name)}"'
+        )
+        if device.profile:
+            text += f',GPU_I_PROFILE="{device.profile}",GPU_I_ID="{device.instance_id}"'
+        hostname = self.exporter_pod(node) if self.hostname_is_pod else node
+        return text + f',{self.hostname_label}="{_escape(hostname)}"'
+
+    def node_series(
+        self, node: dict[str, Any], now: float
+    ) -> list[tuple[str, str, GpuSample, bool]]:
+        """(labels before err_code, labels after it, the sample, is a MIG instance) a device."""
         name = node["metadata"]["name"]
         labels = node["metadata"].get("labels") or {}
-        count = node_gpus(node)
-        memory = int(labels.get("nvidia.com/gpu.memory", "81920"))
-        model = labels.get("nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB")
+        devices = node_devices(node)
+        layout = mig.layout_of(labels)
+        memory = layout.memory_mib if layout else int(labels.get("nvidia.com/gpu.memory", "81920"))
+        model = mig.parent_model(labels.get("nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"))
         model_name = model.replace("-", " ", 1)  # GFD's product label, back to NVML's name
-        holders: list[tuple[dict[str, Any], str]] = []
-        for entry in self.cluster.pods_on_node.get(name, {}).values():
-            pod = entry.obj
-            load = (pod["metadata"].get("annotations") or {}).get(LOAD_ANNOTATION) or "inference"
-            holders += [(pod, load)] * gpu_request(pod)
-        hostname = exporter_pod_name(name) if self.hostname_is_pod else name
         rows = []
-        for index in range(count):
-            pod, load = holders[index] if index < len(holders) else (None, "idle")
-            if pod is not None and load == "idle":
-                load = "held"
-            override = self.cluster.gpu_overrides.get((name, index))
+        for slot, (device, entry) in enumerate(
+            zip(devices, self.holders(name, len(devices)), strict=True)
+        ):
+            pod = entry.obj if entry is not None else None
+            load = "idle"
+            if pod is not None:
+                annotations = pod["metadata"].get("annotations") or {}
+                load = annotations.get(LOAD_ANNOTATION) or "inference"
+                load = "held" if load == "idle" else load
+            override = self.cluster.gpu_overrides.get((name, slot))
             s = sample(
                 load,
                 memory,
                 model,
                 name,
-                index,
+                slot,
                 now,
                 override.util if override else None,
                 override.xid if override else None,
                 self.boot,
             )
-            label_text = (
-                f'gpu="{index}",UUID="{gpu_uuid(name, index)}",'
-                f'pci_bus_id="00000000:{0x07 + index * 0x10:02X}:00.0",device="nvidia{index}",'
-                f'modelName="{_escape(model_name)}",Hostname="{_escape(hostname)}",'
-                f'DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"'
-            )
+            head = self._identity(name, model_name, device)
+            head += f',DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"'
+            tail = ""
             if pod is not None:
+                meta = pod["metadata"]
                 container = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name", "")
-                label_text += (
-                    f',container="{_escape(container)}",'
-                    f'namespace="{_escape(pod["metadata"].get("namespace", ""))}",'
-                    f'pod="{_escape(pod["metadata"]["name"])}"'
+                head += f',container="{_escape(container)}"'
+                tail = (
+                    f',namespace="{_escape(meta.get("namespace", ""))}"'
+                    f',pod="{_escape(meta["name"])}"'
                 )
-            rows.append((label_text, _values(s)))
+                if self.pod_uid:
+                    tail += f',pod_uid="{meta.get("uid", "")}"'
+            rows.append((head, tail, s, bool(device.profile)))
         return rows
 
     def render(self, only_node: str | None = None) -> bytes:
         now = time.time()
-        with self.cluster.store.lock:
-            nodes = [e.obj for e in self.cluster.store.list("nodes", None)[1]]
+        store = self.cluster.store
+        with store.lock:
+            if only_node is None:
+                nodes = [e.obj for e in store.list("nodes", None)[1]]
+            else:  # one node's page looks that node up: 15,000 targets scrape in turn
+                found = store.objects["nodes"].get(only_node)
+                nodes = [found.obj] if found else []
             per_node = [
                 row
                 for node in nodes
                 if node["metadata"]["name"] not in self.cluster.exporter_disabled
-                and (only_node is None or node["metadata"]["name"] == only_node)
                 for row in self.node_series(node, now)
             ]
+        samples = [(head, tail, s.values(), is_mig) for head, tail, s, is_mig in per_node]
         out: list[str] = []
-        for position, (metric, kind, help_text) in enumerate(METRICS):
-            out.append(f"# HELP {metric} {help_text}\n# TYPE {metric} {kind}\n")
-            out.extend(f"{metric}{{{labels}}} {values[position]}\n" for labels, values in per_node)
+        for counter in COUNTERS:
+            out.append(
+                f"# HELP {counter.name} {counter.help}\n# TYPE {counter.name} {counter.kind}\n"
+            )
+            for head, tail, values, is_mig in samples:
+                if is_mig and not counter.mig:
+                    continue
+                value = values[counter.name]
+                if counter.name == XID_COUNTER:
+                    code = int(value)
+                    labels = f'{head},err_code="{code}",err_msg="{xid_message(code)}"{tail}'
+                else:
+                    labels = head + tail
+                out.append(f"{counter.name}{{{labels}}} {format_value(counter, value)}\n")
         return "".join(out).encode()
 
 
@@ -272,7 +352,9 @@ def make_exporter_server(exporter: Exporter, host: str, port: int) -> ThreadingH
     return server
 
 
-def write_targets_file(path: Any, nodes: list[str], address: str) -> None:
+def write_targets_file(
+    path: Any, nodes: list[str], address: str, pod_names: dict[str, str] | None = None
+) -> None:
     """Prometheus file_sd targets, one per node, as a DaemonSet's exporters are scraped:
     each with its node in `kubernetes_node` and the exporter pod's own labels."""
     import json
@@ -285,7 +367,7 @@ def write_targets_file(path: Any, nodes: list[str], address: str) -> None:
                 "__metrics_path__": f"/metrics/node/{node}",
                 "kubernetes_node": node,
                 "namespace": "gpu-operator",
-                "pod": exporter_pod_name(node),
+                "pod": (pod_names or {}).get(node) or exporter_pod_name(node),
                 "container": "nvidia-dcgm-exporter",
             },
         }

@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from kubesim.daemonsets import DAEMONSET_COLUMNS, daemonset_cells
+from kubesim.events import EVENT_COLUMNS, event_cells
+
 VERSION = {
     "major": "1",
     "minor": "30",
@@ -98,10 +101,51 @@ POLICY_RESOURCES = {
     ],
 }
 
-POLICY_GROUP = {
-    "name": "policy",
-    "versions": [{"groupVersion": "policy/v1", "version": "v1"}],
-    "preferredVersion": {"groupVersion": "policy/v1", "version": "v1"},
+APPS_RESOURCES = {
+    "kind": "APIResourceList",
+    "apiVersion": "v1",
+    "groupVersion": "apps/v1",
+    "resources": [
+        {
+            "name": "daemonsets",
+            "singularName": "daemonset",
+            "namespaced": True,
+            "kind": "DaemonSet",
+            "verbs": ["get", "list", "watch"],
+            "shortNames": ["ds"],
+            "categories": ["all"],
+        },
+    ],
+}
+
+EVENTS_RESOURCES = {
+    "kind": "APIResourceList",
+    "apiVersion": "v1",
+    "groupVersion": "events.k8s.io/v1",
+    "resources": [
+        {
+            "name": "events",
+            "singularName": "event",
+            "namespaced": True,
+            "kind": "Event",
+            "verbs": ["get", "list", "watch"],
+            "shortNames": ["ev"],
+        },
+    ],
+}
+
+
+def _group(name: str) -> dict[str, Any]:
+    version = {"groupVersion": f"{name}/v1", "version": "v1"}
+    return {"name": name, "versions": [version], "preferredVersion": version}
+
+
+POLICY_GROUP = _group("policy")
+GROUPS = {name: _group(name) for name in ("apps", "events.k8s.io", "policy")}
+GROUP_RESOURCES = {
+    "apps/v1": APPS_RESOURCES,
+    "events.k8s.io/v1": EVENTS_RESOURCES,
+    "policy/v1": POLICY_RESOURCES,
 }
 
 
@@ -116,13 +160,13 @@ def api_versions(server_address: str) -> dict[str, Any]:
 
 
 def api_groups() -> dict[str, Any]:
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [POLICY_GROUP]}
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": list(GROUPS.values())}
 
 
 def api_group(name: str) -> dict[str, Any] | None:
-    if name != "policy":
+    if name not in GROUPS:
         return None
-    return {"kind": "APIGroup", "apiVersion": "v1", **POLICY_GROUP}
+    return {"kind": "APIGroup", "apiVersion": "v1", **GROUPS[name]}
 
 
 # --- Tables (kubectl get asks for `as=Table`) ---
@@ -252,7 +296,13 @@ def generic_cells(obj: dict[str, Any]) -> list[Any]:
 
 
 GENERIC_COLUMNS = [NODE_COLUMNS[0], NODE_COLUMNS[3]]
-TABLES = {"nodes": (NODE_COLUMNS, node_cells), "pods": (POD_COLUMNS, pod_cells)}
+TABLES = {
+    "nodes": (NODE_COLUMNS, node_cells),
+    "pods": (POD_COLUMNS, pod_cells),
+    "daemonsets": (DAEMONSET_COLUMNS, lambda obj: daemonset_cells(obj, human_age)),
+    "events": (EVENT_COLUMNS, lambda obj: event_cells(obj, human_age)),
+    "eventsv1": (EVENT_COLUMNS, lambda obj: event_cells(obj, human_age)),
+}
 
 
 def table(resource: str, objects: list[dict[str, Any]], list_meta: dict[str, Any]) -> dict:  # type: ignore[type-arg]

@@ -29,28 +29,40 @@ class ApiError(Exception):
         return body
 
 
+# A resource outside the core group is named with its group in messages ("daemonsets.apps"),
+# and its group is in the details; kubesim stores events.k8s.io's view as "eventsv1".
+_GROUPS = {
+    "daemonsets": ("daemonsets", "apps"),
+    "eventsv1": ("events", "events.k8s.io"),
+    "poddisruptionbudgets": ("poddisruptionbudgets", "policy"),
+}
+
+
+def _qualified(resource: str, name: str) -> tuple[str, dict[str, Any]]:
+    plural, group = _GROUPS.get(resource, (resource, ""))
+    if not group:
+        return resource, {"name": name, "kind": resource}
+    return f"{plural}.{group}", {"name": name, "group": group, "kind": plural}
+
+
 def not_found(resource: str, name: str) -> ApiError:
-    return ApiError(
-        404, "NotFound", f'{resource} "{name}" not found', {"name": name, "kind": resource}
-    )
+    qualified, details = _qualified(resource, name)
+    return ApiError(404, "NotFound", f'{qualified} "{name}" not found', details)
 
 
 def already_exists(resource: str, name: str) -> ApiError:
-    return ApiError(
-        409,
-        "AlreadyExists",
-        f'{resource} "{name}" already exists',
-        {"name": name, "kind": resource},
-    )
+    qualified, details = _qualified(resource, name)
+    return ApiError(409, "AlreadyExists", f'{qualified} "{name}" already exists', details)
 
 
 def conflict(resource: str, name: str) -> ApiError:
+    qualified, details = _qualified(resource, name)
     return ApiError(
         409,
         "Conflict",
-        f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
+        f'Operation cannot be fulfilled on {qualified} "{name}": the object has been modified; '
         "please apply your changes to the latest version and try again",
-        {"name": name, "kind": resource},
+        details,
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from kubesim import mig
 from kubesim.validation import TAINT_EFFECTS, label_value_problems, qualified_name_problems
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
@@ -48,6 +49,7 @@ class NodeGroup:
     pods: list[PodSpec]
     cpu: str = "96"
     memory: str = "1056Gi"
+    mig: mig.MigLayout | None = None  # every GPU split into equal MIG instances
 
 
 @dataclass
@@ -199,9 +201,16 @@ class _Reader:
         for required in ("name", "count", "gpu"):
             if required not in f:
                 raise self.fail(node, f"a node group needs {required!r}")
-        gpu = self.mapping(f["gpu"], "gpu", {"model", "count", "memoryMiB", "family"})
+        gpu = self.mapping(f["gpu"], "gpu", {"model", "count", "memoryMiB", "family", "mig"})
         if "model" not in gpu:
             raise self.fail(f["gpu"], "gpu needs a model")
+        layout = None
+        if "mig" in gpu:
+            profile = self.string(gpu["mig"], "gpu.mig")
+            problem = mig.profile_problem(profile)
+            if problem:
+                raise self.fail(gpu["mig"], problem)
+            layout = mig.MigLayout(profile)
         name = self.string(f["name"], "name")
         return NodeGroup(
             name=name,
@@ -224,6 +233,7 @@ class _Reader:
             else [],
             cpu=self.string(f["cpu"], "cpu") if "cpu" in f else "96",
             memory=self.string(f["memory"], "memory") if "memory" in f else "1056Gi",
+            mig=layout,
         )
 
 
@@ -257,12 +267,12 @@ def load_scenario(name_or_path: str) -> Scenario:
             raise ScenarioError(str(path), 0, f"two node groups use the prefix {g.prefix!r}")
         seen[g.prefix] = 1
         used = sum(p.gpus * p.count for p in g.pods)
-        if used > g.gpus:
+        if used > advertised_gpus(g):
             raise ScenarioError(
                 str(path),
                 0,
                 f"node group {g.name!r}: its pods ask for {used} "
-                f"GPUs per node but a node has {g.gpus}",
+                f"GPUs per node but a node has {advertised_gpus(g)}",
             )
     pending = (
         [reader.pod(p, pending=True) for p in reader.sequence(top["pendingPods"], "pendingPods")]
@@ -274,6 +284,11 @@ def load_scenario(name_or_path: str) -> Scenario:
 
 
 POOL_TAINTS = {"training": True, "inference": True}
+
+
+def advertised_gpus(group: NodeGroup) -> int:
+    """The node's `nvidia.com/gpu`: one a GPU, or one a MIG instance (single strategy)."""
+    return group.gpus * group.mig.per_gpu if group.mig else group.gpus
 
 
 def generated_scenario(nodes: int, gpus_per_node: int = 8) -> Scenario:
@@ -354,8 +369,10 @@ def node_object(group: NodeGroup, index: int, created: str) -> dict[str, Any]:
         "nvidia.com/mig.capable": "true"
         if "A100" in group.gpu_model or "H100" in group.gpu_model
         else "false",
+        **(mig.node_labels(group.gpu_model, group.gpus, group.mig) if group.mig else {}),
         **group.labels,
     }
+    gpus = str(advertised_gpus(group))
     taints = [dict(t) for t in group.taints]
     if not group.ready:
         taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
@@ -379,13 +396,13 @@ def node_object(group: NodeGroup, index: int, created: str) -> dict[str, Any]:
                 "cpu": group.cpu,
                 "memory": group.memory,
                 "pods": "110",
-                "nvidia.com/gpu": str(group.gpus),
+                "nvidia.com/gpu": gpus,
             },
             "allocatable": {
                 "cpu": group.cpu,
                 "memory": group.memory,
                 "pods": "110",
-                "nvidia.com/gpu": str(group.gpus),
+                "nvidia.com/gpu": gpus,
             },
             "conditions": [
                 {

@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from kubesim.cluster import Cluster
+from kubesim.daemonsets import DaemonSetController
 from kubesim.scenario import Scenario, node_object, pod_object
 
 
 def seed(cluster: Cluster, scenario: Scenario) -> None:
     created = (datetime.now(UTC) - timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Before the nodes: the DaemonSet controller places its pods as each node appears.
+    DaemonSetController.install(cluster)
     for group in scenario.groups:
         for index in range(group.count):
             node = node_object(group, index, created)

@@ -70,6 +70,15 @@ def label_selector(selector: str | None) -> Predicate:
     return predicate
 
 
+EVENT_REFERENCE_FIELDS = (
+    "kind",
+    "namespace",
+    "name",
+    "uid",
+    "apiVersion",
+    "resourceVersion",
+    "fieldPath",
+)
 FIELD_GETTERS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
     "nodes": {
         "metadata.name": lambda o: o["metadata"]["name"],
@@ -82,10 +91,35 @@ FIELD_GETTERS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
         "status.phase": lambda o: o.get("status", {}).get("phase") or "",
     },
     "events": {
-        "involvedObject.kind": lambda o: o.get("involvedObject", {}).get("kind", ""),
-        "involvedObject.name": lambda o: o.get("involvedObject", {}).get("name", ""),
-        "involvedObject.uid": lambda o: o.get("involvedObject", {}).get("uid", ""),
-        "involvedObject.namespace": lambda o: o.get("involvedObject", {}).get("namespace", ""),
+        **{
+            f"involvedObject.{key}": lambda o, k=key: str(o.get("involvedObject", {}).get(k, ""))
+            for key in EVENT_REFERENCE_FIELDS
+        },
+        "reason": lambda o: o.get("reason", ""),
+        "type": lambda o: o.get("type", ""),
+        "reportingComponent": lambda o: o.get("reportingComponent", ""),
+        # The API server's "source" is the source component, or else the reporting one.
+        "source": lambda o: (
+            (o.get("source") or {}).get("component") or o.get("reportingComponent", "")
+        ),
+        "metadata.name": lambda o: o["metadata"]["name"],
+        "metadata.namespace": lambda o: o["metadata"].get("namespace", ""),
+    },
+    "eventsv1": {
+        **{
+            f"regarding.{key}": lambda o, k=key: str(o.get("regarding", {}).get(k, ""))
+            for key in EVENT_REFERENCE_FIELDS
+        },
+        "reason": lambda o: o.get("reason", ""),
+        "type": lambda o: o.get("type", ""),
+        "reportingController": lambda o: o.get("reportingController", ""),
+        "source": lambda o: (
+            (o.get("deprecatedSource") or {}).get("component") or o.get("reportingController", "")
+        ),
+        "metadata.name": lambda o: o["metadata"]["name"],
+        "metadata.namespace": lambda o: o["metadata"].get("namespace", ""),
+    },
+    "daemonsets": {
         "metadata.name": lambda o: o["metadata"]["name"],
         "metadata.namespace": lambda o: o["metadata"].get("namespace", ""),
     },

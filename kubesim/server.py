@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim import discovery, errors, patching
+from kubesim import discovery, errors, openapi, patching
 from kubesim.cluster import KINDS, Cluster, GpuOverride
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
@@ -30,8 +30,16 @@ API_VERSIONS = {
     "events": "v1",
     "namespaces": "v1",
     "poddisruptionbudgets": "policy/v1",
+    "daemonsets": "apps/v1",
+    "eventsv1": "events.k8s.io/v1",
 }
-NAMESPACED = {"pods", "events", "poddisruptionbudgets"}
+NAMESPACED = {"pods", "events", "poddisruptionbudgets", "daemonsets", "eventsv1"}
+# Resources of the named API groups: (group/version, resource in the URL) -> stored resource.
+GROUP_RESOURCES = {
+    ("apps/v1", "daemonsets"): "daemonsets",
+    ("events.k8s.io/v1", "events"): "eventsv1",
+}
+READ_ONLY = {"daemonsets", "eventsv1"}  # served for reading: their writers are in kubesim
 PATCH_TYPES = {
     "application/strategic-merge-patch+json": "strategic",
     "application/merge-patch+json": "merge",
@@ -41,6 +49,10 @@ PATCH_TYPES = {
 _CORE = re.compile(
     r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[a-z]+)"
     r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[a-z]+))?)?$"
+)
+_GROUPED = re.compile(
+    r"^/apis/(?P<gv>apps/v1|events\.k8s\.io/v1)(?:/namespaces/(?P<ns>[^/]+))?"
+    r"/(?P<resource>[a-z]+)(?:/(?P<name>[^/]+))?$"
 )
 _POLICY = re.compile(
     r"^/apis/policy/v1(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>poddisruptionbudgets)"
@@ -68,8 +80,10 @@ class Request:
             "resource": self.resource,
             "apiVersion": API_VERSIONS.get(self.resource, "v1"),
         }
-        if self.resource == "poddisruptionbudgets":
-            ref["apiGroup"] = "policy"
+        group = api_group(self.resource)
+        if group:
+            ref["apiGroup"] = group
+            ref["resource"] = _URL_RESOURCE.get(self.resource, self.resource)
         if self.namespace:
             ref["namespace"] = self.namespace
         if self.name:
@@ -246,6 +260,9 @@ class Handler(BaseHTTPRequestHandler):
             if path.startswith("/kubesim/"):
                 code = self._control(method, path, user)
                 return
+            if path.startswith("/openapi/") and method == "GET":
+                code = self._openapi(path, query)
+                return
             request = self._request = self._route(method, path, query)
             if request is None:
                 code = self._discovery(path)
@@ -255,12 +272,12 @@ class Handler(BaseHTTPRequestHandler):
                 raise errors.forbidden(
                     user.name,
                     verb,
-                    request.resource
+                    _URL_RESOURCE.get(request.resource, request.resource)
                     if not request.subresource
                     else f"{request.resource}/{request.subresource}",
                     request.name,
                     request.namespace,
-                    "policy" if request.resource == "poddisruptionbudgets" else "",
+                    api_group(request.resource),
                 )
             if self._inject_fault(verb, request.resource):
                 code = 0
@@ -294,22 +311,24 @@ class Handler(BaseHTTPRequestHandler):
         raise errors.internal_error("injected fault")
 
     def _route(self, method: str, path: str, query: dict[str, str]) -> Request | None:
-        match = _CORE.match(path) or _POLICY.match(path)
+        match = _CORE.match(path) or _POLICY.match(path) or _GROUPED.match(path)
         if not match:
             if path.startswith(("/api", "/apis", "/openapi")) and path not in (
                 "/api",
                 "/api/v1",
                 "/apis",
-                "/apis/policy",
-                "/apis/policy/v1",
+                *(f"/apis/{group}" for group in discovery.GROUPS),
+                *(f"/apis/{gv}" for gv in discovery.GROUP_RESOURCES),
             ):
                 raise ApiError(
                     404, "NotFound", "the server could not find the requested resource", {}
                 )
             return None
-        ns, resource, name, sub = (
-            match.groupdict().get(k) for k in ("ns", "resource", "name", "sub")
+        ns, resource, name, sub, gv = (
+            match.groupdict().get(k) for k in ("ns", "resource", "name", "sub", "gv")
         )
+        if gv:
+            resource = GROUP_RESOURCES.get((gv, resource or ""), "")
         if resource not in API_VERSIONS and not (resource == "namespaces" and ns is None):
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
         if ns and resource not in NAMESPACED:
@@ -324,12 +343,41 @@ class Handler(BaseHTTPRequestHandler):
             "/api": discovery.api_versions(self.api.server_address),
             "/api/v1": discovery.CORE_RESOURCES,
             "/apis": discovery.api_groups(),
-            "/apis/policy": discovery.api_group("policy"),
-            "/apis/policy/v1": discovery.POLICY_RESOURCES,
+            **{f"/apis/{group}": discovery.api_group(group) for group in discovery.GROUPS},
+            **{f"/apis/{gv}": doc for gv, doc in discovery.GROUP_RESOURCES.items()},
         }
         if path not in documents:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
         self._send_json(200, documents[path])
+        return 200
+
+    def _openapi(self, path: str, query: dict[str, str]) -> int:
+        """The OpenAPI documents: v2 (JSON, or protobuf when asked) and v3 by group version."""
+        if path == "/openapi/v3":
+            self._send_json(200, openapi.v3_index())
+            return 200
+        if path == "/openapi/v2":
+            wants_proto = "protobuf" in self.headers.get("Accept", "")
+            rendered = openapi.v2_proto() if wants_proto else openapi.v2_json()
+            content_type = openapi.V2_PROTOBUF if wants_proto else "application/json"
+            cache = "no-cache, private"
+        else:
+            group_version = openapi.v3_paths().get(path.removeprefix("/openapi/v3/"))
+            if group_version is None:
+                raise ApiError(
+                    404, "NotFound", "the server could not find the requested resource", {}
+                )
+            rendered = openapi.v3_document(group_version)
+            content_type = "application/json"
+            # A URL with the document's hash names one version of it for ever.
+            immutable = query.get("hash") == rendered.etag
+            cache = "public, immutable" if immutable else "no-cache, private"
+        etag = f'"{rendered.etag}"'
+        headers = {"ETag": etag, "Cache-Control": cache, "Vary": "Accept"}
+        if self.headers.get("If-None-Match") == etag:
+            self._send(304, b"", headers)
+            return 304
+        self._send(200, rendered.body, headers, content_type=content_type)
         return 200
 
     # --- verbs ---
@@ -340,6 +388,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._evict(request)
         if request.subresource not in (None, "status"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        if request.resource in READ_ONLY and request.verb not in ("get", "list", "watch"):
+            raise errors.method_not_allowed(method)
+        if request.resource == "daemonsets" and self.api.cluster.daemonsets is not None:
+            self.api.cluster.daemonsets.sync_status()
         if request.verb == "watch":
             return self._watch(request)
         if request.verb == "list":
@@ -719,6 +771,15 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"bound": cluster.schedule_pending()})
             return 200
         raise errors.not_found("kubesim", path)
+
+
+_URL_RESOURCE = {"eventsv1": "events"}
+
+
+def api_group(resource: str) -> str:
+    """The API group a stored resource is served in ("" for the core group)."""
+    version = API_VERSIONS.get(resource, "v1")
+    return version.rsplit("/", 1)[0] if "/" in version else ""
 
 
 def _node_equality(selector: str | None) -> str | None:

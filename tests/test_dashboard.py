@@ -136,7 +136,10 @@ def test_node_page_shows_per_gpu_rows_and_managed_keys(portal: Client) -> None:
     html = portal.get("/nodes/a100-infer-001/").content.decode()
     assert html.count('data-gpu="') == 8
     gpu2 = re.search(r'<tr data-gpu="2">(.*?)</tr>', html, re.S).group(1)  # type: ignore[union-attr]
-    assert 'class="n state-bad">79<' in gpu2
+    assert (
+        '<td class="n state-bad" data-col="xid">79 '
+        '<span class="xid-meaning">GPU has fallen off the bus</span></td>'
+    ) in gpu2
     assert "ml-serving/chat-serving-a100-infer-001-0" in html
     assert re.search(r'<tr class="managed"><td><code>gpu-pool</code>', html)
     assert re.search(

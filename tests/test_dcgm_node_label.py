@@ -78,3 +78,62 @@ def test_node_label_setting(
     else:
         # Hostname names the exporter pods here: no node matches, and the page says so.
         assert util == "—" and missing == "5 without metrics"
+
+
+# --- exporters that name the label `hostname`, found without configuration ---
+
+
+@pytest.fixture(scope="module")
+def lower_case_stack(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Kubesim, PrometheusServer]]:
+    work = tmp_path_factory.mktemp("hostname")
+    with kubesim_server(work / "sim", extra=["--hostname-label", "hostname"]) as sim:
+        sim.control("gpus", {"node": "a100-train-001", "gpu": "all", "util": 80})
+        sim.control("gpus", {"node": "a100-infer-002", "gpu": 1, "xid": 79})
+        target = sim.metrics_url.removeprefix("http://")
+        with prometheus_server(work / "prom", scrape_targets=[target]) as prom:
+            wait_for(
+                lambda: count_series(prom, 'count(DCGM_FI_DEV_XID_ERRORS{err_code="79"})') == 1,
+                timeout=30,
+                what="the exporter to be scraped",
+            )
+            yield sim, prom
+
+
+@pytest.mark.django_db
+def test_lower_case_hostname_is_found_without_configuration(
+    lower_case_stack,
+    settings,  # type: ignore[no-untyped-def]
+) -> None:
+    sim, prom = lower_case_stack
+    assert count_series(prom, 'count(DCGM_FI_DEV_GPU_UTIL{Hostname!=""})') == 0
+    settings.KUBECONFIG = str(sim.kubeconfig)
+    settings.PROMETHEUS_URL = prom.url
+    settings.METRICS_CACHE_SECONDS = 0
+    assert settings.DCGM_NODE_LABEL == "Hostname"  # the default, untouched
+    inventory_sync()
+    client = Client()
+    client.force_login(User.objects.create_superuser("root"))
+    html = client.get("/").content.decode()
+    training = re.search(r'data-pool="training">(.*?)</article>', html, re.S).group(1)  # type: ignore[union-attr]
+    assert re.search(r'data-figure="no-metrics">([^<]*)<', training).group(1) == "0 without metrics"  # type: ignore[union-attr]
+    node = client.get("/nodes/a100-train-001/").content.decode()
+    assert node.count('data-col="util">80 %<') == 8
+    assert "ml-training/llm-pretrain-a100-train-001" in node  # the workload labels, per GPU
+
+
+@pytest.mark.django_db
+def test_node_page_names_the_xid(lower_case_stack, settings) -> None:  # type: ignore[no-untyped-def]
+    sim, prom = lower_case_stack
+    settings.KUBECONFIG = str(sim.kubeconfig)
+    settings.PROMETHEUS_URL = prom.url
+    settings.METRICS_CACHE_SECONDS = 0
+    inventory_sync()
+    client = Client()
+    client.force_login(User.objects.create_superuser("root"))
+    html = client.get("/nodes/a100-infer-002/").content.decode()
+    gpu1 = re.search(r'<tr data-gpu="1">(.*?)</tr>', html, re.S).group(1)  # type: ignore[union-attr]
+    assert '79 <span class="xid-meaning">GPU has fallen off the bus</span>' in gpu1
+    gpu0 = re.search(r'<tr data-gpu="0">(.*?)</tr>', html, re.S).group(1)  # type: ignore[union-attr]
+    assert 'data-col="xid">0</td>' in gpu0

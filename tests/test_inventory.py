@@ -35,7 +35,9 @@ def test_inventory_matches_the_demo_scenario(cluster: Kubesim) -> None:
     assert drifted.name == "a100-train-drift-000"
     assert drifted.drift["taints_added"] == ["workload-training=true:NoSchedule"]
     down = Node.objects.get(name="a100-reserve-down-000")
-    assert (down.ready, down.gpu_allocated, down.pods) == (False, 0, [])
+    assert (down.ready, down.gpu_allocated) == (False, 0)
+    # Only the GPU operator's DaemonSet pods, which stay on a node that is not ready.
+    assert sorted((p["owner_kind"], p["gpus"]) for p in down.pods) == [("DaemonSet", 0)] * 2
     infer = Node.objects.get(name="a100-infer-000")
     assert infer.gpu_model == "NVIDIA-A100-SXM4-80GB"
     assert (infer.gpu_memory_mib, infer.gpu_allocatable, infer.gpu_allocated) == (81920, 8, 5)
@@ -124,5 +126,6 @@ def test_unknown_pool_label_is_flagged(cluster: Kubesim) -> None:
 def test_management_command(cluster: Kubesim) -> None:
     out = StringIO()
     call_command("sync_inventory", stdout=out)
-    # 36 pods, of which two wait unbound (Pending) and belong to no node yet.
-    assert "25 GPU nodes (of 25 listed), 34 pods, 0 marked gone" in out.getvalue()
+    # 36 workload pods, of which two wait unbound (Pending) and belong to no node yet, and
+    # the device plugin and dcgm-exporter DaemonSet pods on each of the 25 nodes.
+    assert "25 GPU nodes (of 25 listed), 84 pods, 0 marked gone" in out.getvalue()

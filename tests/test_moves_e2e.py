@@ -169,6 +169,29 @@ def test_injected_503s_and_409s_end_in_success(portal: Kubesim, tmp_path: Path) 
 def test_drain_first_evicts_gpu_pods_then_relabels_and_uncordons(
     portal: Kubesim, tmp_path: Path
 ) -> None:
+    # A DaemonSet's pod that holds a GPU (a validator, say): a drain leaves it, as it leaves
+    # the device plugin and the exporter, for their controller would put them back at once.
+    portal.core().create_namespaced_pod(
+        "gpu-operator",
+        {
+            "metadata": {
+                "name": "gpu-validator-a100-infer-004",
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "name": "gpu-validator",
+                        "uid": "0b6a4f4e-9d0e-4c55-9a8e-3f1d2c7b5a10",
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "nodeName": "a100-infer-004",
+                "containers": [{"name": "check", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+        },
+    )
     move = request_move(
         ["a100-infer-004"], "mixed", drain_policy="drain-first", drain_deadline_seconds=30
     )
@@ -180,7 +203,12 @@ def test_drain_first_evicts_gpu_pods_then_relabels_and_uncordons(
     node = core.read_node("a100-infer-004")
     assert node.metadata.labels["gpu-pool"] == "mixed" and not node.spec.unschedulable
     left = core.list_pod_for_all_namespaces(field_selector="spec.nodeName=a100-infer-004")
-    assert left.items == []
+    assert sorted(p.metadata.name.rsplit("-", 1)[0] for p in left.items) == [
+        "gpu-validator-a100-infer",
+        "nvidia-dcgm-exporter",
+        "nvidia-device-plugin-daemonset",
+    ]
+    assert all(p.metadata.owner_references[0].kind == "DaemonSet" for p in left.items)
     evicted = AuditEvent.objects.filter(request=move, action="pod.evicted")
     assert sorted(e.message for e in evicted) == [
         "ml-serving/chat-serving-a100-infer-004-0",

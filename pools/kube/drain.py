@@ -50,12 +50,22 @@ class PodRef:
 
 
 def gpu_pods_on(node: str) -> list[PodRef]:
+    """The pods a drain evicts: those holding GPUs, except DaemonSet pods (as
+    `kubectl drain --ignore-daemonsets` leaves them): their controller would put them back at
+    once, and the device plugin and dcgm-exporter must stay on the node anyway."""
     return [
         PodRef(p["metadata"]["namespace"], p["metadata"]["name"], pod_gpus(p))
         for page in pod_pages(node_name=node)
         for p in page
-        if pod_gpus(p) > 0
+        if pod_gpus(p) > 0 and not _daemon_pod(p)
     ]
+
+
+def _daemon_pod(raw: Raw) -> bool:
+    return any(
+        owner.get("controller") and owner.get("kind") == "DaemonSet"
+        for owner in (raw.get("metadata") or {}).get("ownerReferences") or []
+    )
 
 
 def evict(pod: PodRef, *, retry: RetryPolicy | None = None) -> str | None:

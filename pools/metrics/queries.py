@@ -17,6 +17,11 @@ XID = "DCGM_FI_DEV_XID_ERRORS"
 PER_GPU_METRICS = (UTIL, FB_USED, FB_FREE, GPU_TEMP, POWER, SM_CLOCK, XID)
 
 
+# dcgm-exporter names the node `Hostname`; newer releases renamed the label `hostname`.
+# Either spelling finds the node without configuration (DCGM_NODE_LABEL still overrides).
+_HOSTNAME_SPELLINGS = {"Hostname": "hostname", "hostname": "Hostname"}
+
+
 @dataclass(frozen=True)
 class MetricLabels:
     """Which Prometheus labels carry the node and the workload pod (deployment-specific)."""
@@ -25,23 +30,48 @@ class MetricLabels:
     pod: str = "exported_pod"
     namespace: str = "exported_namespace"
 
+    @property
+    def node_alias(self) -> str | None:
+        """The other spelling of the exporter's node label, also looked for."""
+        return _HOSTNAME_SPELLINGS.get(self.node)
+
+
+def _keyed_by_node(labels: MetricLabels, expr: str) -> str:
+    """`expr` with the node in `labels.node`, whichever spelling the exporter used."""
+    alias = labels.node_alias
+    if alias is None:
+        return expr
+    return f'label_replace({expr}, "{labels.node}", "$1", "{alias}", "(.+)")'
+
+
+def _on_nodes(labels: MetricLabels, metric: str, matcher: str) -> str:
+    """`metric` restricted to nodes by `matcher` (a matcher on the node label), whichever
+    spelling the exporter used: one selector, or two joined by `or`."""
+    selector = f"{metric}{{{matcher}}}"
+    alias = labels.node_alias
+    if alias is None:
+        return selector
+    return f"({selector} or {metric}{{{alias}{matcher.removeprefix(labels.node)}}})"
+
 
 def node_figure_queries(
     labels: MetricLabels, *, hot_celsius: float, idle_window: str
 ) -> dict[str, str]:
-    by = f"by ({labels.node})"
+    def per_node(aggregation: str, expr: str) -> str:
+        return f"{aggregation} by ({labels.node}) ({_keyed_by_node(labels, expr)})"
+
     return {
-        "gpus_reporting": f"count {by} ({UTIL})",
-        "util": f"avg {by} ({UTIL})",
-        "fb_used": f"sum {by} ({FB_USED})",
-        "fb_total": f"sum {by} ({FB_USED} + {FB_FREE})",
-        "temp_max": f"max {by} ({GPU_TEMP})",
-        "power": f"sum {by} ({POWER})",
-        "xid_gpus": f"count {by} ({XID} > 0)",
-        "hot_gpus": f"count {by} ({GPU_TEMP} > {hot_celsius:g})",
+        "gpus_reporting": per_node("count", UTIL),
+        "util": per_node("avg", UTIL),
+        "fb_used": per_node("sum", FB_USED),
+        "fb_total": per_node("sum", f"{FB_USED} + {FB_FREE}"),
+        "temp_max": per_node("max", GPU_TEMP),
+        "power": per_node("sum", POWER),
+        "xid_gpus": per_node("count", f"{XID} > 0"),
+        "hot_gpus": per_node("count", f"{GPU_TEMP} > {hot_celsius:g}"),
         # A pod holds the GPU, yet it did nothing for the whole window.
-        "idle_held_gpus": (
-            f'count {by} (max_over_time({UTIL}{{{labels.pod}!=""}}[{idle_window}]) < 1)'
+        "idle_held_gpus": per_node(
+            "count", f'max_over_time({UTIL}{{{labels.pod}!=""}}[{idle_window}]) < 1'
         ),
     }
 
@@ -59,16 +89,16 @@ def node_matcher(labels: MetricLabels, names: Iterable[str]) -> str:
 
 def per_gpu_query(labels: MetricLabels, node: str) -> str:
     names = "|".join(PER_GPU_METRICS)
-    return f'{{__name__=~"{names}", {labels.node}="{node}"}}'
+    return _on_nodes(labels, "", f'{labels.node}="{node}", __name__=~"{names}"')
 
 
 def utilisation_history_query(labels: MetricLabels, nodes: Iterable[str]) -> str:
-    return f"avg({UTIL}{{{node_matcher(labels, nodes)}}})"
+    return f"avg({_on_nodes(labels, UTIL, node_matcher(labels, nodes))})"
 
 
 def node_history_queries(labels: MetricLabels, node: str) -> dict[str, str]:
-    selector = f'{{{labels.node}="{node}"}}'
+    matcher = f'{labels.node}="{node}"'
     return {
-        "util": f"avg({UTIL}{selector})",
-        "fb_used": f"sum({FB_USED}{selector}) / 1024",  # GiB
+        "util": f"avg({_on_nodes(labels, UTIL, matcher)})",
+        "fb_used": f"sum({_on_nodes(labels, FB_USED, matcher)}) / 1024",  # GiB
     }

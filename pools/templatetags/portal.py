@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django import template
 
+from pools.xid import xid_meaning as _xid_meaning
+
 register = template.Library()
 KNOWN_POOL_COLOURS = {"training", "inference", "mixed", "shared"}
 
@@ -21,6 +23,11 @@ def num(value: float | None, digits: int = 0) -> str:
 @register.filter
 def gib(mib: float | None) -> str:
     return "—" if mib is None else f"{mib / 1024:,.1f} GiB"
+
+
+@register.filter
+def xid_meaning(code: int | None) -> str:
+    return "" if code is None else _xid_meaning(int(code))
 
 
 @register.filter

@@ -19,7 +19,7 @@ GPUS_PER_NODE = {"a100": 8, "h100": 8, "gpu-new": 4}
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kubesim, PrometheusServer]]:
     with kubesim_server(tmp_path_factory.mktemp("kubesim")) as sim:
-        sim.control("gpus", {"node": "a100-reserve-000", "gpu": 3, "util": 37.5})
+        sim.control("gpus", {"node": "a100-reserve-000", "gpu": 3, "util": 37})
         sim.control("gpus", {"node": "a100-reserve-001", "gpu": 0, "xid": 79})
         sim.control("exporter", {"node": "a100-reserve-002", "enabled": False})
         target = sim.metrics_url.removeprefix("http://")
@@ -102,7 +102,7 @@ def test_values_follow_the_workload(stack: tuple[Kubesim, PrometheusServer]) -> 
     assert 85 <= training <= 100
     idle = scalar(prom, 'max(DCGM_FI_DEV_GPU_UTIL{Hostname="gpu-new-000"})')
     assert idle == 0
-    assert scalar(prom, 'DCGM_FI_DEV_GPU_UTIL{Hostname="a100-reserve-000",gpu="3"}') == 37.5
+    assert scalar(prom, 'DCGM_FI_DEV_GPU_UTIL{Hostname="a100-reserve-000",gpu="3"}') == 37
     # Framebuffer: used + free + reserved is the GPU's memory, on every GPU.
     totals = query(prom, "DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE + DCGM_FI_DEV_FB_RESERVED")
     by_host = {(r["metric"]["Hostname"], float(r["value"][1])) for r in totals}
@@ -131,7 +131,7 @@ def test_gpus_follow_pods_as_they_come_and_go(tmp_path: Path) -> None:
         text = urllib.request.urlopen(node_metrics).read().decode()
         assert "notebook-a100-reserve-004" not in text
         util = [ln for ln in text.splitlines() if ln.startswith("DCGM_FI_DEV_GPU_UTIL{")]
-        assert len(util) == 8 and all(ln.endswith(" 0.0") for ln in util)
+        assert len(util) == 8 and all(ln.endswith(" 0") for ln in util)
         core.create_namespaced_pod(
             "research",
             {

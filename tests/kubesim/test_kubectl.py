@@ -172,14 +172,14 @@ def test_get_pods_in_all_namespaces(cluster: Kubesim) -> None:
     # Earlier tests in this module labelled a node training without its taint, and the
     # scheduler rightly placed an eval job there: only the 8-GPU job is sure to wait.
     assert "big-train" in pending
-    assert len(out) == 1 + 36
+    assert len(out) == 1 + 36 + 2 * 25  # and a device plugin and an exporter on each node
     selected = kubectl(
         cluster,
         "get",
         "pods",
         "-A",
         "--field-selector",
-        "spec.nodeName=a100-train-000",
+        "spec.nodeName=a100-train-000,metadata.namespace!=gpu-operator",
         "-o",
         "name",
     ).stdout.split()

@@ -55,6 +55,7 @@ def test_list_pods_across_and_within_namespaces(kubesim_shared: Kubesim) -> None
     core = kubesim_shared.core()
     everything = core.list_pod_for_all_namespaces()
     assert {p.metadata.namespace for p in everything.items} == {
+        "gpu-operator",  # the device plugin and dcgm-exporter on every GPU node
         "ml-training",
         "ml-serving",
         "research",
@@ -66,11 +67,17 @@ def test_list_pods_across_and_within_namespaces(kubesim_shared: Kubesim) -> None
 def test_pod_field_selectors(kubesim_shared: Kubesim) -> None:
     core = kubesim_shared.core()
     on_node = core.list_pod_for_all_namespaces(field_selector="spec.nodeName=a100-infer-000")
-    assert sorted(p.metadata.name for p in on_node.items) == [
+    assert sorted(
+        p.metadata.name for p in on_node.items if p.metadata.namespace != "gpu-operator"
+    ) == [
         "chat-serving-a100-infer-000-0",
         "chat-serving-a100-infer-000-1",
         "embedder-a100-infer-000",
     ]
+    daemons = sorted(
+        p.metadata.name[:-6] for p in on_node.items if p.metadata.namespace == "gpu-operator"
+    )
+    assert daemons == ["nvidia-dcgm-exporter", "nvidia-device-plugin-daemonset"]
     pending = core.list_pod_for_all_namespaces(field_selector="status.phase=Pending")
     not_running = core.list_pod_for_all_namespaces(field_selector="status.phase!=Running")
     assert {p.metadata.name for p in pending.items} == {p.metadata.name for p in not_running.items}
