@@ -20,7 +20,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from pools.audit import audit
-from pools.checks import NodeFacts, PoolFacts, capacity_floor
+from pools.core.checks import NodeFacts, PoolFacts, capacity_floor
 from pools.inventory import inventory_refresh_node
 from pools.kube import drain
 from pools.kube.errors import KubeError

@@ -11,8 +11,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from pools.kube import names
-from pools.kube.desired import PoolSpec, Taint
+from pools.core import names
+from pools.core.desired import PoolSpec, Taint
+from pools.core.pool_definition import definition_errors
 
 
 class PoolQuerySet(models.QuerySet["Pool"]):
@@ -87,69 +88,11 @@ class Pool(models.Model):
         return PoolSpec(self.name, dict(self.labels), self.taint)
 
     def clean(self) -> None:
-        errors = pool_definition_errors(self, Pool.objects.active().exclude(pk=self.pk))
+        errors = definition_errors(
+            self, Pool.objects.active().exclude(pk=self.pk), pool_key=settings.POOL_LABEL_KEY
+        )
         if errors:
             raise ValidationError(errors)
-
-
-def pool_definition_errors(pool: Pool, others: Any) -> dict[str, list[str]]:
-    """Everything wrong with a pool definition, by field: what Kubernetes would refuse, and
-    what would make two pools indistinguishable on a node."""
-    errors: dict[str, list[str]] = {}
-
-    def add(field: str, message: str) -> None:
-        errors.setdefault(field, []).append(message)
-
-    if problem := names.dns_label_problem(pool.name or ""):
-        add("name", f"Pool name {pool.name!r} {problem}.")
-    pool_key = settings.POOL_LABEL_KEY
-    if not isinstance(pool.labels, dict):
-        add("labels", "Labels must be a mapping of keys to values.")
-    else:
-        for key, value in pool.labels.items():
-            if key == pool_key:
-                add("labels", f"{key!r} is the pool key; it is set from the pool's name.")
-            elif problem := names.label_key_problem(key):
-                add("labels", f"Label key {key!r}: {problem}.")
-            if not isinstance(value, str):
-                add("labels", f"Label {key!r}: the value must be a string.")
-            elif problem := names.label_value_problem(value):
-                add("labels", f"Label {key}={value!r}: the value {problem}.")
-    if pool.taint_key or pool.taint_value or pool.taint_effect:
-        if not pool.taint_key:
-            add("taint_key", "A taint needs a key.")
-        elif problem := names.label_key_problem(pool.taint_key):
-            add("taint_key", f"Taint key {pool.taint_key!r}: {problem}.")
-        if problem := names.label_value_problem(pool.taint_value or ""):
-            add("taint_value", f"Taint value {pool.taint_value!r} {problem}.")
-        if problem := names.taint_effect_problem(pool.taint_effect or ""):
-            add("taint_effect", f"Taint effect {problem}.")
-    if not isinstance(pool.accepted_gpu_models, list) or not all(
-        isinstance(m, str) for m in pool.accepted_gpu_models
-    ):
-        add("accepted_gpu_models", "Accepted GPU models must be a list of product names.")
-    else:
-        for model in pool.accepted_gpu_models:
-            if problem := names.label_value_problem(model):
-                add("accepted_gpu_models", f"GPU model {model!r}: {problem}.")
-    if pool.approvals_required is not None and pool.approvals_required < 1:
-        add("approvals_required", "A move needs at least one approval.")
-    if errors:
-        return errors
-    for other in others:
-        if other.name == pool.name:
-            add("name", f"A pool named {pool.name!r} exists already.")
-        if pool.taint_key and other.taint_key == pool.taint_key:
-            add(
-                "taint_key",
-                f"Taint key {pool.taint_key!r} is already pool "
-                f"{other.name!r}'s: a node could not tell the two pools apart.",
-            )
-        shared = sorted(k for k, v in pool.labels.items() if other.labels.get(k) == v)
-        if shared:
-            claimed = ", ".join(f"{k}={pool.labels[k]}" for k in shared)
-            add("labels", f"{claimed} is already claimed by pool {other.name!r}.")
-    return errors
 
 
 class NodeQuerySet(models.QuerySet["Node"]):

@@ -12,9 +12,9 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 
-from pools import figures
-from pools.figures import NodeMetrics, NodeRow, PoolFigures
-from pools.kube.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
+from pools.core import figures
+from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
+from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.metrics import queries, source
 from pools.metrics.results import InstantResult, RangeResult
 from pools.models import Node, Pool
@@ -80,7 +80,11 @@ class NodeFigureCache:
 
     def _refresh(self, key: str, promql: dict[str, str]) -> tuple[float, str | None, dict]:  # type: ignore[type-arg]
         result = source.instant(promql, use_cache=False)
-        per_node = figures.node_metrics(result, settings.DCGM_NODE_LABEL)
+        per_node = (
+            figures.node_metrics_from_series(result.series, settings.DCGM_NODE_LABEL)
+            if result.available
+            else {}
+        )
         entry = (time.time(), result.error, {n: astuple(m) for n, m in per_node.items()})
         ttl = settings.METRICS_CACHE_SECONDS
         cache.set(key, entry, ttl)
@@ -180,19 +184,12 @@ def overview() -> Overview:
 # --- the pool page ---
 
 STATES = {"ready": "Ready", "not-ready": "not Ready", "cordoned": "cordoned"}
-HEALTH = {
-    "xid": "XID errors",
-    "hot": "hot GPUs",
-    "no-metrics": "no DCGM metrics",
-    "idle-held": "allocated but idle",
-    "healthy": "healthy",
-}
 SORTS = {
     "name": lambda r: r.name,
     "model": lambda r: (r.gpu_model, r.name),
     "gpus": lambda r: (r.gpus, r.name),
     "allocated": lambda r: (r.allocated, r.name),
-    "free": lambda r: (r.free, r.name),
+    "unallocated": lambda r: (r.unallocated, r.name),
     "util": lambda r: (
         r.metrics.util if r.metrics and r.metrics.util is not None else -1.0,
         r.name,
@@ -230,7 +227,7 @@ class PoolFilters:
             model=query.get("model", ""),
             state=query.get("state", "") if query.get("state", "") in STATES else "",
             drift=query.get("drift", "") if query.get("drift", "") in ("yes", "no") else "",
-            health=query.get("health", "") if query.get("health", "") in HEALTH else "",
+            health=query.get("health", "") if query.get("health", "") in figures.HEALTH else "",
             sort=sort if sort in SORTS else "name",
             descending=descending,
         )
@@ -244,18 +241,7 @@ class PoolFilters:
             return False
         if self.drift and row.drifted != (self.drift == "yes"):
             return False
-        return not self.health or health_matches(row.metrics, self.health)
-
-
-def health_matches(m: NodeMetrics | None, health: str) -> bool:
-    """Whether a node's figures (None: no DCGM series) fall under a HEALTH filter."""
-    return {
-        "xid": bool(m and m.xid_gpus),
-        "hot": bool(m and m.hot_gpus),
-        "no-metrics": m is None,
-        "idle-held": bool(m and m.idle_held_gpus),
-        "healthy": bool(m and not m.xid_gpus and not m.hot_gpus),
-    }[health]
+        return not self.health or figures.health_matches(row.metrics, self.health)
 
 
 @dataclass(frozen=True)
@@ -311,20 +297,6 @@ def pool_history(pool: Pool | None, span: str) -> RangeResult:
 
 
 @dataclass(frozen=True)
-class GpuRow:
-    index: str
-    util: float | None = None
-    fb_used: float | None = None
-    fb_total: float | None = None
-    temp: float | None = None
-    power: float | None = None
-    sm_clock: float | None = None
-    xid: int = 0
-    pod: str = ""
-    namespace: str = ""
-
-
-@dataclass(frozen=True)
 class LabelRow:
     key: str
     value: str
@@ -347,39 +319,12 @@ def _active_specs() -> list[PoolSpec]:
 def node_detail(node: Node) -> NodeDetail:
     labels = metric_labels()
     result = source.instant({"gpus": queries.per_gpu_query(labels, node.name)})
-    per_gpu: dict[str, dict[str, Any]] = {}
-    names = {
-        queries.UTIL: "util",
-        queries.FB_USED: "fb_used",
-        queries.FB_FREE: "fb_free",
-        queries.GPU_TEMP: "temp",
-        queries.POWER: "power",
-        queries.SM_CLOCK: "sm_clock",
-        queries.XID: "xid",
-    }
-    for sample in result.series.get("gpus", []):
-        gpu = per_gpu.setdefault(sample.labels.get("gpu", "?"), {})
-        gpu[names.get(sample.labels.get("__name__", ""), "other")] = sample.value
-        if sample.labels.get(labels.pod):
-            gpu["pod"] = sample.labels[labels.pod]
-            gpu["namespace"] = sample.labels.get(labels.namespace, "")
-    gpus = [
-        GpuRow(
-            index,
-            v.get("util"),
-            v.get("fb_used"),
-            (v["fb_used"] + v["fb_free"]) if "fb_used" in v and "fb_free" in v else None,
-            v.get("temp"),
-            v.get("power"),
-            v.get("sm_clock"),
-            int(v.get("xid", 0)),
-            v.get("pod", ""),
-            v.get("namespace", ""),
-        )
-        for index, v in sorted(
-            per_gpu.items(), key=lambda item: int(item[0]) if item[0].isdigit() else 999
-        )
-    ]
+    gpus = figures.gpu_rows(
+        result.series.get("gpus", []),
+        queries.GPU_ROW_FIELDS,
+        pod_label=labels.pod,
+        namespace_label=labels.namespace,
+    )
     specs = _active_specs()
     label_keys = managed_label_keys(specs, settings.POOL_LABEL_KEY)
     taint_keys = managed_taint_keys(specs)

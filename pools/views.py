@@ -10,11 +10,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from pools import charts, selectors, services
+from pools import selectors, services
+from pools.core import charts, figures
+from pools.core.snippets import scheduling_block
 from pools.forms import PoolForm
 from pools.models import AuditEvent, Node, Pool
 from pools.roles import Capability, has_capability, require
-from pools.snippets import scheduling_block
 
 
 def _chart(points: list[tuple[float, float]], **options: object) -> SafeString:
@@ -50,7 +51,7 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         "slug": name,
         "live_seconds": settings.LIVE_REFRESH_SECONDS,
         "states": selectors.STATES,
-        "health": selectors.HEALTH,
+        "health": figures.HEALTH,
     }
     if _live(request):
         return render(request, "pools/_pool_live.html", context)

@@ -20,8 +20,8 @@ from django.db.models import Count, F
 
 from pools import selectors
 from pools.audit import audit
-from pools.checks import CheckFailure, NodeFacts, PoolFacts, move_checks
-from pools.kube.desired import NodeState, Taint, desired_state, node_diff
+from pools.core.checks import CheckFailure, NodeFacts, PoolFacts, move_checks
+from pools.core.desired import NodeState, Taint, desired_state, node_diff
 from pools.models import MoveItem, MoveRequest, Node, Pool
 from pools.roles import Capability, has_capability
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from pools.kube.names import label_key_problem
+from pools.core.names import label_key_problem
 from portal.env import (
     env_bool,
     env_database,

@@ -97,7 +97,7 @@ def test_overview_figures_equal_the_exporters(portal: Client) -> None:
     inference = card(html, "inference")
     assert figure(inference, "util") == "25.0 %"  # 4 of 8 GPUs at 50 % on every node
     assert figure(inference, "xid") == "1 XID"
-    assert (figure(inference, "gpus"), figure(inference, "idle")) == ("64", "27")
+    assert (figure(inference, "gpus"), figure(inference, "unallocated")) == ("64", "27")
     assert figure(inference, "idle-held") == "5 allocated but idle"  # the idle embedders
     mixed = card(html, "mixed")
     assert figure(mixed, "no-metrics") == "1 without metrics"

@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from pools import workflow
-from pools.checks import NodeFacts, PoolFacts, move_checks
+from pools.core.checks import NodeFacts, PoolFacts, move_checks
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.workflow import InvalidMove, MoveRefused, NotAllowed, WorkflowError

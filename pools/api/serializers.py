@@ -315,7 +315,12 @@ class FiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]
     cordoned = serializers.IntegerField()
     gpus = serializers.IntegerField()
     allocated = serializers.IntegerField()
-    idle = serializers.IntegerField()
+    unallocated = serializers.IntegerField(help_text="GPUs no pod holds.")
+    idle = serializers.IntegerField(
+        source="unallocated",
+        help_text="Deprecated, the same number as unallocated (GPUs no pod holds; "
+        "idle_held_gpus are held but unused).",
+    )
     free_whole_nodes = serializers.IntegerField()
     largest_free_block = serializers.IntegerField()
     drifted = serializers.IntegerField()

@@ -22,6 +22,7 @@ from pools.api import serializers as s
 from pools.api.errors import ErrorSerializer
 from pools.api.idempotency import idempotent
 from pools.api.permissions import HasCapability
+from pools.core import figures
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.roles import Capability
 
@@ -135,14 +136,10 @@ class SummaryView(BaseView, APIView):
     )
     def get(self, request: Request) -> Response:
         overview = selectors.overview()
-
-        def figures(f: Any) -> dict[str, Any]:
-            return {name: getattr(f, name) for name in s.FiguresSerializer().fields}
-
         body = {
-            "cluster": figures(overview.cluster),
+            "cluster": overview.cluster,
             "pools": [
-                {"pool": c.pool.name if c.pool else None, "figures": figures(c.figures)}
+                {"pool": c.pool.name if c.pool else None, "figures": c.figures}
                 for c in overview.cards
             ],
             "metrics_error": overview.metrics_error,
@@ -174,7 +171,7 @@ class NodeFilter(django_filters.FilterSet):
     drifted = StrictBooleanFilter()
     gone = StrictBooleanFilter(field_name="gone_at", lookup_expr="isnull", exclude=True)
     health = django_filters.ChoiceFilter(
-        choices=[(k, v) for k, v in selectors.HEALTH.items()],
+        choices=[(k, v) for k, v in figures.HEALTH.items()],
         method="filter_health",
         help_text="From the DCGM metrics: xid, hot, no-metrics, idle-held, healthy.",
     )
@@ -197,7 +194,7 @@ class NodeFilter(django_filters.FilterSet):
         if value == "no-metrics":  # nodes absent from the metrics, not a property of them
             return queryset.exclude(name__in=list(metrics))
         return queryset.filter(
-            name__in=[n for n, m in metrics.items() if selectors.health_matches(m, value)]
+            name__in=[n for n, m in metrics.items() if figures.health_matches(m, value)]
         )
 
 

@@ -14,9 +14,9 @@ from django.conf import settings
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from pools.core.snapshot import pod_gpus
 from pools.kube.nodes import Raw, core_api, pod_pages
 from pools.kube.retry import RetryPolicy
-from pools.kube.snapshot import pod_gpus
 
 
 def set_unschedulable(name: str, value: bool, *, retry: RetryPolicy | None = None) -> Raw:

@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from kubernetes.client.exceptions import ApiException
 
-from pools.kube.desired import (
+from pools.core.desired import (
     NodeDiff,
     NodeState,
     PoolSpec,

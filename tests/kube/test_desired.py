@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pools.kube.desired import (
+from pools.core.desired import (
     NodeState,
     PoolSpec,
     Taint,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pools.kube.desired import PoolSpec, Taint
+from pools.core.desired import PoolSpec, Taint
 from pools.kube.errors import KubeRefused, KubeUnavailable
 from pools.kube.patcher import PatchConflict, apply_pool
 from pools.kube.retry import RetryPolicy
