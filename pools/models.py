@@ -1,7 +1,5 @@
-"""Domain models: pools and the inventory snapshot of GPU nodes.
-
-MoveRequest, Approval and AuditEvent arrive with the move workflow.
-"""
+"""Domain models: pools, the inventory snapshot of GPU nodes, moves with their items and
+approvals, the append-only audit log, API tokens and idempotency records."""
 
 from __future__ import annotations
 
@@ -137,10 +135,6 @@ class Node(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    @property
-    def gpus_free(self) -> int:
-        return max(0, self.gpu_allocatable - self.gpu_allocated)
-
     def taint_objects(self) -> list[Taint]:
         return [Taint.from_api(t) for t in self.taints]
 
@@ -170,14 +164,6 @@ class MoveRequest(models.Model):
         DRAIN_FIRST = "drain-first", "drain GPU pods first"
 
     ACTIVE_STATES = (State.PENDING, State.APPROVED, State.EXECUTING)
-    FINAL_STATES = (
-        State.SUCCEEDED,
-        State.FAILED,
-        State.PARTIALLY_FAILED,
-        State.REJECTED,
-        State.CANCELLED,
-        State.EXPIRED,
-    )
 
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.MOVE)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
@@ -195,14 +181,14 @@ class MoveRequest(models.Model):
     )
     drain_deadline_seconds = models.PositiveIntegerField(default=1800)
     loan_until = models.DateTimeField(null=True, blank=True)
-    # A loan's return requests point back here as their parent; this marks them created.
-    loan_returned_at = models.DateTimeField(null=True, blank=True)
+    # When the loan's return moves were created (they point back here as their parent):
+    # the return is requested, not done; each return move records its own progress.
+    loan_return_requested_at = models.DateTimeField(null=True, blank=True)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
     health_override = models.TextField(blank=True)
     approvals_required = models.PositiveSmallIntegerField(default=1)
-    error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
@@ -215,10 +201,6 @@ class MoveRequest(models.Model):
 
     def __str__(self) -> str:
         return f"move #{self.pk} to {self.destination.name}"
-
-    @property
-    def is_active(self) -> bool:
-        return self.state in self.ACTIVE_STATES
 
 
 class MoveItem(models.Model):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -12,10 +12,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from pools import workflow
+from pools import selectors, workflow
+from pools.errors import WorkflowError
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
-from pools.roles import Capability, has_capability, require
+from pools.roles import Capability, require
+from pools.workflow import ACTION_CAPABILITY, Action
 
 
 @require(Capability.REQUEST_MOVE)
@@ -35,7 +37,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
             initial["reason"] = f"reconcile drifted nodes of {request.GET['reconcile_in']}"
         if initial["reconcile"] and request.GET.get("pool"):
             pool = get_object_or_404(Pool.objects.active(), name=request.GET["pool"])
-            initial["nodes"] = ",".join(workflow.drifted_node_names(pool))
+            initial["nodes"] = ",".join(selectors.drifted_node_names(pool))
             initial["destination"] = pool.name
             initial["reason"] = f"reconcile drifted nodes of {pool.name}"
         form = MoveForm(initial=initial)
@@ -62,7 +64,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
                     reconcile=data["reconcile"],
                     now=timezone.now(),
                 )
-            except workflow.WorkflowError as exc:
+            except WorkflowError as exc:
                 for field, message in exc.fields.items():
                     if field in form.fields:
                         form.add_error(field, message)
@@ -111,60 +113,73 @@ def move_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ),
         pk=pk,
     )
-    user = request.user
     return render(
         request,
         "pools/move_detail.html",
         {
             "move": move,
             "events": move.events.select_related("actor").order_by("at", "id"),
-            "can_decide": move.state == MoveRequest.State.PENDING
-            and has_capability(user, Capability.APPROVE_MOVE)
-            and move.requested_by_id != user.pk,
-            "can_cancel": move.state == MoveRequest.State.PENDING
-            and (
-                (move.requested_by_id == user.pk and has_capability(user, Capability.REQUEST_MOVE))
-                or has_capability(user, Capability.EDIT_POOLS)
-            ),
+            "actions": workflow.allowed_actions(request.user, move),
             "decision_form": DecisionForm(),
         },
     )
 
 
-def _decide(request: HttpRequest, pk: int, step: str) -> HttpResponse:
+_DONE = {
+    Action.APPROVE: "approval recorded",
+    Action.REJECT: "rejected",
+    Action.CANCEL: "cancelled",
+    Action.END_LOAN: "loan ended",
+    Action.EXTEND_LOAN: "loan extended",
+}
+
+
+def _decide(
+    request: HttpRequest,
+    pk: int,
+    action: Action,
+    *,
+    comment: str,
+    until: datetime | None = None,
+    back: str,
+) -> HttpResponse:
     move = get_object_or_404(MoveRequest, pk=pk)
-    comment = request.POST.get("comment", "")
-    now = timezone.now()
     try:
-        if step == "approve":
-            workflow.move_approve(request=move, approver=request.user, comment=comment, now=now)
-        elif step == "reject":
-            workflow.move_reject(request=move, approver=request.user, reason=comment, now=now)
-        else:
-            workflow.move_cancel(request=move, user=request.user, now=now)
-    except workflow.WorkflowError as exc:
+        workflow.move_decide(
+            move=move,
+            user=request.user,
+            action=action,
+            comment=comment,
+            until=until,
+            now=timezone.now(),
+        )
+    except WorkflowError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Move #{move.pk}: {step} recorded.")
-    return redirect("move-detail", pk=pk)
+        messages.success(request, f"Move #{move.pk}: {_DONE[action]}.")
+    return redirect(back, pk=pk) if back == "move-detail" else redirect(back)
 
 
 @require_POST
-@require(Capability.APPROVE_MOVE)
+@require(ACTION_CAPABILITY[Action.APPROVE])
 def move_approve(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, "approve")
+    return _decide(
+        request, pk, Action.APPROVE, comment=request.POST.get("comment", ""), back="move-detail"
+    )
 
 
 @require_POST
-@require(Capability.APPROVE_MOVE)
+@require(ACTION_CAPABILITY[Action.REJECT])
 def move_reject(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, "reject")
+    return _decide(
+        request, pk, Action.REJECT, comment=request.POST.get("comment", ""), back="move-detail"
+    )
 
 
 @require_POST
-@require(Capability.VIEW)
+@require(ACTION_CAPABILITY[Action.CANCEL])
 def move_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, "cancel")
+    return _decide(request, pk, Action.CANCEL, comment="", back="move-detail")
 
 
 @require(Capability.VIEW)
@@ -173,38 +188,32 @@ def loans(request: HttpRequest) -> HttpResponse:
         request,
         "pools/loans.html",
         {
-            "loans": workflow.active_loans(),
+            "loans": [
+                (loan, workflow.allowed_actions(request.user, loan))
+                for loan in selectors.active_loans()
+            ],
             "now": timezone.now(),
-            "can_change": has_capability(request.user, Capability.APPROVE_MOVE),
             "form": LoanChangeForm(initial={"until": timezone.now() + timedelta(days=1)}),
         },
     )
 
 
 @require_POST
-@require(Capability.APPROVE_MOVE)
+@require(ACTION_CAPABILITY[Action.END_LOAN])
 def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
-    loan = get_object_or_404(MoveRequest, pk=pk)
     form = LoanChangeForm(request.POST)
     if not form.is_valid():
         messages.error(request, "A loan change needs a reason.")
         return redirect("loans")
-    until = None if "end" in request.POST else form.cleaned_data["until"]
-    try:
-        workflow.loan_change(
-            loan=loan,
-            approver=request.user,
-            until=until,
-            reason=form.cleaned_data["reason"],
-            now=timezone.now(),
-        )
-    except workflow.WorkflowError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(
-            request, f"Loan of move #{loan.pk} {'ended' if until is None else 'extended'}."
-        )
-    return redirect("loans")
+    action = Action.END_LOAN if "end" in request.POST else Action.EXTEND_LOAN
+    return _decide(
+        request,
+        pk,
+        action,
+        comment=form.cleaned_data["reason"],
+        until=form.cleaned_data["until"],
+        back="loans",
+    )
 
 
 @require(Capability.VIEW)

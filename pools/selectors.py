@@ -2,131 +2,28 @@
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import astuple, dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
+from django.db.models import Count
 
 from pools.core import figures
 from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
 from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
-from pools.metrics import queries, source
-from pools.metrics.results import InstantResult, RangeResult
-from pools.models import Node, Pool
+from pools.metrics import dcgm
+from pools.metrics.node_figures import latest_node_metrics
+from pools.metrics.results import RangeResult
+from pools.models import MoveRequest, Node, Pool
+from pools.workflow.rules import OPEN_LOAN_STATES
 
 UNASSIGNED = "unassigned"
 HISTORY_SPANS = {
     "24h": (timedelta(hours=24), timedelta(minutes=5)),
     "7d": (timedelta(days=7), timedelta(hours=1)),
 }
-
-
-def metric_labels() -> queries.MetricLabels:
-    return queries.MetricLabels(
-        node=settings.DCGM_NODE_LABEL,
-        pod=settings.DCGM_POD_LABEL,
-        namespace=settings.DCGM_NAMESPACE_LABEL,
-    )
-
-
-class LazyNodeMetrics(Mapping[str, NodeMetrics]):
-    """Per-node figures built on access: an API page of 100 nodes builds 100, not 5,000."""
-
-    def __init__(self, compact: dict[str, tuple[Any, ...]]) -> None:
-        self._compact = compact
-
-    def __getitem__(self, name: str) -> NodeMetrics:
-        return NodeMetrics(*self._compact[name])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._compact)
-
-    def __len__(self) -> int:
-        return len(self._compact)
-
-
-class NodeFigureCache:
-    """Every node's DCGM figures, fetched in one batch of queries and shared through the
-    Django cache (Redis in production) in a compact form, a tuple a node.
-
-    Three things keep pages fast at thousands of nodes without ever showing figures older
-    than METRICS_CACHE_SECONDS: one thread in the whole deployment refreshes (a cache-add
-    lock) while the others wait for it; the refresh starts ahead, in the background, once
-    an entry is 70 % through its life; and each process keeps the entry it last unpickled,
-    checking a small version key instead of loading 5,000 tuples every request.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._memo: tuple[float, str | None, dict[str, tuple[Any, ...]]] | None = None
-
-    def _keys(self) -> tuple[str, dict[str, str]]:
-        promql = queries.node_figure_queries(
-            metric_labels(),
-            hot_celsius=settings.GPU_HOT_CELSIUS,
-            idle_window=settings.GPU_IDLE_WINDOW,
-        )
-        return source.cache_key(
-            "node-figures",
-            settings.PROMETHEUS_URL,
-            settings.DCGM_NODE_LABEL,
-            sorted(promql.items()),
-        ), promql
-
-    def _refresh(self, key: str, promql: dict[str, str]) -> tuple[float, str | None, dict]:  # type: ignore[type-arg]
-        result = source.instant(promql, use_cache=False)
-        per_node = (
-            figures.node_metrics_from_series(result.series, settings.DCGM_NODE_LABEL)
-            if result.available
-            else {}
-        )
-        entry = (time.time(), result.error, {n: astuple(m) for n, m in per_node.items()})
-        ttl = settings.METRICS_CACHE_SECONDS
-        cache.set(key, entry, ttl)
-        cache.set(f"{key}:version", entry[0], ttl)
-        return entry
-
-    def _refresh_ahead(self, key: str, promql: dict[str, str]) -> None:
-        if not cache.add(f"{key}:refreshing", 1, settings.METRICS_CACHE_SECONDS):
-            return  # someone in the deployment is on it
-
-        def run() -> None:
-            try:
-                self._refresh(key, promql)
-            finally:
-                cache.delete(f"{key}:refreshing")
-
-        threading.Thread(target=run, daemon=True, name="node-figures").start()
-
-    def get(self) -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
-        key, promql = self._keys()
-        version = cache.get(f"{key}:version")
-        entry = self._memo if self._memo and self._memo[0] == version else None
-        if entry is None and version is not None:
-            loaded = cache.get(key)
-            entry = loaded if loaded and loaded[0] == version else None
-        if entry is None:
-            with self._lock:
-                version = cache.get(f"{key}:version")
-                loaded = cache.get(key) if version is not None else None
-                entry = loaded if loaded and loaded[0] == version else self._refresh(key, promql)
-        elif time.time() - entry[0] > 0.7 * settings.METRICS_CACHE_SECONDS:
-            self._refresh_ahead(key, promql)
-        self._memo = entry
-        _, error, compact = entry
-        return InstantResult(error=error), LazyNodeMetrics(compact)
-
-
-_node_figures = NodeFigureCache()
-
-
-def node_metrics() -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
-    return _node_figures.get()
 
 
 _ROW_FIELDS = (
@@ -141,7 +38,7 @@ _ROW_FIELDS = (
 )
 
 
-def node_rows(nodes: Iterable[Any], metrics: dict[str, NodeMetrics]) -> list[NodeRow]:
+def node_rows(nodes: Iterable[Any], metrics: Mapping[str, NodeMetrics]) -> list[NodeRow]:
     return [
         NodeRow(name, pool, model, gpus, allocated, ready, cordoned, drifted, metrics.get(name))
         for name, pool, model, gpus, allocated, ready, cordoned, drifted in nodes
@@ -167,7 +64,7 @@ class Overview:
 
 def overview() -> Overview:
     pools = list(Pool.objects.active())
-    result, metrics = node_metrics()
+    result, metrics = latest_node_metrics()
     rows = node_rows(Node.objects.present().values_list(*_ROW_FIELDS), metrics)
     groups = figures.group_by_pool(rows)
     available = result.available
@@ -256,7 +153,7 @@ class PoolPage:
 
 
 def pool_page(pool: Pool | None, filters: PoolFilters) -> PoolPage:
-    result, metrics = node_metrics()
+    result, metrics = latest_node_metrics()
     qs = Node.objects.present()
     qs = qs.filter(pool=pool) if pool is not None else qs.filter(pool__isnull=True)
     raw = list(qs.values_list(*_ROW_FIELDS, "pods"))
@@ -284,13 +181,8 @@ def pool_page(pool: Pool | None, filters: PoolFilters) -> PoolPage:
 def pool_history(pool: Pool | None, span: str) -> RangeResult:
     qs = Node.objects.present()
     qs = qs.filter(pool=pool) if pool is not None else qs.filter(pool__isnull=True)
-    names = list(qs.values_list("name", flat=True))
-    if not names:
-        return RangeResult()
     length, step = HISTORY_SPANS.get(span, HISTORY_SPANS["24h"])
-    return source.history(
-        queries.utilisation_history_query(metric_labels(), names), span=length, step=step
-    )
+    return dcgm.utilisation_history(list(qs.values_list("name", flat=True)), span=length, step=step)
 
 
 # --- the node page ---
@@ -317,14 +209,7 @@ def _active_specs() -> list[PoolSpec]:
 
 
 def node_detail(node: Node) -> NodeDetail:
-    labels = metric_labels()
-    result = source.instant({"gpus": queries.per_gpu_query(labels, node.name)})
-    gpus = figures.gpu_rows(
-        result.series.get("gpus", []),
-        queries.GPU_ROW_FIELDS,
-        pod_label=labels.pod,
-        namespace_label=labels.namespace,
-    )
+    gpus, error = dcgm.node_gpus(node.name)
     specs = _active_specs()
     label_keys = managed_label_keys(specs, settings.POOL_LABEL_KEY)
     taint_keys = managed_taint_keys(specs)
@@ -333,17 +218,14 @@ def node_detail(node: Node) -> NodeDetail:
         gpus=gpus,
         labels=[LabelRow(k, v, k in label_keys) for k, v in sorted(node.labels.items())],
         taints=[(t, t.key in taint_keys) for t in node.taint_objects()],
-        metrics_error=result.error,
+        metrics_error=error,
     )
 
 
 def node_history(node: Node) -> dict[str, RangeResult]:
     """The node's 24 h charts: asked only by the full node page, not by its live refresh or
     the API."""
-    return {
-        name: source.history(promql, span=timedelta(hours=24), step=timedelta(minutes=5))
-        for name, promql in queries.node_history_queries(metric_labels(), node.name).items()
-    }
+    return dcgm.node_history(node.name)
 
 
 # --- pool definitions: what a change would mean for the cluster ---
@@ -374,3 +256,30 @@ def pool_change_impact(candidate: Pool) -> PoolImpact:
         elif change is None and was_drifted:
             fixed.append(name)
     return PoolImpact(newly, fixed, in_pool)
+
+
+# --- moves and loans ---
+
+
+def drifted_node_names(pool: Pool) -> list[str]:
+    """The pool's drifted nodes that no active move holds: what a reconcile can take."""
+    return list(
+        Node.objects.present()
+        .filter(pool=pool, drifted=True)
+        .exclude(move_items__active=True)
+        .values_list("name", flat=True)
+    )
+
+
+def active_loans() -> list[MoveRequest]:
+    """Open loans, the soonest to end first, with their node counts."""
+    return list(
+        MoveRequest.objects.filter(
+            loan_until__isnull=False,
+            loan_return_requested_at__isnull=True,
+            state__in=OPEN_LOAN_STATES,
+        )
+        .select_related("destination", "requested_by")
+        .annotate(nodes=Count("items"))
+        .order_by("loan_until")
+    )

@@ -7,9 +7,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from pools.api.tokens import token_create, token_revoke
 from pools.models import ApiToken
 from pools.roles import Capability, require
+from pools.tokens import token_create, token_revoke
 
 
 @require(Capability.VIEW)

@@ -181,7 +181,7 @@ if _unknown:
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "pools.api.tokens.BearerTokenAuthentication",
+        "pools.api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",  # the pages' calls, with CSRF
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -132,6 +132,15 @@ def test_the_walk_sees_every_kind_of_import(tmp_path: Path) -> None:
     assert len(import_graph()) > 40
 
 
+def test_no_import_cycle_in_pools_and_portal() -> None:
+    found = cycles(import_graph())
+    assert found == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_a_cycle_would_be_found() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
 def reachable(start: str) -> set[str]:
     graph = import_graph()
     seen: set[str] = set()
@@ -180,3 +189,21 @@ def test_the_core_imports_no_django_at_run_time() -> None:
         [sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == ""
+
+
+def long_functions() -> Iterator[tuple[str, str, int]]:
+    for name, path in project_modules().items():
+        if ".migrations." in f".{name}.":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    yield f"{path.relative_to(ROOT)}:{node.lineno}", node.name, length
+
+
+def test_no_function_in_pools_or_portal_is_over_60_lines() -> None:
+    too_long = sorted(long_functions())
+    assert too_long == [], "split by step: " + ", ".join(
+        f"{where} {name} ({length} lines)" for where, name, length in too_long
+    )

@@ -8,11 +8,11 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from pools import workflow
+from pools import selectors, workflow
 from pools.core.checks import NodeFacts, PoolFacts, move_checks
+from pools.errors import InvalidMove, MoveRefused, NotAllowed, WorkflowError
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
-from pools.workflow import InvalidMove, MoveRefused, NotAllowed, WorkflowError
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
 
@@ -203,7 +203,7 @@ def test_reconcile_needs_a_drifted_node_in_its_own_pool(inventory: Kubesim) -> N
     with pytest.raises(MoveRefused) as caught:
         ask(["a100-infer-000"], "training", reconcile=True)
     assert caught.value.code == "not_in_pool"
-    assert workflow.drifted_node_names(Pool.objects.get(name="training")) == []  # held
+    assert selectors.drifted_node_names(Pool.objects.get(name="training")) == []  # held
 
 
 @pytest.mark.django_db

@@ -272,7 +272,6 @@ class MoveSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "approvals",
             "items",
             "parent",
-            "error",
             "created_at",
             "expires_at",
             "decided_at",

@@ -17,12 +17,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools import selectors, services, workflow
+from pools import selectors, services, tasks, workflow
 from pools.api import serializers as s
 from pools.api.errors import ErrorSerializer
 from pools.api.idempotency import idempotent
 from pools.api.permissions import HasCapability
 from pools.core import figures
+from pools.errors import WorkflowError
+from pools.metrics.node_figures import latest_node_metrics
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.roles import Capability
 
@@ -122,7 +124,7 @@ class PoolViewSet(BaseView, viewsets.ModelViewSet):  # type: ignore[type-arg]
         try:
             services.pool_retire(pool=instance)
         except services.PoolInUse as exc:
-            raise workflow.WorkflowError("pool_in_use", exc.messages[0]) from exc
+            raise WorkflowError("pool_in_use", exc.messages[0]) from exc
 
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -190,7 +192,7 @@ class NodeFilter(django_filters.FilterSet):
         ]
 
     def filter_health(self, queryset: QuerySet[Node], name: str, value: str) -> QuerySet[Node]:
-        _, metrics = selectors.node_metrics()
+        _, metrics = latest_node_metrics()
         if value == "no-metrics":  # nodes absent from the metrics, not a property of them
             return queryset.exclude(name__in=list(metrics))
         return queryset.filter(
@@ -230,7 +232,7 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()
         if self.action == "list":
-            context["metrics"] = selectors.node_metrics()[1]
+            context["metrics"] = latest_node_metrics()[1]
         return context
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -239,11 +241,13 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
         node.detail_gpus = [g.__dict__ for g in detail.gpus]  # type: ignore[attr-defined]
         node.detail_managed_labels = [lbl.key for lbl in detail.labels if lbl.managed]  # type: ignore[attr-defined]
         node.detail_metrics_error = detail.metrics_error  # type: ignore[attr-defined]
-        context = {**self.get_serializer_context(), "metrics": selectors.node_metrics()[1]}
+        context = {**self.get_serializer_context(), "metrics": latest_node_metrics()[1]}
         return Response(s.NodeDetailSerializer(node, context=context).data)
 
 
 # --- moves ---
+
+DECISIONS = (workflow.Action.APPROVE, workflow.Action.REJECT, workflow.Action.CANCEL)
 
 
 class MoveFilter(django_filters.FilterSet):
@@ -271,9 +275,8 @@ class MoveViewSet(
     capabilities = {
         "create": Capability.REQUEST_MOVE,
         "dry_run": Capability.REQUEST_MOVE,
-        "approve": Capability.APPROVE_MOVE,
-        "reject": Capability.APPROVE_MOVE,
-        "cancel": Capability.VIEW,
+        # The gate of each decision; who may decide on which move is workflow.rules'.
+        **{action.value: workflow.ACTION_CAPABILITY[action] for action in DECISIONS},
     }
 
     def get_queryset(self) -> QuerySet[MoveRequest]:
@@ -341,16 +344,15 @@ class MoveViewSet(
             ).data
         )
 
-    def _decide(self, request: Request, step: str) -> Response:
+    def _decide(self, request: Request, action: workflow.Action) -> Response:
         move = self.get_object()
-        comment = _valid(s.DecisionSerializer, request)["comment"]
-        now = timezone.now()
-        if step == "approve":
-            workflow.move_approve(request=move, approver=request.user, comment=comment, now=now)
-        elif step == "reject":
-            workflow.move_reject(request=move, approver=request.user, reason=comment, now=now)
-        else:
-            workflow.move_cancel(request=move, user=request.user, now=now)
+        workflow.move_decide(
+            move=move,
+            user=request.user,
+            action=action,
+            comment=_valid(s.DecisionSerializer, request)["comment"],
+            now=timezone.now(),
+        )
         return Response(s.MoveSerializer(self.get_queryset().get(pk=move.pk)).data)
 
     @extend_schema(
@@ -360,7 +362,7 @@ class MoveViewSet(
     @action(detail=True, methods=["post"])
     @idempotent
     def approve(self, request: Request, pk: str | None = None) -> Response:
-        return self._decide(request, "approve")
+        return self._decide(request, workflow.Action.APPROVE)
 
     @extend_schema(
         request=s.DecisionSerializer,
@@ -369,7 +371,7 @@ class MoveViewSet(
     @action(detail=True, methods=["post"])
     @idempotent
     def reject(self, request: Request, pk: str | None = None) -> Response:
-        return self._decide(request, "reject")
+        return self._decide(request, workflow.Action.REJECT)
 
     @extend_schema(
         request=s.DecisionSerializer,
@@ -378,7 +380,7 @@ class MoveViewSet(
     @action(detail=True, methods=["post"])
     @idempotent
     def cancel(self, request: Request, pk: str | None = None) -> Response:
-        return self._decide(request, "cancel")
+        return self._decide(request, workflow.Action.CANCEL)
 
 
 def _valid(serializer_class: type, request: Request) -> dict[str, Any]:
@@ -435,7 +437,5 @@ class InventorySyncView(BaseView, APIView):
         description="Queue an inventory sync now (it also runs every 30 s).",
     )
     def post(self, request: Request) -> Response:
-        from pools import tasks
-
         tasks.sync_inventory.delay()
         return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)

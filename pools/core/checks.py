@@ -43,6 +43,89 @@ class CheckFailure:
         return {"node": self.node, "code": self.code, "message": self.message}
 
 
+def _reconcile_failures(node: NodeFacts, destination: PoolFacts) -> list[CheckFailure]:
+    """A reconcile only brings a drifted node back to the pool it is in."""
+    if node.pool != destination.name:
+        return [
+            CheckFailure(
+                node.name,
+                "not_in_pool",
+                f"{node.name} is not in pool {destination.name}: reconcile only brings a "
+                "node back to the pool it is in.",
+            )
+        ]
+    if not node.drifted:
+        return [
+            CheckFailure(
+                node.name,
+                "not_drifted",
+                f"{node.name} already matches pool {destination.name}: nothing to reconcile.",
+            )
+        ]
+    return []
+
+
+def _fit_failures(node: NodeFacts, destination: PoolFacts) -> list[CheckFailure]:
+    """Whether the destination takes the node at all: not the pool it is in, and a GPU
+    model the pool accepts."""
+    failures = []
+    if node.pool == destination.name:
+        failures.append(
+            CheckFailure(
+                node.name, "same_pool", f"{node.name} is already in pool {destination.name}."
+            )
+        )
+    if destination.accepted_models and node.gpu_model not in destination.accepted_models:
+        accepted = ", ".join(destination.accepted_models)
+        failures.append(
+            CheckFailure(
+                node.name,
+                "gpu_model",
+                f"{node.name} has {node.gpu_model or 'an unknown GPU'}; pool "
+                f"{destination.name} accepts only {accepted}.",
+            )
+        )
+    return failures
+
+
+def _health_failures(node: NodeFacts, destination: PoolFacts) -> list[CheckFailure]:
+    """A pool that requires healthy nodes refuses a node whose health is unknown, whose
+    monitoring is missing, or that has XID errors (an override reason lifts this)."""
+    why = f"Pool {destination.name} requires healthy nodes and"
+    override = "give an override reason to move it anyway."
+    if node.has_metrics is None:
+        code, problem = "health_unknown", f"{node.name}'s metrics are unavailable"
+    elif not node.has_metrics:
+        code, problem = "no_metrics", f"no DCGM metrics arrive for {node.name}"
+    elif node.xid_gpus:
+        code, problem = "xid_errors", f"{node.name} has {node.xid_gpus} GPU(s) with XID errors"
+    else:
+        return []
+    return [CheckFailure(node.name, code, f"{why} {problem}: {override}")]
+
+
+def _node_failures(
+    node: NodeFacts, destination: PoolFacts, *, reconcile: bool, health_override: str
+) -> list[CheckFailure]:
+    if not node.present:
+        return [CheckFailure(node.name, "node_not_found", f"{node.name} is not a known GPU node.")]
+    failures = []
+    if node.active_move is not None:
+        failures.append(
+            CheckFailure(
+                node.name,
+                "active_move",
+                f"{node.name} already has an active move (#{node.active_move}): one at a time.",
+            )
+        )
+    if reconcile:
+        return failures + _reconcile_failures(node, destination)
+    failures += _fit_failures(node, destination)
+    if destination.requires_healthy and not health_override:
+        failures += _health_failures(node, destination)
+    return failures
+
+
 def move_checks(
     nodes: Sequence[NodeFacts],
     destination: PoolFacts,
@@ -51,6 +134,8 @@ def move_checks(
     reconcile: bool = False,
     health_override: str = "",
 ) -> list[CheckFailure]:
+    """Every reason the move may not be asked, node by node, then the source pools'
+    floors (a reconcile moves nothing out of a pool)."""
     failures: list[CheckFailure] = []
     seen: set[str] = set()
     for node in nodes:
@@ -58,84 +143,9 @@ def move_checks(
             failures.append(CheckFailure(node.name, "duplicate", f"{node.name} is listed twice."))
             continue
         seen.add(node.name)
-        if not node.present:
-            failures.append(
-                CheckFailure(node.name, "node_not_found", f"{node.name} is not a known GPU node.")
-            )
-            continue
-        if node.active_move is not None:
-            failures.append(
-                CheckFailure(
-                    node.name,
-                    "active_move",
-                    f"{node.name} already has an active move (#{node.active_move}): one at a time.",
-                )
-            )
-        if reconcile:
-            if node.pool != destination.name:
-                failures.append(
-                    CheckFailure(
-                        node.name,
-                        "not_in_pool",
-                        f"{node.name} is not in pool {destination.name}: reconcile only brings a "
-                        "node back to the pool it is in.",
-                    )
-                )
-            elif not node.drifted:
-                failures.append(
-                    CheckFailure(
-                        node.name,
-                        "not_drifted",
-                        f"{node.name} already matches pool {destination.name}: nothing to "
-                        "reconcile.",
-                    )
-                )
-            continue
-        if node.pool == destination.name:
-            failures.append(
-                CheckFailure(
-                    node.name, "same_pool", f"{node.name} is already in pool {destination.name}."
-                )
-            )
-        if destination.accepted_models and node.gpu_model not in destination.accepted_models:
-            accepted = ", ".join(destination.accepted_models)
-            failures.append(
-                CheckFailure(
-                    node.name,
-                    "gpu_model",
-                    f"{node.name} has {node.gpu_model or 'an unknown GPU'}; pool "
-                    f"{destination.name} accepts only {accepted}.",
-                )
-            )
-        if destination.requires_healthy and not health_override:
-            if node.has_metrics is None:
-                failures.append(
-                    CheckFailure(
-                        node.name,
-                        "health_unknown",
-                        f"Pool {destination.name} requires healthy nodes and {node.name}'s "
-                        "metrics are unavailable: give an override reason to move it anyway.",
-                    )
-                )
-            elif not node.has_metrics:
-                failures.append(
-                    CheckFailure(
-                        node.name,
-                        "no_metrics",
-                        f"Pool {destination.name} requires healthy nodes and no DCGM metrics "
-                        f"arrive for {node.name}: give an override reason to move it anyway.",
-                    )
-                )
-            elif node.xid_gpus:
-                failures.append(
-                    CheckFailure(
-                        node.name,
-                        "xid_errors",
-                        f"Pool {destination.name} requires healthy nodes and {node.name} has "
-                        f"{node.xid_gpus} GPU(s) with XID errors: give an override reason to move "
-                        "it anyway.",
-                    )
-                )
+        failures += _node_failures(
+            node, destination, reconcile=reconcile, health_override=health_override
+        )
     if not reconcile:
         failures += capacity_floor(nodes, destination, sources)
     return failures

@@ -10,9 +10,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from pools.api.tokens import token_create, token_revoke
 from pools.inventory import inventory_sync
 from pools.models import ApiToken, MoveRequest, Node, Pool
+from pools.tokens import token_create, token_revoke
 from tests.api.conftest import api
 from tests.kubesim_process import Kubesim
 
@@ -301,7 +301,7 @@ def test_the_fast_node_row_equals_the_declared_serializer(token_for: Callable[[s
 def test_idempotency_answers_are_forgotten_after_a_day(token_for: Callable[[str], str]) -> None:
     from datetime import timedelta
 
-    from pools.api.idempotency import idempotency_records_purge
+    from pools.idempotency import idempotency_records_purge
     from pools.models import IdempotencyRecord
 
     client = api(token_for("requesters"))

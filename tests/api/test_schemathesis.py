@@ -10,8 +10,8 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
-from pools.api.tokens import token_create
 from pools.models import Node, Pool
+from pools.tokens import token_create
 from portal.wsgi import application
 from tests.moves_helpers import user_in
 
