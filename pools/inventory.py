@@ -23,26 +23,9 @@ from pools.kube import nodes as kube_nodes
 from pools.kube.nodes import Raw
 from pools.models import Node, Pool
 
+# A sync rewrites the whole row but its key: every field of the model is the snapshot's.
 UPDATED_FIELDS = [
-    "pool",
-    "pool_label",
-    "gpu_model",
-    "gpu_count",
-    "gpu_memory_mib",
-    "gpu_allocatable",
-    "gpu_allocated",
-    "cpu_allocatable",
-    "memory_allocatable",
-    "ready",
-    "cordoned",
-    "labels",
-    "taints",
-    "drifted",
-    "drift",
-    "pods",
-    "resource_version",
-    "last_seen",
-    "gone_at",
+    f.name for f in Node._meta.concrete_fields if not f.primary_key and f.name != "name"
 ]
 
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch
+from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from pools import selectors, workflow
 from pools.errors import WorkflowError
+from pools.filters import ACTIVE, AuditFilter, MoveFilter
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
 from pools.roles import Capability, require
@@ -75,30 +76,20 @@ def move_new(request: HttpRequest) -> HttpResponse:
     return render(request, "pools/move_new.html", {"form": form, "plan": plan})
 
 
+ALL = "all"  # the move list's tab without a state filter
+
+
 @require(Capability.VIEW)
 def move_list(request: HttpRequest) -> HttpResponse:
-    state = request.GET.get("state", "pending")
-    moves = (
-        MoveRequest.objects.select_related("destination", "requested_by")
-        .prefetch_related("approvals")
-        .annotate(node_count=Count("items"))
-        .order_by("-created_at", "-id")
-    )
-    if state in MoveRequest.State.values:
-        moves = moves.filter(state=state)
-    elif state == "active":
-        moves = moves.filter(state__in=MoveRequest.ACTIVE_STATES)
-    if request.GET.get("mine"):
-        moves = moves.filter(requested_by=request.user)
+    state = request.GET.get("state", MoveRequest.State.PENDING)
+    query = request.GET.copy()
+    query.setlist("state", [] if state == ALL else [state])
+    moves = MoveFilter(query, queryset=selectors.moves_for_list(), request=request).qs
     page = Paginator(moves, 50).get_page(request.GET.get("page"))
     return render(
         request,
         "pools/move_list.html",
-        {
-            "page": page,
-            "state": state,
-            "states": ["active", *MoveRequest.State.values, "all"],
-        },
+        {"page": page, "state": state, "states": [ACTIVE, *MoveRequest.State.values, ALL]},
     )
 
 
@@ -218,17 +209,7 @@ def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require(Capability.VIEW)
 def audit_log(request: HttpRequest) -> HttpResponse:
-    events = AuditEvent.objects.select_related("actor", "request")
-    filters = {
-        key: request.GET.get(key, "").strip() for key in ("action", "node", "actor", "request")
-    }
-    if filters["action"]:
-        events = events.filter(action__startswith=filters["action"])
-    if filters["node"]:
-        events = events.filter(node_name=filters["node"])
-    if filters["actor"]:
-        events = events.filter(actor_name=filters["actor"])
-    if filters["request"].isdigit():
-        events = events.filter(request_id=int(filters["request"]))
+    events = AuditFilter(request.GET, queryset=AuditEvent.objects.all()).qs
     page = Paginator(events, 100).get_page(request.GET.get("page"))
+    filters = {name: request.GET.get(name, "").strip() for name in AuditFilter.base_filters}
     return render(request, "pools/audit.html", {"page": page, "filters": filters})

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 
 from pools.core import figures
 from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
@@ -16,7 +16,7 @@ from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.metrics import dcgm
 from pools.metrics.node_figures import latest_node_metrics
 from pools.metrics.results import RangeResult
-from pools.models import MoveRequest, Node, Pool
+from pools.models import MoveRequest, Node, NodeQuerySet, Pool
 from pools.workflow.rules import OPEN_LOAN_STATES
 
 UNASSIGNED = "unassigned"
@@ -80,7 +80,6 @@ def overview() -> Overview:
 
 # --- the pool page ---
 
-STATES = {"ready": "Ready", "not-ready": "not Ready", "cordoned": "cordoned"}
 SORTS = {
     "name": lambda r: r.name,
     "model": lambda r: (r.gpu_model, r.name),
@@ -107,82 +106,50 @@ class TableRow:
 
 
 @dataclass(frozen=True)
-class PoolFilters:
-    model: str = ""
-    state: str = ""
-    drift: str = ""  # "", "yes", "no"
-    health: str = ""
-    sort: str = "name"
-    descending: bool = False
-
-    @classmethod
-    def from_query(cls, query: Any) -> PoolFilters:
-        sort = query.get("sort", "name")
-        descending = sort.startswith("-")
-        sort = sort.lstrip("-")
-        return cls(
-            model=query.get("model", ""),
-            state=query.get("state", "") if query.get("state", "") in STATES else "",
-            drift=query.get("drift", "") if query.get("drift", "") in ("yes", "no") else "",
-            health=query.get("health", "") if query.get("health", "") in figures.HEALTH else "",
-            sort=sort if sort in SORTS else "name",
-            descending=descending,
-        )
-
-    def keep(self, row: NodeRow) -> bool:
-        if self.model and row.gpu_model != self.model:
-            return False
-        if (self.state == "ready" and not row.ready) or (self.state == "not-ready" and row.ready):
-            return False
-        if self.state == "cordoned" and not row.cordoned:
-            return False
-        if self.drift and row.drifted != (self.drift == "yes"):
-            return False
-        return not self.health or figures.health_matches(row.metrics, self.health)
-
-
-@dataclass(frozen=True)
 class PoolPage:
     pool: Pool | None
     figures: PoolFigures
     rows: list[TableRow]
     total_rows: int
     models: tuple[str, ...]
-    filters: PoolFilters
     metrics_error: str | None
 
 
-def pool_page(pool: Pool | None, filters: PoolFilters) -> PoolPage:
-    result, metrics = latest_node_metrics()
+def pool_nodes(pool: Pool | None) -> NodeQuerySet:
+    """The pool's present nodes (None: the unassigned ones)."""
     qs = Node.objects.present()
-    qs = qs.filter(pool=pool) if pool is not None else qs.filter(pool__isnull=True)
-    raw = list(qs.values_list(*_ROW_FIELDS, "pods"))
+    return qs.filter(pool=pool) if pool is not None else qs.filter(pool__isnull=True)
+
+
+def _table_row(row: NodeRow, pods: int) -> TableRow:
+    m = row.metrics
+    fb = 100 * m.fb_used / m.fb_total if m and m.fb_used is not None and m.fb_total else None
+    return TableRow(row, pods, fb)
+
+
+def pool_page(pool: Pool | None, *, shown: QuerySet[Node], sort: str = "name") -> PoolPage:
+    """The pool's figures over all its nodes, and the table of the nodes in `shown` (the
+    pool's nodes with the page's filters applied), sorted by `sort` ("-" first: descending)."""
+    result, metrics = latest_node_metrics()
+    raw = list(pool_nodes(pool).values_list(*_ROW_FIELDS, "pods"))
     pod_counts = {r[0]: len(r[-1]) for r in raw}
     rows = node_rows((r[:-1] for r in raw), metrics)
     pool_figures = figures.pool_figures(rows, metrics_available=result.available)
+    names = set(shown.values_list("name", flat=True))
+    key = sort.lstrip("-")
     kept = sorted(
-        (r for r in rows if filters.keep(r)), key=SORTS[filters.sort], reverse=filters.descending
+        (r for r in rows if r.name in names),
+        key=SORTS.get(key, SORTS["name"]),
+        reverse=sort.startswith("-"),
     )
-    table = [
-        TableRow(
-            r,
-            pod_counts[r.name],
-            100 * r.metrics.fb_used / r.metrics.fb_total
-            if r.metrics and r.metrics.fb_used is not None and r.metrics.fb_total
-            else None,
-        )
-        for r in kept
-    ]
-    return PoolPage(
-        pool, pool_figures, table, len(rows), pool_figures.gpu_models, filters, result.error
-    )
+    table = [_table_row(r, pod_counts[r.name]) for r in kept]
+    return PoolPage(pool, pool_figures, table, len(rows), pool_figures.gpu_models, result.error)
 
 
 def pool_history(pool: Pool | None, span: str) -> RangeResult:
-    qs = Node.objects.present()
-    qs = qs.filter(pool=pool) if pool is not None else qs.filter(pool__isnull=True)
     length, step = HISTORY_SPANS.get(span, HISTORY_SPANS["24h"])
-    return dcgm.utilisation_history(list(qs.values_list("name", flat=True)), span=length, step=step)
+    names = list(pool_nodes(pool).values_list("name", flat=True))
+    return dcgm.utilisation_history(names, span=length, step=step)
 
 
 # --- the node page ---
@@ -282,4 +249,15 @@ def active_loans() -> list[MoveRequest]:
         .select_related("destination", "requested_by")
         .annotate(nodes=Count("items"))
         .order_by("loan_until")
+    )
+
+
+def moves_for_list() -> QuerySet[MoveRequest]:
+    """Requests, newest first, with what the list shows: destination, requester, approvals
+    and the number of nodes."""
+    return (
+        MoveRequest.objects.select_related("destination", "requested_by")
+        .prefetch_related("approvals")
+        .annotate(node_count=Count("items", distinct=True))
+        .order_by("-created_at", "-id")
     )

@@ -112,7 +112,7 @@ def test_pool_page_table_and_filters(portal: Client) -> None:
     html = portal.get("/pools/training/").content.decode()
     row = re.search(r'<tr data-node="a100-train-000">(.*?)</tr>', html, re.S).group(1)  # type: ignore[union-attr]
     assert '<td class="n" data-col="util">72 %</td>' in row  # (7 x 80 + 20) / 8 = 72.5, shown 72
-    drifted = portal.get("/pools/training/?drift=yes").content.decode()
+    drifted = portal.get("/pools/training/?drifted=true").content.decode()
     assert re.findall(r'data-node="([^"]+)"', drifted) == ["a100-train-drift-000"]
     by_util = portal.get("/pools/training/?sort=util").content.decode()
     assert re.findall(r'data-node="([^"]+)"', by_util)[0] == "a100-train-000"

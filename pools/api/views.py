@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from django import forms
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
@@ -22,8 +21,8 @@ from pools.api import serializers as s
 from pools.api.errors import ErrorSerializer
 from pools.api.idempotency import idempotent
 from pools.api.permissions import HasCapability
-from pools.core import figures
 from pools.errors import WorkflowError
+from pools.filters import AuditFilter, MoveFilter, NodeFilter
 from pools.metrics.node_figures import latest_node_metrics
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.roles import Capability
@@ -152,54 +151,6 @@ class SummaryView(BaseView, APIView):
 # --- nodes ---
 
 
-class StrictBooleanFilter(django_filters.ChoiceFilter):
-    """true or false, and anything else is a 400 (django-filter's own ignores "maybe")."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, choices=[("true", "true"), ("false", "false")], **kwargs)
-
-    def filter(self, qs: QuerySet[Any], value: Any) -> QuerySet[Any]:
-        if value in ("", None):
-            return qs
-        return super().filter(qs, value == "true")
-
-
-class NodeFilter(django_filters.FilterSet):
-    pool = django_filters.CharFilter(field_name="pool__name")
-    unassigned = StrictBooleanFilter(field_name="pool", lookup_expr="isnull")
-    gpu_model = django_filters.CharFilter()
-    ready = StrictBooleanFilter()
-    cordoned = StrictBooleanFilter()
-    drifted = StrictBooleanFilter()
-    gone = StrictBooleanFilter(field_name="gone_at", lookup_expr="isnull", exclude=True)
-    health = django_filters.ChoiceFilter(
-        choices=[(k, v) for k, v in figures.HEALTH.items()],
-        method="filter_health",
-        help_text="From the DCGM metrics: xid, hot, no-metrics, idle-held, healthy.",
-    )
-
-    class Meta:
-        model = Node
-        fields = [
-            "pool",
-            "unassigned",
-            "gpu_model",
-            "ready",
-            "cordoned",
-            "drifted",
-            "gone",
-            "health",
-        ]
-
-    def filter_health(self, queryset: QuerySet[Node], name: str, value: str) -> QuerySet[Node]:
-        _, metrics = latest_node_metrics()
-        if value == "no-metrics":  # nodes absent from the metrics, not a property of them
-            return queryset.exclude(name__in=list(metrics))
-        return queryset.filter(
-            name__in=[n for n, m in metrics.items() if figures.health_matches(m, value)]
-        )
-
-
 @extend_schema_view(
     list=extend_schema(responses={200: s.NodeSerializer(many=True), **READ_ERRORS, **errors(400)}),
     retrieve=extend_schema(responses={200: s.NodeDetailSerializer, **READ_ERRORS, **errors(404)}),
@@ -248,17 +199,6 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
 # --- moves ---
 
 DECISIONS = (workflow.Action.APPROVE, workflow.Action.REJECT, workflow.Action.CANCEL)
-
-
-class MoveFilter(django_filters.FilterSet):
-    state = django_filters.MultipleChoiceFilter(choices=MoveRequest.State.choices)
-    destination = django_filters.CharFilter(field_name="destination__name")
-    kind = django_filters.ChoiceFilter(choices=MoveRequest.Kind.choices)
-    node = django_filters.CharFilter(field_name="items__node__name", distinct=True)
-
-    class Meta:
-        model = MoveRequest
-        fields = ["state", "destination", "kind", "node"]
 
 
 @extend_schema_view(
@@ -390,28 +330,6 @@ def _valid(serializer_class: type, request: Request) -> dict[str, Any]:
 
 
 # --- audit and inventory ---
-
-
-class IdFilter(django_filters.NumberFilter):
-    """A whole, positive id: 1.5 or -2e269 is a 400, not a database overflow."""
-
-    field_class = forms.IntegerField
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, min_value=1, max_value=2**63 - 1, **kwargs)
-
-
-class AuditFilter(django_filters.FilterSet):
-    action = django_filters.CharFilter(lookup_expr="startswith")
-    node = django_filters.CharFilter(field_name="node_name")
-    actor = django_filters.CharFilter(field_name="actor_name")
-    request = IdFilter(field_name="request_id")
-    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
-
-    class Meta:
-        model = AuditEvent
-        fields = ["action", "node", "actor", "request", "since", "until"]
 
 
 @extend_schema_view(

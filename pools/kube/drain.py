@@ -19,9 +19,9 @@ from pools.kube.nodes import Raw, core_api, pod_pages
 from pools.kube.retry import RetryPolicy
 
 
-def set_unschedulable(name: str, value: bool, *, retry: RetryPolicy | None = None) -> Raw:
+def set_unschedulable(name: str, value: bool) -> Raw:
     """Cordon or uncordon: the same strategic-merge patch `kubectl cordon` sends."""
-    policy = retry or RetryPolicy()
+    policy = RetryPolicy()
     body = {"spec": {"unschedulable": True if value else None}}
     return policy.call(
         lambda: json.loads(
@@ -58,10 +58,10 @@ def gpu_pods_on(node: str) -> list[PodRef]:
     ]
 
 
-def evict(pod: PodRef, *, retry: RetryPolicy | None = None) -> str | None:
+def evict(pod: PodRef) -> str | None:
     """Ask the API server to evict `pod`. None when accepted (or already gone); otherwise the
     reason it refused (a disruption budget), to try again later."""
-    policy = retry or RetryPolicy()
+    policy = RetryPolicy()
     body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod.name, namespace=pod.namespace))
 
     def send() -> str | None:
