@@ -141,7 +141,7 @@ class Node(models.Model):
 
 class MoveRequest(models.Model):
     """Nodes to move to a destination pool: asked by one person, approved by others, applied
-    by a Celery worker. Every transition is a guarded update in pools/workflow.py."""
+    by a Celery worker. Every transition is a guarded update in pools/workflow/."""
 
     class State(models.TextChoices):
         PENDING = "pending"

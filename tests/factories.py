@@ -150,7 +150,7 @@ def store(nodes: Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[
     return list(Node.objects.filter(name__in=[r.name for r in rows]).select_related("pool"))
 
 
-def _node_and_pods(name: str, group: Group) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def node_and_pods(name: str, group: Group) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     labels, taints = pool_labels(group.pool, tainted=group.tainted)
     pods = [
         raw_pod(
@@ -180,7 +180,7 @@ def _node_and_pods(name: str, group: Group) -> tuple[dict[str, Any], list[dict[s
 def demo_inventory() -> dict[str, Node]:
     """The demo scenario's 25 GPU nodes, stored; by name."""
     rows = store(
-        _node_and_pods(f"{group.prefix}-{index:03d}", group)
+        node_and_pods(f"{group.prefix}-{index:03d}", group)
         for group in DEMO
         for index in range(group.count)
     )
@@ -189,5 +189,5 @@ def demo_inventory() -> dict[str, Node]:
 
 def gpu_node(name: str, pool: str | None, **options: Any) -> Node:
     """One GPU node named `name` in `pool` (None: unassigned); options as for Group."""
-    (row,) = store([_node_and_pods(name, Group(name, 1, pool, **options))])
+    (row,) = store([node_and_pods(name, Group(name, 1, pool, **options))])
     return row

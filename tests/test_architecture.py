@@ -141,6 +141,50 @@ def test_a_cycle_would_be_found() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+# The layers of docs/architecture.md, inside out: a module imports only its own layer and
+# those inside it. Whatever is not listed is an entry point (pages, API, commands, tasks,
+# the Django project).
+LAYERS = {
+    "core": ("pools", "pools.core"),
+    "edges": ("pools.kube", "pools.metrics", "pools.models"),
+    "domain": (
+        "pools.errors",
+        "pools.events",
+        "pools.roles",
+        "pools.audit",
+        "pools.inventory",
+        "pools.services",
+        "pools.workflow",
+        "pools.execution",
+        "pools.selectors",
+        "pools.filters",
+        "pools.tokens",
+        "pools.idempotency",
+    ),
+}
+DEPTH = {"core": 0, "edges": 1, "domain": 2, "entry": 3}
+
+
+def layer(module: str) -> str:
+    if module == "pools":
+        return "core"  # the package itself: empty
+    for name, prefixes in LAYERS.items():
+        if any(module == p or module.startswith(p + ".") for p in prefixes if p != "pools"):
+            return name
+    return "entry"
+
+
+def test_every_layer_imports_only_inwards() -> None:
+    outward = sorted(
+        f"{module} ({layer(module)}) imports {target} ({layer(target)})"
+        for module, targets in import_graph().items()
+        for target in targets
+        if DEPTH[layer(target)] > DEPTH[layer(module)]
+    )
+    assert outward == []
+    assert layer("pools.workflow.rules") == "domain" and layer("pools.api.views") == "entry"
+
+
 def reachable(start: str) -> set[str]:
     graph = import_graph()
     seen: set[str] = set()
