@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -126,14 +126,9 @@ _DONE = {
 
 
 def _decide(
-    request: HttpRequest,
-    pk: int,
-    action: Action,
-    *,
-    comment: str,
-    until: datetime | None = None,
-    back: str,
-) -> HttpResponse:
+    request: HttpRequest, pk: int, action: Action, *, comment: str, until: datetime | None = None
+) -> None:
+    """Take the decision through the workflow and say how it went."""
     move = get_object_or_404(MoveRequest, pk=pk)
     try:
         workflow.move_decide(
@@ -148,29 +143,27 @@ def _decide(
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Move #{move.pk}: {_DONE[action]}.")
-    return redirect(back, pk=pk) if back == "move-detail" else redirect(back)
 
 
 @require_POST
 @require(ACTION_CAPABILITY[Action.APPROVE])
 def move_approve(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(
-        request, pk, Action.APPROVE, comment=request.POST.get("comment", ""), back="move-detail"
-    )
+    _decide(request, pk, Action.APPROVE, comment=request.POST.get("comment", ""))
+    return redirect("move-detail", pk=pk)
 
 
 @require_POST
 @require(ACTION_CAPABILITY[Action.REJECT])
 def move_reject(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(
-        request, pk, Action.REJECT, comment=request.POST.get("comment", ""), back="move-detail"
-    )
+    _decide(request, pk, Action.REJECT, comment=request.POST.get("comment", ""))
+    return redirect("move-detail", pk=pk)
 
 
 @require_POST
 @require(ACTION_CAPABILITY[Action.CANCEL])
 def move_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, Action.CANCEL, comment="", back="move-detail")
+    _decide(request, pk, Action.CANCEL, comment="")
+    return redirect("move-detail", pk=pk)
 
 
 @require(Capability.VIEW)
@@ -184,7 +177,6 @@ def loans(request: HttpRequest) -> HttpResponse:
                 for loan in selectors.active_loans()
             ],
             "now": timezone.now(),
-            "form": LoanChangeForm(initial={"until": timezone.now() + timedelta(days=1)}),
         },
     )
 
@@ -197,14 +189,10 @@ def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "A loan change needs a reason.")
         return redirect("loans")
     action = Action.END_LOAN if "end" in request.POST else Action.EXTEND_LOAN
-    return _decide(
-        request,
-        pk,
-        action,
-        comment=form.cleaned_data["reason"],
-        until=form.cleaned_data["until"],
-        back="loans",
+    _decide(
+        request, pk, action, comment=form.cleaned_data["reason"], until=form.cleaned_data["until"]
     )
+    return redirect("loans")
 
 
 @require(Capability.VIEW)
