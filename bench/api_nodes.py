@@ -116,8 +116,8 @@ def main() -> None:
                 "CELERY_BROKER_URL": redis.url,
             }
             django_env.setup(tmp, **env)
-            from pools.api.tokens import token_create
             from pools.inventory import inventory_sync
+            from pools.tokens import token_create
             from tests.moves_helpers import user_in
 
             print(f"inventory: {inventory_sync()}", flush=True)

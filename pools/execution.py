@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,22 +20,25 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from pools.audit import audit
-from pools.checks import NodeFacts, PoolFacts, capacity_floor
+from pools.core.checks import NodeFacts, PoolFacts, capacity_floor
+from pools.core.snapshot import node_record
+from pools.errors import (
+    CapacityFloorReached,
+    DrainDeadlinePassed,
+    NodeMovedSinceRequest,
+    NodeNotMoved,
+)
 from pools.inventory import inventory_refresh_node
 from pools.kube import drain
 from pools.kube.errors import KubeError
-from pools.kube.nodes import read_node
+from pools.kube.nodes import Raw, read_node
 from pools.kube.patcher import apply_pool, plan
 from pools.models import MoveItem, MoveRequest, Node, Pool
-from pools.workflow import release_nodes, state_transition
+from pools.workflow.transitions import release_nodes, state_transition
 
 log = logging.getLogger(__name__)
 State = MoveRequest.State
 ItemState = MoveItem.State
-
-
-class NodeChanged(Exception):
-    """The node is not where the request found it: nothing is patched."""
 
 
 def start_request(request_id: int, *, now: datetime | None = None) -> list[int]:
@@ -71,14 +74,6 @@ def _claim(item_id: int, now: datetime) -> MoveItem | None:
     )
 
 
-def _state_of(raw: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "labels": (raw.get("metadata") or {}).get("labels") or {},
-        "taints": (raw.get("spec") or {}).get("taints") or [],
-        "unschedulable": bool((raw.get("spec") or {}).get("unschedulable")),
-    }
-
-
 def _check_capacity(item: MoveItem) -> None:
     """The source pool keeps its minimum, counting this node and every other node still on
     its way out (this request's included)."""
@@ -104,10 +99,12 @@ def _check_capacity(item: MoveItem) -> None:
         },
     )
     if failures:
-        raise NodeChanged(failures[0].message)
+        raise CapacityFloorReached(failures[0].message)
 
 
-def _drain(item: MoveItem, sleep: Callable[[float], None]) -> None:
+def _drain(item: MoveItem) -> None:
+    """Drain-first: cordon, then evict the GPU pods (a disruption budget may refuse, and is
+    asked again) until none is left or the deadline passes."""
     request = item.request
     name = item.node.name
     drain.set_unschedulable(name, True)
@@ -133,84 +130,99 @@ def _drain(item: MoveItem, sleep: Callable[[float], None]) -> None:
             )
         if time.monotonic() >= deadline:
             left = ", ".join(str(p) for p in pods)
-            raise NodeChanged(
+            raise DrainDeadlinePassed(
                 f"drain deadline of {request.drain_deadline_seconds}s passed with "
                 f"GPU pods still on the node: {left}"
             )
-        sleep(settings.DRAIN_POLL_SECONDS)
+        time.sleep(settings.DRAIN_POLL_SECONDS)
 
 
-def execute_item(
-    item_id: int, *, final_attempt: bool = True, sleep: Callable[[float], None] = time.sleep
-) -> str | None:
+@dataclass
+class _Cordon:
+    """Whether this run left the node cordoned, so a failure uncordons it."""
+
+    on: bool = False
+
+
+def _unchanged(item: MoveItem, raw: Raw) -> str:
+    """Already as the destination wants it: maybe our own PATCH before a crash."""
+    if node_record(raw)["unschedulable"] and (
+        item.request.drain_policy == MoveRequest.DrainPolicy.DRAIN_FIRST
+    ):
+        raw = drain.set_unschedulable(item.node.name, False)
+    return _finish(
+        item,
+        ItemState.UNCHANGED,
+        before=node_record(raw),
+        after=node_record(raw),
+        raw=raw,
+        message="already as the destination wants it: no PATCH sent",
+    )
+
+
+def _check_where_asked(item: MoveItem, raw: Raw) -> None:
+    label = (raw.get("metadata") or {}).get("labels", {}).get(settings.POOL_LABEL_KEY, "")
+    if label != item.source_label:
+        raise NodeMovedSinceRequest(
+            f"node changed since the request: it was in {item.source_label or 'no pool'}"
+            f" and is now in {label or 'no pool'}"
+        )
+
+
+def _apply(item: MoveItem, cordon: _Cordon) -> str:
+    """Read the node, check it again, drain it if asked, patch it once, record it."""
+    request = item.request
+    name = item.node.name
+    raw = read_node(name)
+    pools = [p.spec() for p in Pool.objects.active()]
+    destination = request.destination.spec()
+    _, _, diff = plan(raw, destination, pools)
+    if diff.is_empty:
+        return _unchanged(item, raw)
+    _check_where_asked(item, raw)
+    if request.kind != MoveRequest.Kind.RECONCILE:
+        _check_capacity(item)
+    before = node_record(raw)
+    if request.drain_policy == MoveRequest.DrainPolicy.DRAIN_FIRST:
+        cordon.on = True
+        _drain(item)
+    result = apply_pool(name, destination, pools)
+    raw = result.raw
+    if cordon.on:
+        raw = drain.set_unschedulable(name, False)
+        cordon.on = False
+        audit("node.uncordoned", request=request, node_name=name)
+    return _finish(
+        item,
+        ItemState.DONE if result.patched else ItemState.UNCHANGED,
+        before=before,
+        after=node_record(raw),
+        raw=raw,
+        applied=result.diff.as_dict(),
+        message=result.diff.summary()
+        + (f" ({result.conflicts} conflict(s) re-read)" if result.conflicts else ""),
+    )
+
+
+def execute_item(item_id: int, *, final_attempt: bool = True) -> str | None:
     """Run one node of a move. Returns the item's final state, or None when another worker
     holds it or the request is not executing. Raises KubeUnavailable for Celery to retry
     (the item goes back to pending) unless this is the final attempt."""
-    now = timezone.now()
-    item = _claim(item_id, now)
+    item = _claim(item_id, timezone.now())
     if item is None:
         return None
-    request = item.request
-    destination: Pool = request.destination
-    name = item.node.name
-    cordoned = False
+    cordon = _Cordon()
     try:
-        raw = read_node(name)
-        pools = [p.spec() for p in Pool.objects.active()]
-        _, _, diff = plan(raw, destination.spec(), pools)
-        if diff.is_empty:
-            # Already as the destination wants it: maybe our own PATCH before a crash.
-            if (
-                _state_of(raw)["unschedulable"]
-                and request.drain_policy == MoveRequest.DrainPolicy.DRAIN_FIRST
-            ):
-                raw = drain.set_unschedulable(name, False)
-            return _finish(
-                item,
-                ItemState.UNCHANGED,
-                before=_state_of(raw),
-                after=_state_of(raw),
-                raw=raw,
-                message="already as the destination wants it: no PATCH sent",
-            )
-        label = (raw.get("metadata") or {}).get("labels", {}).get(settings.POOL_LABEL_KEY, "")
-        if label != item.source_label:
-            raise NodeChanged(
-                f"node changed since the request: it was in {item.source_label or 'no pool'}"
-                f" and is now in {label or 'no pool'}"
-            )
-        if request.kind != MoveRequest.Kind.RECONCILE:
-            _check_capacity(item)
-        before = _state_of(raw)
-        if request.drain_policy == MoveRequest.DrainPolicy.DRAIN_FIRST:
-            cordoned = True
-            _drain(item, sleep)
-        result = apply_pool(name, destination.spec(), pools)
-        raw = result.raw
-        if cordoned:
-            raw = drain.set_unschedulable(name, False)
-            cordoned = False
-            audit("node.uncordoned", request=request, node_name=name)
-        return _finish(
-            item,
-            ItemState.DONE if result.patched else ItemState.UNCHANGED,
-            before=before,
-            after=_state_of(raw),
-            raw=raw,
-            applied=result.diff.as_dict(),
-            message=result.diff.summary()
-            + (f" ({result.conflicts} conflict(s) re-read)" if result.conflicts else ""),
-        )
-    except NodeChanged as exc:
-        _uncordon_after_failure(item, cordoned)
+        return _apply(item, cordon)
+    except NodeNotMoved as exc:
+        _uncordon_after_failure(item, cordon.on)
         return _finish(item, ItemState.FAILED, message=str(exc))
     except KubeError as exc:
+        _uncordon_after_failure(item, cordon.on)
         if exc.transient and not final_attempt:
-            _uncordon_after_failure(item, cordoned)
             MoveItem.objects.filter(pk=item.pk).update(state=ItemState.PENDING, lease_until=None)
-            audit("node.retrying", request=request, node_name=name, message=str(exc))
+            audit("node.retrying", request=item.request, node_name=item.node.name, message=str(exc))
             raise
-        _uncordon_after_failure(item, cordoned)
         return _finish(item, ItemState.FAILED, message=str(exc))
 
 

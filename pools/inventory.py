@@ -17,32 +17,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from pools.core.desired import PoolSpec, drift_record
+from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
 from pools.kube import nodes as kube_nodes
-from pools.kube.desired import PoolSpec, Taint, drift
 from pools.kube.nodes import Raw
-from pools.kube.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
 from pools.models import Node, Pool
 
+# A sync rewrites the whole row but its key: every field of the model is the snapshot's.
 UPDATED_FIELDS = [
-    "pool",
-    "pool_label",
-    "gpu_model",
-    "gpu_count",
-    "gpu_memory_mib",
-    "gpu_allocatable",
-    "gpu_allocated",
-    "cpu_allocatable",
-    "memory_allocatable",
-    "ready",
-    "cordoned",
-    "labels",
-    "taints",
-    "drifted",
-    "drift",
-    "pods",
-    "resource_version",
-    "last_seen",
-    "gone_at",
+    f.name for f in Node._meta.concrete_fields if not f.primary_key and f.name != "name"
 ]
 
 
@@ -61,21 +44,6 @@ class SyncReport:
         )
 
 
-def drift_of(
-    snapshot_labels: dict[str, str],
-    taints: Sequence[dict[str, str]],
-    pools: Sequence[PoolSpec],
-    known: set[str],
-) -> dict[str, object]:
-    """What Node.drift holds: the diff back to the pool's definition, or the unknown pool."""
-    pool_key = settings.POOL_LABEL_KEY
-    label = snapshot_labels.get(pool_key, "")
-    if label and label not in known:
-        return {"unknown_pool": label}
-    change = drift(snapshot_labels, [Taint.from_api(t) for t in taints], pools, pool_key=pool_key)
-    return change.as_dict() if change is not None else {}
-
-
 def build_node(
     snapshot: NodeSnapshot,
     pods: Iterable[PodSummary],
@@ -85,7 +53,13 @@ def build_node(
 ) -> Node:
     pod_list = sorted(pods, key=lambda p: (-p.gpus, p.namespace, p.name))
     label = snapshot.labels.get(settings.POOL_LABEL_KEY, "")
-    node_drift = drift_of(dict(snapshot.labels), snapshot.taints, pools, set(pool_ids))
+    node_drift = drift_record(
+        snapshot.labels,
+        snapshot.taints,
+        pools,
+        known_pools=pool_ids.keys(),
+        pool_key=settings.POOL_LABEL_KEY,
+    )
     return Node(
         name=snapshot.name,
         pool_id=pool_ids.get(label),
@@ -177,9 +151,12 @@ def drift_recompute() -> int:
     """Recompute every present node's drift against the current pool definitions (after a
     pool is edited: saving a pool never touches nodes, the nodes show as drifted)."""
     specs, pool_ids = _active_pools()
+    pool_key = settings.POOL_LABEL_KEY
     rows = list(Node.objects.present().only("id", "labels", "taints", "pool_label"))
     for row in rows:
-        row.drift = drift_of(row.labels, row.taints, specs, set(pool_ids))
+        row.drift = drift_record(
+            row.labels, row.taints, specs, known_pools=pool_ids.keys(), pool_key=pool_key
+        )
         row.drifted = bool(row.drift)
         row.pool_id = pool_ids.get(row.pool_label)
     Node.objects.bulk_update(rows, ["drift", "drifted", "pool"], batch_size=500)

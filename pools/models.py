@@ -1,7 +1,5 @@
-"""Domain models: pools and the inventory snapshot of GPU nodes.
-
-MoveRequest, Approval and AuditEvent arrive with the move workflow.
-"""
+"""Domain models: pools, the inventory snapshot of GPU nodes, moves with their items and
+approvals, the append-only audit log, API tokens and idempotency records."""
 
 from __future__ import annotations
 
@@ -11,8 +9,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from pools.kube import names
-from pools.kube.desired import PoolSpec, Taint
+from pools.core import names
+from pools.core.desired import PoolSpec, Taint
+from pools.core.pool_definition import definition_errors
 
 
 class PoolQuerySet(models.QuerySet["Pool"]):
@@ -87,69 +86,11 @@ class Pool(models.Model):
         return PoolSpec(self.name, dict(self.labels), self.taint)
 
     def clean(self) -> None:
-        errors = pool_definition_errors(self, Pool.objects.active().exclude(pk=self.pk))
+        errors = definition_errors(
+            self, Pool.objects.active().exclude(pk=self.pk), pool_key=settings.POOL_LABEL_KEY
+        )
         if errors:
             raise ValidationError(errors)
-
-
-def pool_definition_errors(pool: Pool, others: Any) -> dict[str, list[str]]:
-    """Everything wrong with a pool definition, by field: what Kubernetes would refuse, and
-    what would make two pools indistinguishable on a node."""
-    errors: dict[str, list[str]] = {}
-
-    def add(field: str, message: str) -> None:
-        errors.setdefault(field, []).append(message)
-
-    if problem := names.dns_label_problem(pool.name or ""):
-        add("name", f"Pool name {pool.name!r} {problem}.")
-    pool_key = settings.POOL_LABEL_KEY
-    if not isinstance(pool.labels, dict):
-        add("labels", "Labels must be a mapping of keys to values.")
-    else:
-        for key, value in pool.labels.items():
-            if key == pool_key:
-                add("labels", f"{key!r} is the pool key; it is set from the pool's name.")
-            elif problem := names.label_key_problem(key):
-                add("labels", f"Label key {key!r}: {problem}.")
-            if not isinstance(value, str):
-                add("labels", f"Label {key!r}: the value must be a string.")
-            elif problem := names.label_value_problem(value):
-                add("labels", f"Label {key}={value!r}: the value {problem}.")
-    if pool.taint_key or pool.taint_value or pool.taint_effect:
-        if not pool.taint_key:
-            add("taint_key", "A taint needs a key.")
-        elif problem := names.label_key_problem(pool.taint_key):
-            add("taint_key", f"Taint key {pool.taint_key!r}: {problem}.")
-        if problem := names.label_value_problem(pool.taint_value or ""):
-            add("taint_value", f"Taint value {pool.taint_value!r} {problem}.")
-        if problem := names.taint_effect_problem(pool.taint_effect or ""):
-            add("taint_effect", f"Taint effect {problem}.")
-    if not isinstance(pool.accepted_gpu_models, list) or not all(
-        isinstance(m, str) for m in pool.accepted_gpu_models
-    ):
-        add("accepted_gpu_models", "Accepted GPU models must be a list of product names.")
-    else:
-        for model in pool.accepted_gpu_models:
-            if problem := names.label_value_problem(model):
-                add("accepted_gpu_models", f"GPU model {model!r}: {problem}.")
-    if pool.approvals_required is not None and pool.approvals_required < 1:
-        add("approvals_required", "A move needs at least one approval.")
-    if errors:
-        return errors
-    for other in others:
-        if other.name == pool.name:
-            add("name", f"A pool named {pool.name!r} exists already.")
-        if pool.taint_key and other.taint_key == pool.taint_key:
-            add(
-                "taint_key",
-                f"Taint key {pool.taint_key!r} is already pool "
-                f"{other.name!r}'s: a node could not tell the two pools apart.",
-            )
-        shared = sorted(k for k, v in pool.labels.items() if other.labels.get(k) == v)
-        if shared:
-            claimed = ", ".join(f"{k}={pool.labels[k]}" for k in shared)
-            add("labels", f"{claimed} is already claimed by pool {other.name!r}.")
-    return errors
 
 
 class NodeQuerySet(models.QuerySet["Node"]):
@@ -194,17 +135,13 @@ class Node(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    @property
-    def gpus_free(self) -> int:
-        return max(0, self.gpu_allocatable - self.gpu_allocated)
-
     def taint_objects(self) -> list[Taint]:
         return [Taint.from_api(t) for t in self.taints]
 
 
 class MoveRequest(models.Model):
     """Nodes to move to a destination pool: asked by one person, approved by others, applied
-    by a Celery worker. Every transition is a guarded update in pools/workflow.py."""
+    by a Celery worker. Every transition is a guarded update in pools/workflow/."""
 
     class State(models.TextChoices):
         PENDING = "pending"
@@ -227,14 +164,6 @@ class MoveRequest(models.Model):
         DRAIN_FIRST = "drain-first", "drain GPU pods first"
 
     ACTIVE_STATES = (State.PENDING, State.APPROVED, State.EXECUTING)
-    FINAL_STATES = (
-        State.SUCCEEDED,
-        State.FAILED,
-        State.PARTIALLY_FAILED,
-        State.REJECTED,
-        State.CANCELLED,
-        State.EXPIRED,
-    )
 
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.MOVE)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
@@ -252,14 +181,14 @@ class MoveRequest(models.Model):
     )
     drain_deadline_seconds = models.PositiveIntegerField(default=1800)
     loan_until = models.DateTimeField(null=True, blank=True)
-    # A loan's return requests point back here as their parent; this marks them created.
-    loan_returned_at = models.DateTimeField(null=True, blank=True)
+    # When the loan's return moves were created (they point back here as their parent):
+    # the return is requested, not done; each return move records its own progress.
+    loan_return_requested_at = models.DateTimeField(null=True, blank=True)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
     health_override = models.TextField(blank=True)
     approvals_required = models.PositiveSmallIntegerField(default=1)
-    error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
@@ -272,10 +201,6 @@ class MoveRequest(models.Model):
 
     def __str__(self) -> str:
         return f"move #{self.pk} to {self.destination.name}"
-
-    @property
-    def is_active(self) -> bool:
-        return self.state in self.ACTIVE_STATES
 
 
 class MoveItem(models.Model):

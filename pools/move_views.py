@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch
+from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from pools import workflow
+from pools import selectors, workflow
+from pools.errors import WorkflowError
+from pools.filters import ACTIVE, AuditFilter, MoveFilter
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
-from pools.roles import Capability, has_capability, require
+from pools.roles import Capability, require
+from pools.workflow import ACTION_CAPABILITY, Action
 
 
 @require(Capability.REQUEST_MOVE)
@@ -35,7 +38,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
             initial["reason"] = f"reconcile drifted nodes of {request.GET['reconcile_in']}"
         if initial["reconcile"] and request.GET.get("pool"):
             pool = get_object_or_404(Pool.objects.active(), name=request.GET["pool"])
-            initial["nodes"] = ",".join(workflow.drifted_node_names(pool))
+            initial["nodes"] = ",".join(selectors.drifted_node_names(pool))
             initial["destination"] = pool.name
             initial["reason"] = f"reconcile drifted nodes of {pool.name}"
         form = MoveForm(initial=initial)
@@ -62,7 +65,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
                     reconcile=data["reconcile"],
                     now=timezone.now(),
                 )
-            except workflow.WorkflowError as exc:
+            except WorkflowError as exc:
                 for field, message in exc.fields.items():
                     if field in form.fields:
                         form.add_error(field, message)
@@ -73,30 +76,20 @@ def move_new(request: HttpRequest) -> HttpResponse:
     return render(request, "pools/move_new.html", {"form": form, "plan": plan})
 
 
+ALL = "all"  # the move list's tab without a state filter
+
+
 @require(Capability.VIEW)
 def move_list(request: HttpRequest) -> HttpResponse:
-    state = request.GET.get("state", "pending")
-    moves = (
-        MoveRequest.objects.select_related("destination", "requested_by")
-        .prefetch_related("approvals")
-        .annotate(node_count=Count("items"))
-        .order_by("-created_at", "-id")
-    )
-    if state in MoveRequest.State.values:
-        moves = moves.filter(state=state)
-    elif state == "active":
-        moves = moves.filter(state__in=MoveRequest.ACTIVE_STATES)
-    if request.GET.get("mine"):
-        moves = moves.filter(requested_by=request.user)
+    state = request.GET.get("state", MoveRequest.State.PENDING)
+    query = request.GET.copy()
+    query.setlist("state", [] if state == ALL else [state])
+    moves = MoveFilter(query, queryset=selectors.moves_for_list(), request=request).qs
     page = Paginator(moves, 50).get_page(request.GET.get("page"))
     return render(
         request,
         "pools/move_list.html",
-        {
-            "page": page,
-            "state": state,
-            "states": ["active", *MoveRequest.State.values, "all"],
-        },
+        {"page": page, "state": state, "states": [ACTIVE, *MoveRequest.State.values, ALL]},
     )
 
 
@@ -111,60 +104,66 @@ def move_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ),
         pk=pk,
     )
-    user = request.user
     return render(
         request,
         "pools/move_detail.html",
         {
             "move": move,
             "events": move.events.select_related("actor").order_by("at", "id"),
-            "can_decide": move.state == MoveRequest.State.PENDING
-            and has_capability(user, Capability.APPROVE_MOVE)
-            and move.requested_by_id != user.pk,
-            "can_cancel": move.state == MoveRequest.State.PENDING
-            and (
-                (move.requested_by_id == user.pk and has_capability(user, Capability.REQUEST_MOVE))
-                or has_capability(user, Capability.EDIT_POOLS)
-            ),
+            "actions": workflow.allowed_actions(request.user, move),
             "decision_form": DecisionForm(),
         },
     )
 
 
-def _decide(request: HttpRequest, pk: int, step: str) -> HttpResponse:
+_DONE = {
+    Action.APPROVE: "approval recorded",
+    Action.REJECT: "rejected",
+    Action.CANCEL: "cancelled",
+    Action.END_LOAN: "loan ended",
+    Action.EXTEND_LOAN: "loan extended",
+}
+
+
+def _decide(
+    request: HttpRequest, pk: int, action: Action, *, comment: str, until: datetime | None = None
+) -> None:
+    """Take the decision through the workflow and say how it went."""
     move = get_object_or_404(MoveRequest, pk=pk)
-    comment = request.POST.get("comment", "")
-    now = timezone.now()
     try:
-        if step == "approve":
-            workflow.move_approve(request=move, approver=request.user, comment=comment, now=now)
-        elif step == "reject":
-            workflow.move_reject(request=move, approver=request.user, reason=comment, now=now)
-        else:
-            workflow.move_cancel(request=move, user=request.user, now=now)
-    except workflow.WorkflowError as exc:
+        workflow.move_decide(
+            move=move,
+            user=request.user,
+            action=action,
+            comment=comment,
+            until=until,
+            now=timezone.now(),
+        )
+    except WorkflowError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Move #{move.pk}: {step} recorded.")
+        messages.success(request, f"Move #{move.pk}: {_DONE[action]}.")
+
+
+@require_POST
+@require(ACTION_CAPABILITY[Action.APPROVE])
+def move_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    _decide(request, pk, Action.APPROVE, comment=request.POST.get("comment", ""))
     return redirect("move-detail", pk=pk)
 
 
 @require_POST
-@require(Capability.APPROVE_MOVE)
-def move_approve(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, "approve")
-
-
-@require_POST
-@require(Capability.APPROVE_MOVE)
+@require(ACTION_CAPABILITY[Action.REJECT])
 def move_reject(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, "reject")
+    _decide(request, pk, Action.REJECT, comment=request.POST.get("comment", ""))
+    return redirect("move-detail", pk=pk)
 
 
 @require_POST
-@require(Capability.VIEW)
+@require(ACTION_CAPABILITY[Action.CANCEL])
 def move_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, "cancel")
+    _decide(request, pk, Action.CANCEL, comment="")
+    return redirect("move-detail", pk=pk)
 
 
 @require(Capability.VIEW)
@@ -173,53 +172,32 @@ def loans(request: HttpRequest) -> HttpResponse:
         request,
         "pools/loans.html",
         {
-            "loans": workflow.active_loans(),
+            "loans": [
+                (loan, workflow.allowed_actions(request.user, loan))
+                for loan in selectors.active_loans()
+            ],
             "now": timezone.now(),
-            "can_change": has_capability(request.user, Capability.APPROVE_MOVE),
-            "form": LoanChangeForm(initial={"until": timezone.now() + timedelta(days=1)}),
         },
     )
 
 
 @require_POST
-@require(Capability.APPROVE_MOVE)
+@require(ACTION_CAPABILITY[Action.END_LOAN])
 def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
-    loan = get_object_or_404(MoveRequest, pk=pk)
     form = LoanChangeForm(request.POST)
     if not form.is_valid():
         messages.error(request, "A loan change needs a reason.")
         return redirect("loans")
-    until = None if "end" in request.POST else form.cleaned_data["until"]
-    try:
-        workflow.loan_change(
-            loan=loan,
-            approver=request.user,
-            until=until,
-            reason=form.cleaned_data["reason"],
-            now=timezone.now(),
-        )
-    except workflow.WorkflowError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(
-            request, f"Loan of move #{loan.pk} {'ended' if until is None else 'extended'}."
-        )
+    action = Action.END_LOAN if "end" in request.POST else Action.EXTEND_LOAN
+    _decide(
+        request, pk, action, comment=form.cleaned_data["reason"], until=form.cleaned_data["until"]
+    )
     return redirect("loans")
 
 
 @require(Capability.VIEW)
 def audit_log(request: HttpRequest) -> HttpResponse:
-    events = AuditEvent.objects.select_related("actor", "request")
-    filters = {
-        key: request.GET.get(key, "").strip() for key in ("action", "node", "actor", "request")
-    }
-    if filters["action"]:
-        events = events.filter(action__startswith=filters["action"])
-    if filters["node"]:
-        events = events.filter(node_name=filters["node"])
-    if filters["actor"]:
-        events = events.filter(actor_name=filters["actor"])
-    if filters["request"].isdigit():
-        events = events.filter(request_id=int(filters["request"]))
+    events = AuditFilter(request.GET, queryset=AuditEvent.objects.all()).qs
     page = Paginator(events, 100).get_page(request.GET.get("page"))
+    filters = {name: request.GET.get(name, "").strip() for name in AuditFilter.base_filters}
     return render(request, "pools/audit.html", {"page": page, "filters": filters})

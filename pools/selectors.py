@@ -2,127 +2,28 @@
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import astuple, dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
+from django.db.models import Count, QuerySet
 
-from pools import figures
-from pools.figures import NodeMetrics, NodeRow, PoolFigures
-from pools.kube.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
-from pools.metrics import queries, source
-from pools.metrics.results import InstantResult, RangeResult
-from pools.models import Node, Pool
+from pools.core import figures
+from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
+from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
+from pools.metrics import dcgm
+from pools.metrics.node_figures import latest_node_metrics
+from pools.metrics.results import RangeResult
+from pools.models import MoveRequest, Node, NodeQuerySet, Pool
+from pools.workflow.rules import OPEN_LOAN_STATES
 
 UNASSIGNED = "unassigned"
 HISTORY_SPANS = {
     "24h": (timedelta(hours=24), timedelta(minutes=5)),
     "7d": (timedelta(days=7), timedelta(hours=1)),
 }
-
-
-def metric_labels() -> queries.MetricLabels:
-    return queries.MetricLabels(
-        node=settings.DCGM_NODE_LABEL,
-        pod=settings.DCGM_POD_LABEL,
-        namespace=settings.DCGM_NAMESPACE_LABEL,
-    )
-
-
-class LazyNodeMetrics(Mapping[str, NodeMetrics]):
-    """Per-node figures built on access: an API page of 100 nodes builds 100, not 5,000."""
-
-    def __init__(self, compact: dict[str, tuple[Any, ...]]) -> None:
-        self._compact = compact
-
-    def __getitem__(self, name: str) -> NodeMetrics:
-        return NodeMetrics(*self._compact[name])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._compact)
-
-    def __len__(self) -> int:
-        return len(self._compact)
-
-
-class NodeFigureCache:
-    """Every node's DCGM figures, fetched in one batch of queries and shared through the
-    Django cache (Redis in production) in a compact form, a tuple a node.
-
-    Three things keep pages fast at thousands of nodes without ever showing figures older
-    than METRICS_CACHE_SECONDS: one thread in the whole deployment refreshes (a cache-add
-    lock) while the others wait for it; the refresh starts ahead, in the background, once
-    an entry is 70 % through its life; and each process keeps the entry it last unpickled,
-    checking a small version key instead of loading 5,000 tuples every request.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._memo: tuple[float, str | None, dict[str, tuple[Any, ...]]] | None = None
-
-    def _keys(self) -> tuple[str, dict[str, str]]:
-        promql = queries.node_figure_queries(
-            metric_labels(),
-            hot_celsius=settings.GPU_HOT_CELSIUS,
-            idle_window=settings.GPU_IDLE_WINDOW,
-        )
-        return source.cache_key(
-            "node-figures",
-            settings.PROMETHEUS_URL,
-            settings.DCGM_NODE_LABEL,
-            sorted(promql.items()),
-        ), promql
-
-    def _refresh(self, key: str, promql: dict[str, str]) -> tuple[float, str | None, dict]:  # type: ignore[type-arg]
-        result = source.instant(promql, use_cache=False)
-        per_node = figures.node_metrics(result, settings.DCGM_NODE_LABEL)
-        entry = (time.time(), result.error, {n: astuple(m) for n, m in per_node.items()})
-        ttl = settings.METRICS_CACHE_SECONDS
-        cache.set(key, entry, ttl)
-        cache.set(f"{key}:version", entry[0], ttl)
-        return entry
-
-    def _refresh_ahead(self, key: str, promql: dict[str, str]) -> None:
-        if not cache.add(f"{key}:refreshing", 1, settings.METRICS_CACHE_SECONDS):
-            return  # someone in the deployment is on it
-
-        def run() -> None:
-            try:
-                self._refresh(key, promql)
-            finally:
-                cache.delete(f"{key}:refreshing")
-
-        threading.Thread(target=run, daemon=True, name="node-figures").start()
-
-    def get(self) -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
-        key, promql = self._keys()
-        version = cache.get(f"{key}:version")
-        entry = self._memo if self._memo and self._memo[0] == version else None
-        if entry is None and version is not None:
-            loaded = cache.get(key)
-            entry = loaded if loaded and loaded[0] == version else None
-        if entry is None:
-            with self._lock:
-                version = cache.get(f"{key}:version")
-                loaded = cache.get(key) if version is not None else None
-                entry = loaded if loaded and loaded[0] == version else self._refresh(key, promql)
-        elif time.time() - entry[0] > 0.7 * settings.METRICS_CACHE_SECONDS:
-            self._refresh_ahead(key, promql)
-        self._memo = entry
-        _, error, compact = entry
-        return InstantResult(error=error), LazyNodeMetrics(compact)
-
-
-_node_figures = NodeFigureCache()
-
-
-def node_metrics() -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
-    return _node_figures.get()
 
 
 _ROW_FIELDS = (
@@ -137,7 +38,7 @@ _ROW_FIELDS = (
 )
 
 
-def node_rows(nodes: Iterable[Any], metrics: dict[str, NodeMetrics]) -> list[NodeRow]:
+def node_rows(nodes: Iterable[Any], metrics: Mapping[str, NodeMetrics]) -> list[NodeRow]:
     return [
         NodeRow(name, pool, model, gpus, allocated, ready, cordoned, drifted, metrics.get(name))
         for name, pool, model, gpus, allocated, ready, cordoned, drifted in nodes
@@ -163,7 +64,7 @@ class Overview:
 
 def overview() -> Overview:
     pools = list(Pool.objects.active())
-    result, metrics = node_metrics()
+    result, metrics = latest_node_metrics()
     rows = node_rows(Node.objects.present().values_list(*_ROW_FIELDS), metrics)
     groups = figures.group_by_pool(rows)
     available = result.available
@@ -179,20 +80,12 @@ def overview() -> Overview:
 
 # --- the pool page ---
 
-STATES = {"ready": "Ready", "not-ready": "not Ready", "cordoned": "cordoned"}
-HEALTH = {
-    "xid": "XID errors",
-    "hot": "hot GPUs",
-    "no-metrics": "no DCGM metrics",
-    "idle-held": "allocated but idle",
-    "healthy": "healthy",
-}
 SORTS = {
     "name": lambda r: r.name,
     "model": lambda r: (r.gpu_model, r.name),
     "gpus": lambda r: (r.gpus, r.name),
     "allocated": lambda r: (r.allocated, r.name),
-    "free": lambda r: (r.free, r.name),
+    "unallocated": lambda r: (r.unallocated, r.name),
     "util": lambda r: (
         r.metrics.util if r.metrics and r.metrics.util is not None else -1.0,
         r.name,
@@ -213,115 +106,53 @@ class TableRow:
 
 
 @dataclass(frozen=True)
-class PoolFilters:
-    model: str = ""
-    state: str = ""
-    drift: str = ""  # "", "yes", "no"
-    health: str = ""
-    sort: str = "name"
-    descending: bool = False
-
-    @classmethod
-    def from_query(cls, query: Any) -> PoolFilters:
-        sort = query.get("sort", "name")
-        descending = sort.startswith("-")
-        sort = sort.lstrip("-")
-        return cls(
-            model=query.get("model", ""),
-            state=query.get("state", "") if query.get("state", "") in STATES else "",
-            drift=query.get("drift", "") if query.get("drift", "") in ("yes", "no") else "",
-            health=query.get("health", "") if query.get("health", "") in HEALTH else "",
-            sort=sort if sort in SORTS else "name",
-            descending=descending,
-        )
-
-    def keep(self, row: NodeRow) -> bool:
-        if self.model and row.gpu_model != self.model:
-            return False
-        if (self.state == "ready" and not row.ready) or (self.state == "not-ready" and row.ready):
-            return False
-        if self.state == "cordoned" and not row.cordoned:
-            return False
-        if self.drift and row.drifted != (self.drift == "yes"):
-            return False
-        return not self.health or health_matches(row.metrics, self.health)
-
-
-def health_matches(m: NodeMetrics | None, health: str) -> bool:
-    """Whether a node's figures (None: no DCGM series) fall under a HEALTH filter."""
-    return {
-        "xid": bool(m and m.xid_gpus),
-        "hot": bool(m and m.hot_gpus),
-        "no-metrics": m is None,
-        "idle-held": bool(m and m.idle_held_gpus),
-        "healthy": bool(m and not m.xid_gpus and not m.hot_gpus),
-    }[health]
-
-
-@dataclass(frozen=True)
 class PoolPage:
     pool: Pool | None
     figures: PoolFigures
     rows: list[TableRow]
     total_rows: int
     models: tuple[str, ...]
-    filters: PoolFilters
     metrics_error: str | None
 
 
-def pool_page(pool: Pool | None, filters: PoolFilters) -> PoolPage:
-    result, metrics = node_metrics()
+def pool_nodes(pool: Pool | None) -> NodeQuerySet:
+    """The pool's present nodes (None: the unassigned ones)."""
     qs = Node.objects.present()
-    qs = qs.filter(pool=pool) if pool is not None else qs.filter(pool__isnull=True)
-    raw = list(qs.values_list(*_ROW_FIELDS, "pods"))
+    return qs.filter(pool=pool) if pool is not None else qs.filter(pool__isnull=True)
+
+
+def _table_row(row: NodeRow, pods: int) -> TableRow:
+    m = row.metrics
+    fb = 100 * m.fb_used / m.fb_total if m and m.fb_used is not None and m.fb_total else None
+    return TableRow(row, pods, fb)
+
+
+def pool_page(pool: Pool | None, *, shown: QuerySet[Node], sort: str = "name") -> PoolPage:
+    """The pool's figures over all its nodes, and the table of the nodes in `shown` (the
+    pool's nodes with the page's filters applied), sorted by `sort` ("-" first: descending)."""
+    result, metrics = latest_node_metrics()
+    raw = list(pool_nodes(pool).values_list(*_ROW_FIELDS, "pods"))
     pod_counts = {r[0]: len(r[-1]) for r in raw}
     rows = node_rows((r[:-1] for r in raw), metrics)
     pool_figures = figures.pool_figures(rows, metrics_available=result.available)
+    names = set(shown.values_list("name", flat=True))
+    key = sort.lstrip("-")
     kept = sorted(
-        (r for r in rows if filters.keep(r)), key=SORTS[filters.sort], reverse=filters.descending
+        (r for r in rows if r.name in names),
+        key=SORTS.get(key, SORTS["name"]),
+        reverse=sort.startswith("-"),
     )
-    table = [
-        TableRow(
-            r,
-            pod_counts[r.name],
-            100 * r.metrics.fb_used / r.metrics.fb_total
-            if r.metrics and r.metrics.fb_used is not None and r.metrics.fb_total
-            else None,
-        )
-        for r in kept
-    ]
-    return PoolPage(
-        pool, pool_figures, table, len(rows), pool_figures.gpu_models, filters, result.error
-    )
+    table = [_table_row(r, pod_counts[r.name]) for r in kept]
+    return PoolPage(pool, pool_figures, table, len(rows), pool_figures.gpu_models, result.error)
 
 
 def pool_history(pool: Pool | None, span: str) -> RangeResult:
-    qs = Node.objects.present()
-    qs = qs.filter(pool=pool) if pool is not None else qs.filter(pool__isnull=True)
-    names = list(qs.values_list("name", flat=True))
-    if not names:
-        return RangeResult()
     length, step = HISTORY_SPANS.get(span, HISTORY_SPANS["24h"])
-    return source.history(
-        queries.utilisation_history_query(metric_labels(), names), span=length, step=step
-    )
+    names = list(pool_nodes(pool).values_list("name", flat=True))
+    return dcgm.utilisation_history(names, span=length, step=step)
 
 
 # --- the node page ---
-
-
-@dataclass(frozen=True)
-class GpuRow:
-    index: str
-    util: float | None = None
-    fb_used: float | None = None
-    fb_total: float | None = None
-    temp: float | None = None
-    power: float | None = None
-    sm_clock: float | None = None
-    xid: int = 0
-    pod: str = ""
-    namespace: str = ""
 
 
 @dataclass(frozen=True)
@@ -345,41 +176,7 @@ def _active_specs() -> list[PoolSpec]:
 
 
 def node_detail(node: Node) -> NodeDetail:
-    labels = metric_labels()
-    result = source.instant({"gpus": queries.per_gpu_query(labels, node.name)})
-    per_gpu: dict[str, dict[str, Any]] = {}
-    names = {
-        queries.UTIL: "util",
-        queries.FB_USED: "fb_used",
-        queries.FB_FREE: "fb_free",
-        queries.GPU_TEMP: "temp",
-        queries.POWER: "power",
-        queries.SM_CLOCK: "sm_clock",
-        queries.XID: "xid",
-    }
-    for sample in result.series.get("gpus", []):
-        gpu = per_gpu.setdefault(sample.labels.get("gpu", "?"), {})
-        gpu[names.get(sample.labels.get("__name__", ""), "other")] = sample.value
-        if sample.labels.get(labels.pod):
-            gpu["pod"] = sample.labels[labels.pod]
-            gpu["namespace"] = sample.labels.get(labels.namespace, "")
-    gpus = [
-        GpuRow(
-            index,
-            v.get("util"),
-            v.get("fb_used"),
-            (v["fb_used"] + v["fb_free"]) if "fb_used" in v and "fb_free" in v else None,
-            v.get("temp"),
-            v.get("power"),
-            v.get("sm_clock"),
-            int(v.get("xid", 0)),
-            v.get("pod", ""),
-            v.get("namespace", ""),
-        )
-        for index, v in sorted(
-            per_gpu.items(), key=lambda item: int(item[0]) if item[0].isdigit() else 999
-        )
-    ]
+    gpus, error = dcgm.node_gpus(node.name)
     specs = _active_specs()
     label_keys = managed_label_keys(specs, settings.POOL_LABEL_KEY)
     taint_keys = managed_taint_keys(specs)
@@ -388,17 +185,14 @@ def node_detail(node: Node) -> NodeDetail:
         gpus=gpus,
         labels=[LabelRow(k, v, k in label_keys) for k, v in sorted(node.labels.items())],
         taints=[(t, t.key in taint_keys) for t in node.taint_objects()],
-        metrics_error=result.error,
+        metrics_error=error,
     )
 
 
 def node_history(node: Node) -> dict[str, RangeResult]:
     """The node's 24 h charts: asked only by the full node page, not by its live refresh or
     the API."""
-    return {
-        name: source.history(promql, span=timedelta(hours=24), step=timedelta(minutes=5))
-        for name, promql in queries.node_history_queries(metric_labels(), node.name).items()
-    }
+    return dcgm.node_history(node.name)
 
 
 # --- pool definitions: what a change would mean for the cluster ---
@@ -429,3 +223,41 @@ def pool_change_impact(candidate: Pool) -> PoolImpact:
         elif change is None and was_drifted:
             fixed.append(name)
     return PoolImpact(newly, fixed, in_pool)
+
+
+# --- moves and loans ---
+
+
+def drifted_node_names(pool: Pool) -> list[str]:
+    """The pool's drifted nodes that no active move holds: what a reconcile can take."""
+    return list(
+        Node.objects.present()
+        .filter(pool=pool, drifted=True)
+        .exclude(move_items__active=True)
+        .values_list("name", flat=True)
+    )
+
+
+def active_loans() -> list[MoveRequest]:
+    """Open loans, the soonest to end first, with their node counts."""
+    return list(
+        MoveRequest.objects.filter(
+            loan_until__isnull=False,
+            loan_return_requested_at__isnull=True,
+            state__in=OPEN_LOAN_STATES,
+        )
+        .select_related("destination", "requested_by")
+        .annotate(nodes=Count("items"))
+        .order_by("loan_until")
+    )
+
+
+def moves_for_list() -> QuerySet[MoveRequest]:
+    """Requests, newest first, with what the list shows: destination, requester, approvals
+    and the number of nodes."""
+    return (
+        MoveRequest.objects.select_related("destination", "requested_by")
+        .prefetch_related("approvals")
+        .annotate(node_count=Count("items", distinct=True))
+        .order_by("-created_at", "-id")
+    )

@@ -1,4 +1,5 @@
-"""Writes: pool definitions now; the move workflow joins them (one function per step)."""
+"""Writes to pool definitions: save and retire. Neither touches a node; moves are the
+workflow's (pools.workflow)."""
 
 from __future__ import annotations
 

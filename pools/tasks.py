@@ -6,11 +6,16 @@ the database, not the broker, remembers what is done (see pools/execution.py).
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
 from django.conf import settings
+from django.dispatch import receiver
 from django.utils import timezone
 
 from pools import execution, workflow
+from pools.events import execution_wanted
+from pools.idempotency import idempotency_records_purge
 from pools.inventory import inventory_sync
 from pools.kube.errors import KubeUnavailable
 from portal.celery import NODE_CHANGING_TASK_OPTIONS
@@ -61,6 +66,10 @@ def expire_moves() -> int:
 
 @shared_task(ignore_result=True)
 def purge_idempotency_records() -> int:
-    from pools.api.idempotency import idempotency_records_purge
-
     return idempotency_records_purge(now=timezone.now())
+
+
+@receiver(execution_wanted)
+def enqueue_execution(sender: Any, request_id: int, **kwargs: Any) -> None:
+    """The workflow's announcement that a move may run (sent after its commit)."""
+    execute_move.delay(request_id)

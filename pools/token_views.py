@@ -8,9 +8,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from pools.api.tokens import token_create, token_revoke
 from pools.models import ApiToken
 from pools.roles import Capability, require
+from pools.tokens import token_create, token_revoke
 
 
 @never_cache  # it shows a new token's secret: no browser or proxy may keep a copy

@@ -10,16 +10,22 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from pools import charts, selectors, services
+from pools import selectors, services
+from pools.core import charts, figures
+from pools.core.snippets import scheduling_block
+from pools.filters import NodeFilter
 from pools.forms import PoolForm
 from pools.models import AuditEvent, Node, Pool
 from pools.roles import Capability, has_capability, require
-from pools.snippets import scheduling_block
 
 
 def _chart(points: list[tuple[float, float]], **options: object) -> SafeString:
     # charts.line_chart escapes every text it puts in the SVG.
     return mark_safe(charts.line_chart(points, **options))  # type: ignore[arg-type]  # noqa: S308
+
+
+# The filters of pools.filters.NodeFilter the pool page offers (the pool is the page's).
+POOL_PAGE_FILTERS = ("gpu_model", "ready", "cordoned", "drifted", "health")
 
 
 def _live(request: HttpRequest) -> bool:
@@ -43,14 +49,15 @@ def _pool_or_unassigned(name: str) -> Pool | None:
 @require(Capability.VIEW)
 def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     pool = _pool_or_unassigned(name)
-    page = selectors.pool_page(pool, selectors.PoolFilters.from_query(request.GET))
+    shown = NodeFilter(request.GET, queryset=selectors.pool_nodes(pool)).qs
+    page = selectors.pool_page(pool, shown=shown, sort=request.GET.get("sort", "name"))
     context = {
         "page": page,
         "pool": pool,
         "slug": name,
         "live_seconds": settings.LIVE_REFRESH_SECONDS,
-        "states": selectors.STATES,
-        "health": selectors.HEALTH,
+        "filters": {key: request.GET.get(key, "") for key in POOL_PAGE_FILTERS},
+        "health": figures.HEALTH,
     }
     if _live(request):
         return render(request, "pools/_pool_live.html", context)

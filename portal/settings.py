@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pools.kube.names import label_key_problem
+from pools.core.names import label_key_problem
 from portal.env import (
     EnvError,
     env_bool,
@@ -214,7 +214,7 @@ READYZ_REQUIRED = env_list(
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "pools.api.tokens.BearerTokenAuthentication",
+        "pools.api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",  # the pages' calls, with CSRF
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

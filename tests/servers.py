@@ -116,6 +116,18 @@ class PrometheusServer:
             return 0
         return sum(1 for line in self.query_log.read_text().splitlines() if line.strip())
 
+    def queries_since(self, before: int) -> int:
+        """Queries logged since the count was `before`. The log is appended as each query
+        ends: the count is read until it stops moving (at most two seconds)."""
+        deadline = time.monotonic() + 2
+        count = self.query_count()
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            if self.query_count() == count:
+                break
+            count = self.query_count()
+        return count - before
+
 
 @contextlib.contextmanager
 def prometheus_server(

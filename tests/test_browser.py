@@ -104,9 +104,9 @@ def test_log_in_and_walk_overview_pool_node(
     page.click('[data-pool="training"] a.pool-chip')
     page.wait_for_url(f"{live_server.url}/pools/training/")
     assert page.locator("table.nodes tbody tr").count() == 5
-    page.select_option("select[name=drift]", "yes")
+    page.select_option("select[name=drifted]", "true")
     page.click("form.filters button")
-    page.wait_for_url("**drift=yes**")
+    page.wait_for_url("**drifted=true**")
     assert page.locator("table.nodes tbody tr").count() == 1
     shoot(page, "pool", tmp_path)
 

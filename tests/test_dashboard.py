@@ -97,7 +97,7 @@ def test_overview_figures_equal_the_exporters(portal: Client) -> None:
     inference = card(html, "inference")
     assert figure(inference, "util") == "25.0 %"  # 4 of 8 GPUs at 50 % on every node
     assert figure(inference, "xid") == "1 XID"
-    assert (figure(inference, "gpus"), figure(inference, "idle")) == ("64", "27")
+    assert (figure(inference, "gpus"), figure(inference, "unallocated")) == ("64", "27")
     assert figure(inference, "idle-held") == "5 allocated but idle"  # the idle embedders
     mixed = card(html, "mixed")
     assert figure(mixed, "no-metrics") == "1 without metrics"
@@ -112,7 +112,7 @@ def test_pool_page_table_and_filters(portal: Client) -> None:
     html = portal.get("/pools/training/").content.decode()
     row = re.search(r'<tr data-node="a100-train-000">(.*?)</tr>', html, re.S).group(1)  # type: ignore[union-attr]
     assert '<td class="n" data-col="util">72 %</td>' in row  # (7 x 80 + 20) / 8 = 72.5, shown 72
-    drifted = portal.get("/pools/training/?drift=yes").content.decode()
+    drifted = portal.get("/pools/training/?drifted=true").content.decode()
     assert re.findall(r'data-node="([^"]+)"', drifted) == ["a100-train-drift-000"]
     by_util = portal.get("/pools/training/?sort=util").content.decode()
     assert re.findall(r'data-node="([^"]+)"', by_util)[0] == "a100-train-000"

@@ -3,7 +3,6 @@ nodes (Prometheus' own query log counts the PromQL)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from pools.inventory import inventory_sync
 from pools.models import Node
 from tests.kubesim_process import kubesim_server
-from tests.servers import PrometheusServer, prometheus_server
-
-
-def promql_count(prom: PrometheusServer, before: int) -> int:
-    # The query log is appended as each query ends; give the last line a moment.
-    deadline = time.monotonic() + 2
-    count = prom.query_count()
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-        if prom.query_count() == count:
-            break
-        count = prom.query_count()
-    return count - before
+from tests.servers import prometheus_server
 
 
 def page_costs(tmp_path: Path, settings, nodes: int) -> dict[str, tuple[int, int]]:  # type: ignore[no-untyped-def]
@@ -57,12 +44,12 @@ def page_costs(tmp_path: Path, settings, nodes: int) -> dict[str, tuple[int, int
             before = prom.query_count()
             with CaptureQueriesContext(connection) as sql:
                 assert client.get(path).status_code == 200
-            costs[name] = (promql_count(prom, before), len(sql))
+            costs[name] = (prom.queries_since(before), len(sql))
         # A warm cache asks Prometheus nothing more for the same page.
         before = prom.query_count()
         client.get("/")
         client.get("/")
-        costs["overview-warm"] = (promql_count(prom, before), 0)
+        costs["overview-warm"] = (prom.queries_since(before), 0)
         return costs
 
 

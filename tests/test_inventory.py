@@ -14,6 +14,7 @@ from pools.inventory import drift_recompute, inventory_refresh_node, inventory_s
 from pools.kube.nodes import read_node
 from pools.kube.patcher import apply_pool
 from pools.models import Node, Pool
+from tests.factories import demo_inventory
 from tests.kubesim_process import Kubesim
 
 
@@ -129,3 +130,48 @@ def test_management_command(cluster: Kubesim) -> None:
     # 36 workload pods, of which two wait unbound (Pending) and belong to no node yet, and
     # the device plugin and dcgm-exporter DaemonSet pods on each of the 25 nodes.
     assert "25 GPU nodes (of 25 listed), 84 pods, 0 marked gone" in out.getvalue()
+
+
+# What the workflow and the pages read of a node; the factory leaves out the Feature
+# Discovery labels no rule reads, the CPU and memory figures, and the DaemonSet pods (the
+# device plugin and dcgm-exporter on every node, with generated names).
+DECIDING_FIELDS = [
+    "name",
+    "pool_id",
+    "pool_label",
+    "gpu_model",
+    "gpu_count",
+    "gpu_memory_mib",
+    "gpu_allocatable",
+    "gpu_allocated",
+    "ready",
+    "cordoned",
+    "taints",
+    "drifted",
+    "drift",
+    "pods",
+]
+DECIDING_LABELS = {"gpu-pool", "workload-type", "batch-scheduling", "nvidia.com/gpu.product"}
+
+
+def stored_nodes() -> dict[str, dict[str, object]]:
+    rows = {}
+    for row in Node.objects.values(*DECIDING_FIELDS, "labels"):
+        labels = row.pop("labels")
+        row["pods"] = [p for p in row["pods"] if p["owner_kind"] != "DaemonSet"]
+        rows[row["name"]] = {
+            **row,
+            "labels": {k: v for k, v in labels.items() if k in DECIDING_LABELS},
+        }
+    return rows
+
+
+@pytest.mark.django_db
+def test_the_row_factory_stores_what_a_sync_of_the_demo_scenario_stores(cluster: Kubesim) -> None:
+    """The model-level tests stand on tests.factories.demo_inventory(): it must agree with
+    a real sync of the same scenario."""
+    inventory_sync()
+    synced = stored_nodes()
+    Node.objects.all().delete()
+    demo_inventory()
+    assert stored_nodes() == synced

@@ -12,9 +12,9 @@ from django.db import connection
 from django.utils import timezone
 
 from pools import tasks, workflow
+from pools.errors import WorkflowError
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
-from pools.workflow import WorkflowError
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import FINAL, user_in, wait_for_state
 from tests.servers import RedisServer, wait_for

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from pools.kube.desired import Taint
+from pools.core.desired import Taint
 from pools.models import Pool
 
 
 @pytest.mark.django_db
-def test_default_pools_follow_the_source_articles() -> None:
+def test_default_pools_isolate_training_and_inference_by_taints() -> None:
     pools = {p.name: p for p in Pool.objects.all()}
     assert set(pools) == {"training", "inference", "mixed", "shared"}
     training = pools["training"]

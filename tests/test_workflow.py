@@ -1,4 +1,5 @@
-"""The workflow's rules and transitions (no worker needed: nothing gets approved to run)."""
+"""The workflow's rules and transitions, over rows (tests.factories): no cluster and no
+worker needed, nothing gets approved to run."""
 
 from __future__ import annotations
 
@@ -8,21 +9,20 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from pools import workflow
-from pools.checks import NodeFacts, PoolFacts, move_checks
-from pools.inventory import inventory_sync
+from pools import selectors, workflow
+from pools.core.checks import NodeFacts, PoolFacts, move_checks
+from pools.errors import InvalidMove, MoveRefused, NotAllowed, WorkflowError
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
-from pools.workflow import InvalidMove, MoveRefused, NotAllowed, WorkflowError
-from tests.kubesim_process import Kubesim
+from tests.factories import demo_inventory
 from tests.moves_helpers import user_in
 
 State = MoveRequest.State
 
 
 @pytest.fixture
-def inventory(cluster: Kubesim) -> Kubesim:
-    inventory_sync()
-    return cluster
+def inventory(db) -> dict[str, Node]:  # type: ignore[no-untyped-def]
+    """The demo scenario's GPU nodes, as the inventory stores them."""
+    return demo_inventory()
 
 
 def ask(names: list[str], destination: str, user=None, **options):  # type: ignore[no-untyped-def]
@@ -112,7 +112,7 @@ def test_capacity_floor_counts_other_active_moves() -> None:
 
 
 @pytest.mark.django_db
-def test_a_request_records_source_diff_and_pods(inventory: Kubesim) -> None:
+def test_a_request_records_source_diff_and_pods(inventory: dict[str, Node]) -> None:
     move = ask(["a100-infer-000"], "mixed", drain_policy="drain-first")
     item = move.items.get()
     assert (item.source_pool.name, item.source_label, item.state) == (
@@ -140,7 +140,7 @@ def test_a_request_records_source_diff_and_pods(inventory: Kubesim) -> None:
     ],
 )
 def test_invalid_requests_name_the_field_and_create_nothing(
-    inventory: Kubesim,
+    inventory: dict[str, Node],
     options,  # type: ignore[no-untyped-def]
     field: str,
 ) -> None:
@@ -151,7 +151,7 @@ def test_invalid_requests_name_the_field_and_create_nothing(
 
 
 @pytest.mark.django_db
-def test_capacity_floor_refusal(inventory: Kubesim) -> None:
+def test_capacity_floor_refusal(inventory: dict[str, Node]) -> None:
     ask(["a100-train-000", "a100-train-001"], "mixed")  # training: 5 nodes, minimum 2
     with pytest.raises(MoveRefused) as caught:
         ask(["a100-train-002", "a100-train-003"], "mixed")
@@ -164,7 +164,7 @@ def test_capacity_floor_refusal(inventory: Kubesim) -> None:
 
 
 @pytest.mark.django_db
-def test_one_active_move_per_node_is_a_database_constraint(inventory: Kubesim) -> None:
+def test_one_active_move_per_node_is_a_database_constraint(inventory: dict[str, Node]) -> None:
     move = ask(["gpu-new-000"], "mixed")
     with pytest.raises(MoveRefused) as caught:
         ask(["gpu-new-000"], "inference")
@@ -177,7 +177,7 @@ def test_one_active_move_per_node_is_a_database_constraint(inventory: Kubesim) -
 
 
 @pytest.mark.django_db
-def test_gpu_model_and_health_rules(inventory: Kubesim) -> None:
+def test_gpu_model_and_health_rules(inventory: dict[str, Node]) -> None:
     Pool.objects.filter(name="inference").update(
         accepted_gpu_models=["NVIDIA-H100-80GB-HBM3"], requires_healthy_nodes=True
     )
@@ -193,7 +193,7 @@ def test_gpu_model_and_health_rules(inventory: Kubesim) -> None:
 
 
 @pytest.mark.django_db
-def test_reconcile_needs_a_drifted_node_in_its_own_pool(inventory: Kubesim) -> None:
+def test_reconcile_needs_a_drifted_node_in_its_own_pool(inventory: dict[str, Node]) -> None:
     move = ask(["a100-train-drift-000"], "training", reconcile=True)
     assert move.kind == "reconcile"
     assert move.items.get().planned_diff["taints_added"] == ["workload-training=true:NoSchedule"]
@@ -203,11 +203,11 @@ def test_reconcile_needs_a_drifted_node_in_its_own_pool(inventory: Kubesim) -> N
     with pytest.raises(MoveRefused) as caught:
         ask(["a100-infer-000"], "training", reconcile=True)
     assert caught.value.code == "not_in_pool"
-    assert workflow.drifted_node_names(Pool.objects.get(name="training")) == []  # held
+    assert selectors.drifted_node_names(Pool.objects.get(name="training")) == []  # held
 
 
 @pytest.mark.django_db
-def test_viewers_cannot_ask_and_requesters_cannot_approve(inventory: Kubesim) -> None:
+def test_viewers_cannot_ask_and_requesters_cannot_approve(inventory: dict[str, Node]) -> None:
     with pytest.raises(NotAllowed):
         ask(["gpu-new-000"], "mixed", user=user_in("viewers"))
     move = ask(["gpu-new-000"], "mixed")
@@ -222,7 +222,7 @@ def test_viewers_cannot_ask_and_requesters_cannot_approve(inventory: Kubesim) ->
 
 
 @pytest.mark.django_db
-def test_no_self_approval_even_for_a_pool_admin(inventory: Kubesim) -> None:
+def test_no_self_approval_even_for_a_pool_admin(inventory: dict[str, Node]) -> None:
     admin = user_in("pool-admins")
     move = ask(["gpu-new-000"], "mixed", user=admin)
     with pytest.raises(NotAllowed) as caught:
@@ -234,7 +234,7 @@ def test_no_self_approval_even_for_a_pool_admin(inventory: Kubesim) -> None:
 
 @pytest.mark.django_db
 def test_a_pool_can_require_two_approvals(
-    inventory: Kubesim, django_capture_on_commit_callbacks
+    inventory: dict[str, Node], django_capture_on_commit_callbacks
 ) -> None:  # type: ignore[no-untyped-def]
     Pool.objects.filter(name="training").update(approvals_required=2)
     move = ask(["gpu-new-000"], "training")
@@ -253,7 +253,7 @@ def test_a_pool_can_require_two_approvals(
 
 
 @pytest.mark.django_db
-def test_illegal_steps_are_refused_with_the_state(inventory: Kubesim) -> None:
+def test_illegal_steps_are_refused_with_the_state(inventory: dict[str, Node]) -> None:
     move = ask(["gpu-new-000"], "mixed")
     approver = user_in("approvers")
     workflow.move_reject(request=move, approver=approver, reason="not now", now=timezone.now())
@@ -272,7 +272,7 @@ def test_illegal_steps_are_refused_with_the_state(inventory: Kubesim) -> None:
 
 
 @pytest.mark.django_db
-def test_only_the_requester_or_a_pool_admin_cancels(inventory: Kubesim) -> None:
+def test_only_the_requester_or_a_pool_admin_cancels(inventory: dict[str, Node]) -> None:
     move = ask(["gpu-new-000"], "mixed")
     with pytest.raises(NotAllowed):
         workflow.move_cancel(
@@ -283,7 +283,7 @@ def test_only_the_requester_or_a_pool_admin_cancels(inventory: Kubesim) -> None:
 
 
 @pytest.mark.django_db
-def test_pending_requests_expire(inventory: Kubesim) -> None:
+def test_pending_requests_expire(inventory: dict[str, Node]) -> None:
     now = timezone.now()
     move = ask(["gpu-new-000"], "mixed", now=now)
     assert workflow.moves_expire(now=now + timedelta(hours=71)) == 0
@@ -294,7 +294,7 @@ def test_pending_requests_expire(inventory: Kubesim) -> None:
 
 
 @pytest.mark.django_db
-def test_audit_events_are_append_only(inventory: Kubesim) -> None:
+def test_audit_events_are_append_only(inventory: dict[str, Node]) -> None:
     event = AuditEvent.objects.create(action="x", actor_name="system")
     with pytest.raises(TypeError):
         event.save()
@@ -307,7 +307,7 @@ def test_audit_events_are_append_only(inventory: Kubesim) -> None:
 
 
 @pytest.mark.django_db
-def test_loans_end_early_or_extend_only_through_another_person(inventory: Kubesim) -> None:
+def test_loans_end_early_or_extend_only_through_another_person(inventory: dict[str, Node]) -> None:
     now = timezone.now()
     requester = user_in("requesters", "rita")
     loan = ask(["a100-reserve-000"], "shared", user=requester, loan_until=now + timedelta(hours=4))
@@ -331,19 +331,14 @@ def test_loans_end_early_or_extend_only_through_another_person(inventory: Kubesi
 
 
 @pytest.mark.django_db
-def test_a_loan_return_skips_a_node_another_move_holds(inventory: Kubesim) -> None:
-    from pools.inventory import inventory_refresh_node
-    from pools.kube.nodes import read_node
-
+def test_a_loan_return_skips_a_node_another_move_holds(inventory: dict[str, Node]) -> None:
     now = timezone.now()
     names = ["a100-reserve-000", "a100-reserve-001"]
     loan = ask(names, "shared", loan_until=now + timedelta(hours=1))
     # As if executed: both nodes in shared, the loan succeeded and released them.
-    for name in names:
-        inventory.core().patch_node(
-            name, {"metadata": {"labels": {"gpu-pool": "shared", "workload-type": "shared"}}}
-        )
-        inventory_refresh_node(read_node(name))
+    Node.objects.filter(name__in=names).update(
+        pool=Pool.objects.get(name="shared"), pool_label="shared"
+    )
     MoveItem.objects.filter(request=loan).update(state=MoveItem.State.DONE, active=False)
     MoveRequest.objects.filter(pk=loan.pk).update(state=State.SUCCEEDED)
     other = ask(["a100-reserve-001"], "inference", user=user_in("requesters", "someone"))
@@ -355,7 +350,7 @@ def test_a_loan_return_skips_a_node_another_move_holds(inventory: Kubesim) -> No
 
 
 @pytest.mark.django_db
-def test_an_unassigned_node_cannot_be_lent(inventory: Kubesim) -> None:
+def test_an_unassigned_node_cannot_be_lent(inventory: dict[str, Node]) -> None:
     with pytest.raises(MoveRefused) as caught:
         ask(["gpu-new-000"], "mixed", loan_until=timezone.now() + timedelta(hours=1))
     assert caught.value.code == "loan_without_pool"

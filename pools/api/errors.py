@@ -11,7 +11,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
-from pools.workflow import WorkflowError
+from pools.errors import WorkflowError
 
 CODES = {
     exceptions.ParseError: "malformed_request",

@@ -8,7 +8,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
-    target_class = "pools.api.tokens.BearerTokenAuthentication"
+    target_class = "pools.api.authentication.BearerTokenAuthentication"
     name = "bearerToken"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:

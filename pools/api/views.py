@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from django import forms
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
@@ -17,11 +16,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools import selectors, services, workflow
+from pools import selectors, services, tasks, workflow
 from pools.api import serializers as s
 from pools.api.errors import ErrorSerializer
 from pools.api.idempotency import idempotent
 from pools.api.permissions import HasCapability
+from pools.errors import WorkflowError
+from pools.filters import AuditFilter, MoveFilter, NodeFilter
+from pools.metrics.node_figures import latest_node_metrics
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.roles import Capability
 
@@ -121,7 +123,7 @@ class PoolViewSet(BaseView, viewsets.ModelViewSet):  # type: ignore[type-arg]
         try:
             services.pool_retire(pool=instance)
         except services.PoolInUse as exc:
-            raise workflow.WorkflowError("pool_in_use", exc.messages[0]) from exc
+            raise WorkflowError("pool_in_use", exc.messages[0]) from exc
 
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -135,14 +137,10 @@ class SummaryView(BaseView, APIView):
     )
     def get(self, request: Request) -> Response:
         overview = selectors.overview()
-
-        def figures(f: Any) -> dict[str, Any]:
-            return {name: getattr(f, name) for name in s.FiguresSerializer().fields}
-
         body = {
-            "cluster": figures(overview.cluster),
+            "cluster": overview.cluster,
             "pools": [
-                {"pool": c.pool.name if c.pool else None, "figures": figures(c.figures)}
+                {"pool": c.pool.name if c.pool else None, "figures": c.figures}
                 for c in overview.cards
             ],
             "metrics_error": overview.metrics_error,
@@ -151,54 +149,6 @@ class SummaryView(BaseView, APIView):
 
 
 # --- nodes ---
-
-
-class StrictBooleanFilter(django_filters.ChoiceFilter):
-    """true or false, and anything else is a 400 (django-filter's own ignores "maybe")."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, choices=[("true", "true"), ("false", "false")], **kwargs)
-
-    def filter(self, qs: QuerySet[Any], value: Any) -> QuerySet[Any]:
-        if value in ("", None):
-            return qs
-        return super().filter(qs, value == "true")
-
-
-class NodeFilter(django_filters.FilterSet):
-    pool = django_filters.CharFilter(field_name="pool__name")
-    unassigned = StrictBooleanFilter(field_name="pool", lookup_expr="isnull")
-    gpu_model = django_filters.CharFilter()
-    ready = StrictBooleanFilter()
-    cordoned = StrictBooleanFilter()
-    drifted = StrictBooleanFilter()
-    gone = StrictBooleanFilter(field_name="gone_at", lookup_expr="isnull", exclude=True)
-    health = django_filters.ChoiceFilter(
-        choices=[(k, v) for k, v in selectors.HEALTH.items()],
-        method="filter_health",
-        help_text="From the DCGM metrics: xid, hot, no-metrics, idle-held, healthy.",
-    )
-
-    class Meta:
-        model = Node
-        fields = [
-            "pool",
-            "unassigned",
-            "gpu_model",
-            "ready",
-            "cordoned",
-            "drifted",
-            "gone",
-            "health",
-        ]
-
-    def filter_health(self, queryset: QuerySet[Node], name: str, value: str) -> QuerySet[Node]:
-        _, metrics = selectors.node_metrics()
-        if value == "no-metrics":  # nodes absent from the metrics, not a property of them
-            return queryset.exclude(name__in=list(metrics))
-        return queryset.filter(
-            name__in=[n for n, m in metrics.items() if selectors.health_matches(m, value)]
-        )
 
 
 @extend_schema_view(
@@ -233,7 +183,7 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()
         if self.action == "list":
-            context["metrics"] = selectors.node_metrics()[1]
+            context["metrics"] = latest_node_metrics()[1]
         return context
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -242,22 +192,13 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
         node.detail_gpus = [g.__dict__ for g in detail.gpus]  # type: ignore[attr-defined]
         node.detail_managed_labels = [lbl.key for lbl in detail.labels if lbl.managed]  # type: ignore[attr-defined]
         node.detail_metrics_error = detail.metrics_error  # type: ignore[attr-defined]
-        context = {**self.get_serializer_context(), "metrics": selectors.node_metrics()[1]}
+        context = {**self.get_serializer_context(), "metrics": latest_node_metrics()[1]}
         return Response(s.NodeDetailSerializer(node, context=context).data)
 
 
 # --- moves ---
 
-
-class MoveFilter(django_filters.FilterSet):
-    state = django_filters.MultipleChoiceFilter(choices=MoveRequest.State.choices)
-    destination = django_filters.CharFilter(field_name="destination__name")
-    kind = django_filters.ChoiceFilter(choices=MoveRequest.Kind.choices)
-    node = django_filters.CharFilter(field_name="items__node__name", distinct=True)
-
-    class Meta:
-        model = MoveRequest
-        fields = ["state", "destination", "kind", "node"]
+DECISIONS = (workflow.Action.APPROVE, workflow.Action.REJECT, workflow.Action.CANCEL)
 
 
 @extend_schema_view(
@@ -274,9 +215,8 @@ class MoveViewSet(
     capabilities = {
         "create": Capability.REQUEST_MOVE,
         "dry_run": Capability.REQUEST_MOVE,
-        "approve": Capability.APPROVE_MOVE,
-        "reject": Capability.APPROVE_MOVE,
-        "cancel": Capability.VIEW,
+        # The gate of each decision; who may decide on which move is workflow.rules'.
+        **{action.value: workflow.ACTION_CAPABILITY[action] for action in DECISIONS},
     }
 
     def get_queryset(self) -> QuerySet[MoveRequest]:
@@ -344,16 +284,15 @@ class MoveViewSet(
             ).data
         )
 
-    def _decide(self, request: Request, step: str) -> Response:
+    def _decide(self, request: Request, action: workflow.Action) -> Response:
         move = self.get_object()
-        comment = _valid(s.DecisionSerializer, request)["comment"]
-        now = timezone.now()
-        if step == "approve":
-            workflow.move_approve(request=move, approver=request.user, comment=comment, now=now)
-        elif step == "reject":
-            workflow.move_reject(request=move, approver=request.user, reason=comment, now=now)
-        else:
-            workflow.move_cancel(request=move, user=request.user, now=now)
+        workflow.move_decide(
+            move=move,
+            user=request.user,
+            action=action,
+            comment=_valid(s.DecisionSerializer, request)["comment"],
+            now=timezone.now(),
+        )
         return Response(s.MoveSerializer(self.get_queryset().get(pk=move.pk)).data)
 
     @extend_schema(
@@ -363,7 +302,7 @@ class MoveViewSet(
     @action(detail=True, methods=["post"])
     @idempotent
     def approve(self, request: Request, pk: str | None = None) -> Response:
-        return self._decide(request, "approve")
+        return self._decide(request, workflow.Action.APPROVE)
 
     @extend_schema(
         request=s.DecisionSerializer,
@@ -372,7 +311,7 @@ class MoveViewSet(
     @action(detail=True, methods=["post"])
     @idempotent
     def reject(self, request: Request, pk: str | None = None) -> Response:
-        return self._decide(request, "reject")
+        return self._decide(request, workflow.Action.REJECT)
 
     @extend_schema(
         request=s.DecisionSerializer,
@@ -381,7 +320,7 @@ class MoveViewSet(
     @action(detail=True, methods=["post"])
     @idempotent
     def cancel(self, request: Request, pk: str | None = None) -> Response:
-        return self._decide(request, "cancel")
+        return self._decide(request, workflow.Action.CANCEL)
 
 
 def _valid(serializer_class: type, request: Request) -> dict[str, Any]:
@@ -391,28 +330,6 @@ def _valid(serializer_class: type, request: Request) -> dict[str, Any]:
 
 
 # --- audit and inventory ---
-
-
-class IdFilter(django_filters.NumberFilter):
-    """A whole, positive id: 1.5 or -2e269 is a 400, not a database overflow."""
-
-    field_class = forms.IntegerField
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, min_value=1, max_value=2**63 - 1, **kwargs)
-
-
-class AuditFilter(django_filters.FilterSet):
-    action = django_filters.CharFilter(lookup_expr="startswith")
-    node = django_filters.CharFilter(field_name="node_name")
-    actor = django_filters.CharFilter(field_name="actor_name")
-    request = IdFilter(field_name="request_id")
-    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
-
-    class Meta:
-        model = AuditEvent
-        fields = ["action", "node", "actor", "request", "since", "until"]
 
 
 @extend_schema_view(
@@ -438,7 +355,5 @@ class InventorySyncView(BaseView, APIView):
         description="Queue an inventory sync now (it also runs every 30 s).",
     )
     def post(self, request: Request) -> Response:
-        from pools import tasks
-
         tasks.sync_inventory.delay()
         return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)

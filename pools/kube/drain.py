@@ -14,14 +14,14 @@ from django.conf import settings
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from pools.core.snapshot import pod_gpus
 from pools.kube.nodes import Raw, core_api, pod_pages
 from pools.kube.retry import RetryPolicy
-from pools.kube.snapshot import pod_gpus
 
 
-def set_unschedulable(name: str, value: bool, *, retry: RetryPolicy | None = None) -> Raw:
+def set_unschedulable(name: str, value: bool) -> Raw:
     """Cordon or uncordon: the same strategic-merge patch `kubectl cordon` sends."""
-    policy = retry or RetryPolicy()
+    policy = RetryPolicy()
     body = {"spec": {"unschedulable": True if value else None}}
     return policy.call(
         lambda: json.loads(
@@ -68,10 +68,10 @@ def _daemon_pod(raw: Raw) -> bool:
     )
 
 
-def evict(pod: PodRef, *, retry: RetryPolicy | None = None) -> str | None:
+def evict(pod: PodRef) -> str | None:
     """Ask the API server to evict `pod`. None when accepted (or already gone); otherwise the
     reason it refused (a disruption budget), to try again later."""
-    policy = retry or RetryPolicy()
+    policy = RetryPolicy()
     body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod.name, namespace=pod.namespace))
 
     def send() -> str | None:

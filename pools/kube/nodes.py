@@ -27,9 +27,8 @@ def _decode(response: Any) -> Raw:
     return json.loads(response.data)
 
 
-def read_node(name: str, *, retry: RetryPolicy | None = None) -> Raw:
-    policy = retry or RetryPolicy()
-    return policy.call(
+def read_node(name: str) -> Raw:
+    return RetryPolicy().call(
         lambda: _decode(
             core_api().read_node(
                 name, _preload_content=False, _request_timeout=settings.KUBE_TIMEOUT

@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from kubernetes.client.exceptions import ApiException
 
-from pools.kube.desired import (
+from pools.core.desired import (
     NodeDiff,
     NodeState,
     PoolSpec,
@@ -44,7 +44,7 @@ class PatchResult:
     diff: NodeDiff
     before: NodeState
     after: NodeState
-    patched: bool  # False: nothing to change (or a dry run)
+    patched: bool  # False: nothing to change
     conflicts: int = 0
     raw: Raw = field(default_factory=dict, repr=False)  # the node as the API server left it
 
@@ -65,31 +65,18 @@ def plan(
     return current, desired, node_diff(current, desired)
 
 
-def apply_pool(
-    name: str,
-    target: PoolSpec | None,
-    pools: Sequence[PoolSpec],
-    *,
-    dry_run: bool = False,
-    retry: RetryPolicy | None = None,
-    max_conflicts: int | None = None,
-) -> PatchResult:
-    """Bring node `name` to `target`'s desired state (None: out of every pool)."""
-    policy = retry or RetryPolicy()
-    allowed_conflicts = settings.PATCH_MAX_CONFLICTS if max_conflicts is None else max_conflicts
+def apply_pool(name: str, target: PoolSpec | None, pools: Sequence[PoolSpec]) -> PatchResult:
+    """Bring node `name` to `target`'s desired state (None: out of every pool); gives up
+    after PATCH_MAX_CONFLICTS conflicts in a row."""
+    policy = RetryPolicy()
+    allowed_conflicts = settings.PATCH_MAX_CONFLICTS
     conflicts = 0
     while True:
-        raw = read_node(name, retry=policy)
+        raw = read_node(name)
         current, desired, diff = plan(raw, target, pools)
-        if diff.is_empty or dry_run:
+        if diff.is_empty:
             return PatchResult(
-                name,
-                diff,
-                current,
-                desired if dry_run else current,
-                patched=False,
-                conflicts=conflicts,
-                raw=raw,
+                name, diff, current, current, patched=False, conflicts=conflicts, raw=raw
             )
         body = node_patch(diff, desired, raw["metadata"]["resourceVersion"])
         try:

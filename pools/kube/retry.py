@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -19,20 +20,18 @@ from pools.kube.errors import KubeError, KubeUnavailable
 
 T = TypeVar("T")
 MAX_DELAY = 30.0
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class RetryPolicy:
     attempts: int = field(default_factory=lambda: settings.PATCH_MAX_RETRIES + 1)
     base_delay: float = field(default_factory=lambda: settings.PATCH_BACKOFF_SECONDS)
-    sleep: Callable[[float], None] = time.sleep
-    jitter: Callable[[], float] = random.random
-    slept: list[float] = field(default_factory=list)
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         # Exponential backoff with full jitter between 50 % and 150 %, so clients that failed
         # together do not retry together; the server's Retry-After is a floor.
-        backoff = self.base_delay * (2**attempt) * (0.5 + self.jitter())
+        backoff = self.base_delay * (2**attempt) * (0.5 + random.random())  # noqa: S311
         return min(MAX_DELAY, max(backoff, retry_after or 0.0))
 
     def call(self, action: Callable[[], T], *, doing: str) -> T:
@@ -50,8 +49,14 @@ class RetryPolicy:
                         ) from exc
                     raise error from exc
                 wait = self.delay(attempt, _retry_after(exc))
-                self.slept.append(wait)
-                self.sleep(wait)
+                log.warning(
+                    "%s (attempt %d of %d); retrying in %.2fs",
+                    error,
+                    attempt + 1,
+                    self.attempts,
+                    wait,
+                )
+                time.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -15,6 +15,16 @@ POWER = "DCGM_FI_DEV_POWER_USAGE"
 SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"
 XID = "DCGM_FI_DEV_XID_ERRORS"
 PER_GPU_METRICS = (UTIL, FB_USED, FB_FREE, GPU_TEMP, POWER, SM_CLOCK, XID)
+# Which pools.core.figures.GpuRow field each per-GPU metric fills.
+GPU_ROW_FIELDS = {
+    UTIL: "util",
+    FB_USED: "fb_used",
+    FB_FREE: "fb_free",
+    GPU_TEMP: "temp",
+    POWER: "power",
+    SM_CLOCK: "sm_clock",
+    XID: "xid",
+}
 
 
 # dcgm-exporter names the node `Hostname`; newer releases renamed the label `hostname`.

@@ -1,5 +1,5 @@
-"""The default pools of the source articles: training and inference isolated by taints,
-mixed and shared without one."""
+"""The default pools: training and inference kept apart by a taint each (a pod without the
+matching toleration does not land there), mixed and shared without one."""
 
 from django.db import migrations
 

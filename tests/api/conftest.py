@@ -5,7 +5,7 @@ from collections.abc import Callable
 import pytest
 from django.test import Client
 
-from pools.api.tokens import token_create
+from pools.tokens import token_create
 from tests.moves_helpers import user_in
 
 ROLES = ("viewers", "requesters", "approvers", "pool-admins")

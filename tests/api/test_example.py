@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pools.api.tokens import token_create
 from pools.inventory import inventory_sync
+from pools.tokens import token_create
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
 from tests.servers import RedisServer

@@ -9,8 +9,8 @@ import yaml
 from django.utils import timezone
 
 from pools import workflow
-from pools.api.tokens import token_create, token_revoke
 from pools.models import Node, Pool
+from pools.tokens import token_create, token_revoke
 from tests.api.conftest import api
 from tests.moves_helpers import user_in
 from tests.servers import RedisServer

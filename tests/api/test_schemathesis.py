@@ -10,8 +10,8 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
-from pools.api.tokens import token_create
 from pools.models import Node, Pool
+from pools.tokens import token_create
 from portal.wsgi import application
 from tests.moves_helpers import user_in
 
@@ -49,7 +49,7 @@ def api_schema(token: str):  # type: ignore[no-untyped-def]
         signals.request_finished.connect(close_old_connections)
 
 
-# What the issue asks: no 5xx, and every answer (status, content type, headers, body) as the
+# What the API promises: no 5xx, and every answer (status, content type, headers, body) as the
 # schema says. Not "positive data acceptance": an opaque cursor is a string to the schema,
 # and a made-up one is rightly refused with 400.
 CHECKS = [

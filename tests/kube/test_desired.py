@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pools.kube.desired import (
+from pools.core.desired import (
     NodeState,
     PoolSpec,
     Taint,
@@ -54,7 +54,7 @@ def test_training_to_inference_changes_exactly_the_managed_keys() -> None:
         "workload-type": "inference",
         "team": "vision",
     }
-    # The old pool's taint goes (the source article's bug), unmanaged taints stay.
+    # The old pool's taint goes (left on, it keeps the new pool's pods off), others stay.
     assert desired.taints == (NOT_READY, INFERENCE.taint)
     diff = node_diff(node, desired)
     assert diff.labels_changed == {

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+import logging
+from datetime import datetime
+
 import pytest
 
-from pools.kube.desired import PoolSpec, Taint
+from pools.core.desired import PoolSpec, Taint
 from pools.kube.errors import KubeRefused, KubeUnavailable
-from pools.kube.patcher import PatchConflict, apply_pool
-from pools.kube.retry import RetryPolicy
+from pools.kube.nodes import read_node
+from pools.kube.patcher import PatchConflict, apply_pool, plan
 from pools.models import Pool
 from tests.kubesim_process import Kubesim
 
@@ -68,11 +72,10 @@ def test_a_second_identical_run_sends_no_patch(cluster: Kubesim) -> None:
 
 
 @pytest.mark.django_db
-def test_dry_run_reads_and_sends_nothing(cluster: Kubesim) -> None:
+def test_the_plan_reads_and_sends_nothing(cluster: Kubesim) -> None:
     by_name, pools = specs()
-    result = apply_pool("a100-train-drift-000", by_name["training"], pools, dry_run=True)
-    assert not result.patched
-    assert result.diff.taints_added == (Taint("workload-training", "true", "NoSchedule"),)
+    _, _, diff = plan(read_node("a100-train-drift-000"), by_name["training"], pools)
+    assert diff.taints_added == (Taint("workload-training", "true", "NoSchedule"),)
     assert cluster.count("patch") == 0
 
 
@@ -94,17 +97,45 @@ def test_a_concurrent_writer_causing_409_is_handled(cluster: Kubesim) -> None:
 
 
 @pytest.mark.django_db
-def test_endless_conflicts_give_up_with_a_clear_error(cluster: Kubesim) -> None:
+def test_endless_conflicts_give_up_with_a_clear_error(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.PATCH_MAX_CONFLICTS = 2
     by_name, pools = specs()
     cluster.control("faults", {"conflicts": {"gpu-new-001": 10}})
     with pytest.raises(PatchConflict, match="changed under us 3 times"):
-        apply_pool("gpu-new-001", by_name["inference"], pools, max_conflicts=2)
+        apply_pool("gpu-new-001", by_name["inference"], pools)
     assert "gpu-pool" not in cluster.core().read_node("gpu-new-001").metadata.labels
+
+
+def node_requests(sim: Kubesim) -> list[dict]:  # type: ignore[type-arg]
+    """kubesim's audit log of the requests about nodes, in the order they were served."""
+    return [e for e in sim.audit_events() if e.get("objectRef", {}).get("resource") == "nodes"]
+
+
+def waits_after_refusals(sim: Kubesim) -> list[float]:
+    """For each 429 or 503 kubesim answered about a node, the seconds until the client's next
+    request arrived."""
+    waits = []
+    for answered, following in itertools.pairwise(node_requests(sim)):
+        if answered["responseStatus"]["code"] in (429, 503):
+            waits.append(
+                (
+                    at(following["requestReceivedTimestamp"]) - at(answered["stageTimestamp"])
+                ).total_seconds()
+            )
+    return waits
+
+
+def at(timestamp: str) -> datetime:
+    return datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("status", [503, 429, 500])
-def test_transient_errors_are_retried_then_succeed(cluster: Kubesim, status: int) -> None:
+def test_transient_errors_are_retried_then_succeed(
+    cluster: Kubesim,
+    status: int,
+    caplog,  # type: ignore[no-untyped-def]
+) -> None:
     by_name, pools = specs()
     cluster.control(
         "faults",
@@ -115,27 +146,28 @@ def test_transient_errors_are_retried_then_succeed(cluster: Kubesim, status: int
             ]
         },
     )
-    policy = RetryPolicy(sleep=lambda _: None)
-    result = apply_pool("gpu-new-000", by_name["mixed"], pools, retry=policy)
+    with caplog.at_level(logging.WARNING, logger="pools.kube.retry"):
+        result = apply_pool("gpu-new-000", by_name["mixed"], pools)
     assert result.patched
-    assert len(policy.slept) == 3
+    codes = [(e["verb"], e["responseStatus"]["code"]) for e in node_requests(cluster)]
+    assert codes == [("get", status), ("get", 200), *[("patch", status)] * 2, ("patch", 200)]
+    assert len(caplog.records) == 3  # each retry is logged, with its wait
     if status in (429, 503):  # kubesim sends Retry-After: 1, a floor for the backoff
-        assert all(wait >= 1 for wait in policy.slept)
-    codes = [e["responseStatus"]["code"] for e in cluster.audit_events() if e["verb"] == "patch"]
-    assert codes == [status, status, 200]
+        waits = waits_after_refusals(cluster)
+        assert len(waits) == 3 and min(waits) >= 1.0, waits
 
 
 @pytest.mark.django_db
-def test_transient_errors_give_up_after_the_bound(cluster: Kubesim) -> None:
+def test_transient_errors_give_up_after_the_bound(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.PATCH_MAX_RETRIES = 2
     by_name, pools = specs()
     cluster.control("faults", {"fail_next": [{"status": 503, "count": 10, "verb": "patch"}]})
-    policy = RetryPolicy(attempts=3, sleep=lambda _: None)
     with pytest.raises(
         KubeUnavailable,
         match=r"patching node gpu-new-000: API server answered "
         r"503.*gave up after 3 attempts",
     ):
-        apply_pool("gpu-new-000", by_name["mixed"], pools, retry=policy)
+        apply_pool("gpu-new-000", by_name["mixed"], pools)
     assert cluster.count("patch") == 3
 
 
@@ -143,10 +175,9 @@ def test_transient_errors_give_up_after_the_bound(cluster: Kubesim) -> None:
 def test_a_dropped_connection_is_retried(cluster: Kubesim) -> None:
     by_name, pools = specs()
     cluster.control("faults", {"fail_next": [{"status": "drop", "count": 1, "verb": "patch"}]})
-    result = apply_pool(
-        "gpu-new-000", by_name["mixed"], pools, retry=RetryPolicy(sleep=lambda _: None)
-    )
+    result = apply_pool("gpu-new-000", by_name["mixed"], pools)
     assert result.patched
+    assert cluster.count("patch", name="gpu-new-000") >= 1
 
 
 @pytest.mark.django_db

@@ -2,14 +2,15 @@
 
 The portal manages a known set of label keys (the pool key and every pool's labels) and
 taint keys (every pool's taint). Moving a node sets the target pool's labels and taint and
-removes every *other* managed key — the source article's labeller forgot the old pool's
-taint, so a moved node carried both. Everything the portal does not manage (GPU Feature
-Discovery labels, node.kubernetes.io taints, other teams' labels) is kept as it is.
+removes every *other* managed key: forgetting the old pool's taint would leave a moved node
+carrying both taints, and no pod of either pool could land on it. Everything the portal does
+not manage (GPU Feature Discovery labels, node.kubernetes.io taints, other teams' labels) is
+kept as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,6 +177,24 @@ def drift(
         current, desired_state(node_labels, node_taints, pool, pools, pool_key=pool_key)
     )
     return None if change.is_empty else change
+
+
+def drift_record(
+    node_labels: Mapping[str, str],
+    node_taints: Sequence[Mapping[str, Any]],
+    pools: Sequence[PoolSpec],
+    *,
+    known_pools: Collection[str],
+    pool_key: str,
+) -> dict[str, Any]:
+    """What the inventory keeps as a node's drift: the diff back to its pool's definition
+    (NodeDiff.as_dict()), {"unknown_pool": label} when its pool label names no pool in
+    `known_pools`, or {} when the node is in line (or in no pool)."""
+    label = node_labels.get(pool_key, "")
+    if label and label not in known_pools:
+        return {"unknown_pool": label}
+    change = drift(node_labels, [Taint.from_api(t) for t in node_taints], pools, pool_key=pool_key)
+    return change.as_dict() if change is not None else {}
 
 
 def node_patch(diff: NodeDiff, desired: NodeState, resource_version: str) -> dict[str, Any]:

@@ -1,15 +1,18 @@
 """What the pool numbers say: per-node metrics joined to the inventory, summed per pool (pure).
 
-No Django here: rows in, figures out, so the rules (what counts as a free whole node, an idle
-GPU, a node without monitoring) are tested fast and in one place.
+Rows in, figures out, so the rules (what counts as a free whole node, an unallocated GPU, a
+GPU held but idle, a node without monitoring, a healthy node) are tested fast and in one
+place. Query results arrive as plain (labels, value) pairs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from pools.metrics.results import InstantResult
+# One series sample: its labels and its value (pools.metrics.results.Sample is one).
+LabelledValue = tuple[Mapping[str, str], float]
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,8 @@ class NodeRow:
     metrics: NodeMetrics | None = None  # None: no DCGM series for this node
 
     @property
-    def free(self) -> int:
+    def unallocated(self) -> int:
+        """GPUs no pod holds (whether or not the node accepts pods now)."""
         return max(0, self.gpus - self.allocated)
 
     @property
@@ -68,7 +72,8 @@ class PoolFigures:
     gpu_models: tuple[str, ...] = field(default_factory=tuple)
 
     @property
-    def idle(self) -> int:
+    def unallocated(self) -> int:
+        """GPUs no pod holds; not to be confused with idle_held_gpus (held, yet unused)."""
         return max(0, self.gpus - self.allocated)
 
     @property
@@ -80,16 +85,18 @@ class PoolFigures:
         return 100 * self.allocated / self.gpus if self.gpus else 0.0
 
 
-def node_metrics(result: InstantResult, node_label: str) -> dict[str, NodeMetrics]:
-    """Per-node metrics from the batched queries (see queries.node_figure_queries)."""
-    if not result.available:
-        return {}
+def node_metrics_from_series(
+    series: Mapping[str, Iterable[LabelledValue]], node_label: str
+) -> dict[str, NodeMetrics]:
+    """Per-node metrics from the batched queries' results (pools.metrics.queries'
+    node_figure_queries), keyed by the value of `node_label`; nodes with no GPU reporting
+    are left out, so a missing node means "no DCGM series"."""
     by_node: dict[str, dict[str, float]] = {}
-    for name, samples in result.series.items():
-        for sample in samples:
-            node = sample.labels.get(node_label)
+    for name, samples in series.items():
+        for labels, value in samples:
+            node = labels.get(node_label)
             if node:
-                by_node.setdefault(node, {})[name] = sample.value
+                by_node.setdefault(node, {})[name] = value
     return {
         node: NodeMetrics(
             gpus_reporting=int(values.get("gpus_reporting", 0)),
@@ -125,7 +132,7 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
         if row.schedulable:
             # A gang job needs whole nodes: a node counts only when every GPU on it is free.
             whole += row.gpus > 0 and row.allocated == 0
-            largest = max(largest, row.free)
+            largest = max(largest, row.unallocated)
         m = row.metrics
         if m is None:
             without += 1
@@ -165,3 +172,73 @@ def group_by_pool(rows: Iterable[NodeRow]) -> Mapping[str | None, list[NodeRow]]
     for row in rows:
         groups.setdefault(row.pool, []).append(row)
     return groups
+
+
+# The health filter of the pool page and the API: key -> what it shows.
+HEALTH = {
+    "xid": "XID errors",
+    "hot": "hot GPUs",
+    "no-metrics": "no DCGM metrics",
+    "idle-held": "allocated but idle",
+    "healthy": "healthy",
+}
+
+
+def health_matches(m: NodeMetrics | None, health: str) -> bool:
+    """Whether a node's figures (None: no DCGM series) fall under a HEALTH filter."""
+    return {
+        "xid": bool(m and m.xid_gpus),
+        "hot": bool(m and m.hot_gpus),
+        "no-metrics": m is None,
+        "idle-held": bool(m and m.idle_held_gpus),
+        "healthy": bool(m and not m.xid_gpus and not m.hot_gpus),
+    }[health]
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    index: str
+    util: float | None = None
+    fb_used: float | None = None
+    fb_total: float | None = None
+    temp: float | None = None
+    power: float | None = None
+    sm_clock: float | None = None
+    xid: int = 0
+    pod: str = ""
+    namespace: str = ""
+
+
+def gpu_rows(
+    samples: Iterable[LabelledValue],
+    field_of_metric: Mapping[str, str],
+    *,
+    pod_label: str,
+    namespace_label: str,
+) -> list[GpuRow]:
+    """One row per GPU from a node's per-GPU samples; `field_of_metric` maps each DCGM
+    metric name to a GpuRow field (fb_free only serves to compute fb_total)."""
+    per_gpu: dict[str, dict[str, Any]] = {}
+    for labels, value in samples:
+        gpu = per_gpu.setdefault(labels.get("gpu", "?"), {})
+        gpu[field_of_metric.get(labels.get("__name__", ""), "other")] = value
+        if labels.get(pod_label):
+            gpu["pod"] = labels[pod_label]
+            gpu["namespace"] = labels.get(namespace_label, "")
+    return [
+        GpuRow(
+            index,
+            v.get("util"),
+            v.get("fb_used"),
+            (v["fb_used"] + v["fb_free"]) if "fb_used" in v and "fb_free" in v else None,
+            v.get("temp"),
+            v.get("power"),
+            v.get("sm_clock"),
+            int(v.get("xid", 0)),
+            v.get("pod", ""),
+            v.get("namespace", ""),
+        )
+        for index, v in sorted(
+            per_gpu.items(), key=lambda item: int(item[0]) if item[0].isdigit() else 999
+        )
+    ]

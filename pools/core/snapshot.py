@@ -90,6 +90,15 @@ def node_snapshot(raw: Mapping[str, Any]) -> NodeSnapshot:
     )
 
 
+def node_record(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """What a move records of a node before and after: its labels, taints and cordon."""
+    return {
+        "labels": (raw.get("metadata") or {}).get("labels") or {},
+        "taints": (raw.get("spec") or {}).get("taints") or [],
+        "unschedulable": bool((raw.get("spec") or {}).get("unschedulable")),
+    }
+
+
 def pod_gpus(raw: Mapping[str, Any]) -> int:
     total = 0
     for container in (raw.get("spec") or {}).get("containers") or []:

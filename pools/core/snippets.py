@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from pools.kube.desired import PoolSpec
+from pools.core.desired import PoolSpec
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 

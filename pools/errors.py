@@ -1,0 +1,67 @@
+"""The domain's refusals, in one module that imports nothing of the domain's own.
+
+A refused workflow step carries a stable `code` for programs, a `message` for people, the
+`fields` it concerns and the HTTP `status` the API answers with; pages show the message.
+A node that execution gives up on raises a `NodeNotMoved`: the item is recorded as failed
+with its message and nothing is patched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pools.core.checks import CheckFailure
+
+
+class WorkflowError(Exception):
+    """A refused step; `code` is stable for the API, the message is for people."""
+
+    status = 409
+
+    def __init__(self, code: str, message: str, fields: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.fields = fields or {}
+
+
+class MoveRefused(WorkflowError):
+    """The checks failed: nothing was created."""
+
+    def __init__(self, failures: Sequence[CheckFailure]) -> None:
+        first = failures[0]
+        super().__init__(
+            first.code,
+            " ".join(f.message for f in failures),
+            {"checks": [f.as_dict() for f in failures]},
+        )
+        self.failures = list(failures)
+
+
+class InvalidMove(WorkflowError):
+    """Bad input: `fields` names each field and why."""
+
+    status = 400
+
+
+class NotAllowed(WorkflowError):
+    """The user's role, or the four-eyes rule, does not allow the step."""
+
+    status = 403
+
+
+class NodeNotMoved(Exception):
+    """Execution gives up on one node before patching it; the message goes on its item."""
+
+
+class NodeMovedSinceRequest(NodeNotMoved):
+    """The node's pool label is no longer the one the request was made from."""
+
+
+class CapacityFloorReached(NodeNotMoved):
+    """Taking the node now would leave its source pool below its minimum."""
+
+
+class DrainDeadlinePassed(NodeNotMoved):
+    """Drain-first: GPU pods were still on the node when the deadline came."""

@@ -1,0 +1,36 @@
+"""What the domain announces after a commit, without knowing who acts on it.
+
+The workflow decides that a move may run; the Celery tasks run it. The workflow sends
+`execution_wanted` once its transaction commits, and pools/tasks.py, connected when the app
+is ready (pools/apps.py), enqueues the execution. So the workflow never imports the tasks,
+and a test can see what was announced without a broker.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.dispatch import Signal
+
+log = logging.getLogger(__name__)
+
+# Sent with request_id=<MoveRequest pk> once an approved move (or a loan return) may run.
+execution_wanted = Signal()
+
+
+def announce_execution_after_commit(request_id: int) -> None:
+    """After commit. If the broker is down the approval still stands: the periodic sweep
+    (pools.execution.sweep) finds approved requests that never started and starts them."""
+
+    def send() -> None:
+        for receiver, outcome in execution_wanted.send_robust(sender=None, request_id=request_id):
+            if isinstance(outcome, Exception):
+                log.error(
+                    "could not enqueue move #%s (%s: %s); the sweep will start it",
+                    request_id,
+                    getattr(receiver, "__name__", receiver),
+                    outcome,
+                )
+
+    transaction.on_commit(send)

@@ -1,0 +1,54 @@
+"""The DCGM figures pages ask for besides the per-node batch (pools.metrics.node_figures):
+one node's GPUs, and utilisation history. Each is a constant number of PromQL queries,
+whatever the number of nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from django.conf import settings
+
+from pools.core.figures import GpuRow, gpu_rows
+from pools.metrics import queries, source
+from pools.metrics.results import RangeResult
+
+
+def metric_labels() -> queries.MetricLabels:
+    """Which Prometheus labels carry the node, the pod and its namespace here."""
+    return queries.MetricLabels(
+        node=settings.DCGM_NODE_LABEL,
+        pod=settings.DCGM_POD_LABEL,
+        namespace=settings.DCGM_NAMESPACE_LABEL,
+    )
+
+
+def node_gpus(node_name: str) -> tuple[list[GpuRow], str | None]:
+    """The node's GPUs, one row each, and the error when Prometheus could not answer."""
+    labels = metric_labels()
+    result = source.instant({"gpus": queries.per_gpu_query(labels, node_name)})
+    rows = gpu_rows(
+        result.series.get("gpus", []),
+        queries.GPU_ROW_FIELDS,
+        pod_label=labels.pod,
+        namespace_label=labels.namespace,
+    )
+    return rows, result.error
+
+
+def utilisation_history(
+    node_names: Sequence[str], *, span: timedelta, step: timedelta
+) -> RangeResult:
+    """Average GPU utilisation over the nodes, one point a step."""
+    if not node_names:
+        return RangeResult()
+    promql = queries.utilisation_history_query(metric_labels(), node_names)
+    return source.history(promql, span=span, step=step)
+
+
+def node_history(node_name: str) -> dict[str, RangeResult]:
+    """The node's 24 h charts: utilisation and framebuffer used."""
+    return {
+        name: source.history(promql, span=timedelta(hours=24), step=timedelta(minutes=5))
+        for name, promql in queries.node_history_queries(metric_labels(), node_name).items()
+    }

@@ -1,0 +1,61 @@
+"""Personal API tokens: created and revoked by their owner, stored as a SHA-256 hash.
+
+The secret is shown once, at creation, and never stored; a token is found again by the hash
+of what the client sends. The pages (pools/token_views.py) create and revoke; the API's
+authentication (pools/api/authentication.py) asks `token_authenticate`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from pools.models import ApiToken
+
+# How often a token's last-used time is written: once a minute a token, not once a request.
+LAST_USED_EVERY = timedelta(minutes=1)
+
+
+class TokenRefused(Exception):
+    """The token is unknown, revoked, or its user inactive; the message says which."""
+
+
+def token_hash(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def token_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiToken, str]:
+    """A new token and its secret, which is shown once and never stored."""
+    raw = ApiToken.PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user, name=name.strip() or "token", key_hash=token_hash(raw), hint=raw[:10]
+    )
+    return token, raw
+
+
+def token_revoke(*, user: AbstractBaseUser, token_id: int) -> bool:
+    """Revoke one of `user`'s own active tokens; False when there is no such token."""
+    return bool(
+        ApiToken.objects.filter(pk=token_id, user=user, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+    )
+
+
+def token_authenticate(raw: str) -> ApiToken:
+    """The active token whose secret is `raw` (with its user loaded), or TokenRefused."""
+    token = ApiToken.objects.select_related("user").filter(key_hash=token_hash(raw)).first()
+    if token is None:
+        raise TokenRefused("Unknown API token.")
+    if token.revoked_at is not None:
+        raise TokenRefused("This API token was revoked.")
+    if not token.user.is_active:
+        raise TokenRefused("The token's user is inactive.")
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_EVERY:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token

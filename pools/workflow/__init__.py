@@ -1,0 +1,45 @@
+"""The move workflow: ask, approve, reject, cancel, expire, and loans coming back.
+
+- `plan`: what a move would do (the dry run): facts, checks, the diff per node;
+- `requests`: asking for a move (`move_request_create`);
+- `rules`: who may do what to a move, from which state (`allowed_actions`);
+- `transitions`: approve, reject, cancel, expire, each a guarded compare-and-swap;
+- `decisions`: `move_decide`, the one entry pages and the API call for a decision;
+- `loans`: loans returning when their window closes, ending early or extended.
+
+Execution (applying an approved move to the nodes) is pools.execution; the workflow only
+announces, after commit, that a move may run (pools.events).
+"""
+
+from pools.workflow.decisions import move_decide
+from pools.workflow.loans import loan_change, loans_return_due
+from pools.workflow.plan import MovePlan, PlannedNode, move_plan
+from pools.workflow.requests import move_request_create
+from pools.workflow.rules import ACTION_CAPABILITY, Action, allowed_actions
+from pools.workflow.transitions import (
+    move_approve,
+    move_cancel,
+    move_reject,
+    moves_expire,
+    release_nodes,
+    state_transition,
+)
+
+__all__ = [
+    "ACTION_CAPABILITY",
+    "Action",
+    "MovePlan",
+    "PlannedNode",
+    "allowed_actions",
+    "loan_change",
+    "loans_return_due",
+    "move_approve",
+    "move_cancel",
+    "move_decide",
+    "move_plan",
+    "move_reject",
+    "move_request_create",
+    "moves_expire",
+    "release_nodes",
+    "state_transition",
+]

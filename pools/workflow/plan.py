@@ -1,0 +1,139 @@
+"""What a move would do: the facts the checks need, gathered from the database and the
+metrics, the checks' verdict, and the diff each node would get. Creates nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, F
+
+from pools.core.checks import CheckFailure, NodeFacts, PoolFacts, move_checks
+from pools.core.desired import NodeState, PoolSpec, Taint, desired_state, node_diff
+from pools.core.figures import NodeMetrics
+from pools.metrics.node_figures import latest_node_metrics
+from pools.models import MoveItem, Node, Pool
+
+
+@dataclass(frozen=True)
+class PlannedNode:
+    node: Node
+    diff: dict[str, Any]
+    summary: str
+    gpu_pods: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class MovePlan:
+    destination: Pool
+    nodes: list[PlannedNode]
+    failures: list[CheckFailure]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def pool_facts(pools: Sequence[Pool]) -> dict[str, PoolFacts]:
+    """Each pool's rules and numbers: nodes present, and nodes already on their way out in
+    active moves (counted against the pool's minimum)."""
+    present = dict(
+        Node.objects.present()
+        .filter(pool__isnull=False)
+        .values_list("pool__name")
+        .annotate(n=Count("id"))
+    )
+    leaving_qs = (
+        MoveItem.objects.filter(active=True)
+        .exclude(state__in=MoveItem.FINISHED)
+        .exclude(source_pool=None)
+        .exclude(source_pool_id=F("request__destination_id"))
+    )
+    leaving = dict(leaving_qs.values_list("source_pool__name").annotate(n=Count("id")))
+    return {
+        p.name: PoolFacts(
+            p.name,
+            p.min_nodes,
+            tuple(p.accepted_gpu_models),
+            p.requires_healthy_nodes,
+            present.get(p.name, 0),
+            leaving.get(p.name, 0),
+        )
+        for p in pools
+    }
+
+
+def node_facts(names: Sequence[str], destination: Pool) -> tuple[list[NodeFacts], dict[str, Node]]:
+    """The facts about each named node (in the order given), and the rows found."""
+    rows = {n.name: n for n in Node.objects.present().select_related("pool").filter(name__in=names)}
+    holders = dict(
+        MoveItem.objects.filter(active=True, node__name__in=names).values_list(
+            "node__name", "request_id"
+        )
+    )
+    metrics: Mapping[str, NodeMetrics] = {}
+    available: bool | None = None
+    if destination.requires_healthy_nodes:  # only then are the metrics worth asking for
+        result, metrics = latest_node_metrics()
+        available = result.available
+    facts = []
+    for name in names:
+        node = rows.get(name)
+        if node is None:
+            facts.append(NodeFacts(name, present=False, pool=None))
+            continue
+        m = metrics.get(name)
+        facts.append(
+            NodeFacts(
+                name,
+                present=True,
+                pool=node.pool.name if node.pool else None,
+                gpu_model=node.gpu_model,
+                drifted=node.drifted,
+                active_move=holders.get(name),
+                xid_gpus=m.xid_gpus if m else None,
+                has_metrics=(m is not None) if available else None,
+            )
+        )
+    return facts, rows
+
+
+def _planned(node: Node, destination: PoolSpec, pools: Sequence[PoolSpec]) -> PlannedNode:
+    current = NodeState(node.labels, tuple(Taint.from_api(t) for t in node.taints))
+    desired = desired_state(
+        current.labels, current.taints, destination, pools, pool_key=settings.POOL_LABEL_KEY
+    )
+    diff = node_diff(current, desired)
+    pods = sorted(node.pods, key=lambda p: (-p["gpus"], p["namespace"], p["name"]))
+    return PlannedNode(node, diff.as_dict(), diff.summary(), [p for p in pods if p["gpus"]], pods)
+
+
+def move_plan(
+    *,
+    node_names: Sequence[str],
+    destination: Pool,
+    reconcile: bool = False,
+    health_override: str = "",
+) -> MovePlan:
+    """The dry run: the diff each node would get, its pods, and the checks' verdict. Creates
+    nothing; the page and the API show it before anything is submitted."""
+    facts, rows = node_facts(node_names, destination)
+    pools = list(Pool.objects.active())
+    facts_by_pool = pool_facts(pools)
+    failures = move_checks(
+        facts,
+        facts_by_pool.get(destination.name, PoolFacts(destination.name)),
+        facts_by_pool,
+        reconcile=reconcile,
+        health_override=health_override,
+    )
+    specs = [p.spec() for p in pools]
+    planned = [
+        _planned(rows[name], destination.spec(), specs)
+        for name in dict.fromkeys(node_names)
+        if name in rows
+    ]
+    return MovePlan(destination, planned, failures)

@@ -1,0 +1,101 @@
+"""SQL queries per view, kept as data: one table of baselines, checked on a small and a large
+world.
+
+Each view must cost exactly its baseline at both sizes: more is a regression (a query per
+row, a missing select_related), a count that grows with the data is one too, and fewer
+means the baseline should come down with the change that earned it. PromQL counts are
+checked against a real Prometheus in tests/test_dashboard_scale.py.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from pools import workflow
+from pools.models import AuditEvent, MoveRequest, Node, Pool
+from pools.tokens import token_create
+from tests.api.conftest import api
+from tests.factories import Group, demo_inventory, gpu_node, node_and_pods, store
+from tests.moves_helpers import user_in
+
+NODE = "a100-infer-000"
+BASELINES: dict[str, int] = {
+    # Pages, for a viewer's session.
+    "/": 5,
+    "/pools/training/": 7,
+    "/pools/unassigned/": 6,
+    f"/nodes/{NODE}/": 7,
+    "/moves/?state=all": 6,
+    "/moves/{move}/": 8,
+    "/loans/": 4,
+    "/audit/": 5,
+    "/tokens/": 4,
+    # The API, for a viewer's token.
+    "/api/v1/summary/": 4,
+    "/api/v1/pools/": 3,
+    "/api/v1/nodes/": 3,
+    f"/api/v1/nodes/{NODE}/": 4,
+    "/api/v1/moves/": 6,
+    "/api/v1/moves/{move}/": 6,
+    "/api/v1/audit-events/": 3,
+}
+SIZES = {"small": (10, 3), "large": (500, 12)}  # extra nodes, moves
+
+
+def build_world(extra_nodes: int, moves: int) -> dict[str, str]:
+    """The demo scenario, `extra_nodes` more in the mixed pool, a gone node, and `moves`
+    requests (two nodes each, every other one approved once of the two approvals the
+    destination needs, every third one a loan)."""
+    demo_inventory()
+    store(node_and_pods(f"extra-{i:04d}", Group("extra", 1, "mixed")) for i in range(extra_nodes))
+    shared = Pool.objects.get(name="shared")
+    Pool.objects.filter(name="shared").update(approvals_required=2)
+    now = timezone.now()
+    first = None
+    for i in range(moves):
+        move = workflow.move_request_create(
+            requested_by=user_in("requesters", f"r{i}"),
+            node_names=[f"extra-{2 * i:04d}", f"extra-{2 * i + 1:04d}"],
+            destination=shared,
+            reason=f"move {i}",
+            loan_until=now + timedelta(hours=4) if i % 3 == 0 else None,
+            now=now,
+        )
+        if i % 2 == 0:
+            workflow.move_approve(request=move, approver=user_in("approvers", f"a{i}"), now=now)
+        first = first or move
+    gone = gpu_node("gone-000", "training")
+    Node.objects.filter(pk=gone.pk).update(gone_at=now)
+    assert first is not None and AuditEvent.objects.count() >= moves
+    return {"move": str(first.pk)}
+
+
+def measure(world: dict[str, str]) -> dict[str, int]:
+    viewer = user_in("viewers", "vera")
+    session = Client()
+    session.force_login(viewer)
+    token = api(token_create(user=viewer, name="counts")[1])
+    token.get("/api/v1/pools/")  # the token's last-used stamp is written once a minute
+    counts = {}
+    for path in BASELINES:
+        client = token if path.startswith("/api/") else session
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(path.format(**world))
+        assert response.status_code == 200, (path, response.status_code)
+        counts[path] = len(queries)
+    return counts
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("size", list(SIZES))
+def test_every_view_costs_its_baseline(size: str) -> None:
+    extra, moves = SIZES[size]
+    counts = measure(build_world(extra, moves))
+    assert MoveRequest.objects.count() == moves
+    assert counts == BASELINES
