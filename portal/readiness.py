@@ -10,10 +10,10 @@ from django.conf import settings
 from django.db import connection
 from django.db.utils import Error as DatabaseError
 
+from pools.core.redact import redact_url
 from pools.kube.client import kube_version
 from pools.kube.errors import KubeError
 from pools.metrics.source import MetricsError, prometheus_ready
-from portal.redact import redact_url
 
 
 @dataclass(frozen=True)

@@ -246,7 +246,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"redact": {"()": "portal.redact.RedactSecretsFilter"}},
+    "filters": {"redact": {"()": "pools.core.redact.RedactSecretsFilter"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}
     },

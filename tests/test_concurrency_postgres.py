@@ -27,8 +27,8 @@ from django.db import connection
 from django.utils import timezone
 
 from pools import workflow
+from pools.errors import WorkflowError
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
-from pools.workflow import WorkflowError
 from tests.moves_helpers import user_in
 from tests.servers import RedisServer, free_port
 

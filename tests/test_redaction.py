@@ -13,8 +13,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from pools.core.redact import RedactSecretsFilter, redact_url
 from pools.models import Node, Pool
-from portal.redact import RedactSecretsFilter, redact_url
 from tests.moves_helpers import user_in
 from tests.servers import PrometheusServer, RedisServer, free_port
 

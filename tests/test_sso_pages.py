@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from pools.api.tokens import token_create
+from pools.tokens import token_create
 from portal.sso.views import PASSWORDS_OFF
 from tests.moves_helpers import user_in
 from tests.oidc_provider.fixtures import apply_sso

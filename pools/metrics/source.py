@@ -18,8 +18,8 @@ from django.core.cache import cache
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
+from pools.core.redact import redact_url
 from pools.metrics.results import InstantResult, RangeResult, Sample
-from portal.redact import redact_url
 
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="promql")
 
