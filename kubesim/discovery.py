@@ -7,8 +7,8 @@ from typing import Any
 
 VERSION = {
     "major": "1",
-    "minor": "30",
-    "gitVersion": "v1.30.0-kubesim",
+    "minor": "32",
+    "gitVersion": "v1.32.0-kubesim",
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
     "buildDate": "2026-01-01T00:00:00Z",
@@ -104,6 +104,34 @@ POLICY_GROUP = {
     "preferredVersion": {"groupVersion": "policy/v1", "version": "v1"},
 }
 
+# What `kubectl auth can-i` asks: SelfSubjectAccessReview and SelfSubjectRulesReview.
+AUTHORIZATION_GROUP = {
+    "name": "authorization.k8s.io",
+    "versions": [{"groupVersion": "authorization.k8s.io/v1", "version": "v1"}],
+    "preferredVersion": {"groupVersion": "authorization.k8s.io/v1", "version": "v1"},
+}
+AUTHORIZATION_RESOURCES = {
+    "kind": "APIResourceList",
+    "apiVersion": "v1",
+    "groupVersion": "authorization.k8s.io/v1",
+    "resources": [
+        {
+            "name": "selfsubjectaccessreviews",
+            "singularName": "selfsubjectaccessreview",
+            "namespaced": False,
+            "kind": "SelfSubjectAccessReview",
+            "verbs": ["create"],
+        },
+        {
+            "name": "selfsubjectrulesreviews",
+            "singularName": "selfsubjectrulesreview",
+            "namespaced": False,
+            "kind": "SelfSubjectRulesReview",
+            "verbs": ["create"],
+        },
+    ],
+}
+
 
 def api_versions(server_address: str) -> dict[str, Any]:
     return {
@@ -116,13 +144,18 @@ def api_versions(server_address: str) -> dict[str, Any]:
 
 
 def api_groups() -> dict[str, Any]:
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [POLICY_GROUP]}
+    return {
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [POLICY_GROUP, AUTHORIZATION_GROUP],
+    }
 
 
 def api_group(name: str) -> dict[str, Any] | None:
-    if name != "policy":
+    group = {"policy": POLICY_GROUP, "authorization.k8s.io": AUTHORIZATION_GROUP}.get(name)
+    if group is None:
         return None
-    return {"kind": "APIGroup", "apiVersion": "v1", **POLICY_GROUP}
+    return {"kind": "APIGroup", "apiVersion": "v1", **group}
 
 
 # --- Tables (kubectl get asks for `as=Table`) ---

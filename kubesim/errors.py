@@ -21,17 +21,40 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
         }
+        if self.reason:  # a Status a handler returned itself may carry none (omitempty)
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
+        body["code"] = self.code
         return body
+
+
+# API groups of the served resources outside the core group: errors name the resource
+# qualified by its group (`poddisruptionbudgets.policy "x" not found`).
+GROUPS = {
+    "poddisruptionbudgets": "policy",
+    "selfsubjectaccessreviews": "authorization.k8s.io",
+    "selfsubjectrulesreviews": "authorization.k8s.io",
+}
+
+
+def qualified(resource: str) -> str:
+    group = GROUPS.get(resource)
+    return f"{resource}.{group}" if group else resource
+
+
+def _details(resource: str, name: str) -> dict[str, Any]:
+    details: dict[str, Any] = {"name": name} if name else {}
+    if resource in GROUPS:
+        details["group"] = GROUPS[resource]
+    details["kind"] = resource
+    return details
 
 
 def not_found(resource: str, name: str) -> ApiError:
     return ApiError(
-        404, "NotFound", f'{resource} "{name}" not found', {"name": name, "kind": resource}
+        404, "NotFound", f'{qualified(resource)} "{name}" not found', _details(resource, name)
     )
 
 
@@ -39,18 +62,22 @@ def already_exists(resource: str, name: str) -> ApiError:
     return ApiError(
         409,
         "AlreadyExists",
-        f'{resource} "{name}" already exists',
-        {"name": name, "kind": resource},
+        f'{qualified(resource)} "{name}" already exists',
+        _details(resource, name),
     )
 
 
-def conflict(resource: str, name: str) -> ApiError:
+OPTIMISTIC_LOCK = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
+
+
+def conflict(resource: str, name: str, detail: str = OPTIMISTIC_LOCK) -> ApiError:
     return ApiError(
         409,
         "Conflict",
-        f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
-        "please apply your changes to the latest version and try again",
-        {"name": name, "kind": resource},
+        f'Operation cannot be fulfilled on {qualified(resource)} "{name}": {detail}',
+        _details(resource, name),
     )
 
 
@@ -63,17 +90,32 @@ def unauthorized() -> ApiError:
 
 
 def forbidden(
-    user: str, verb: str, resource: str, name: str | None, namespace: str | None, group: str = ""
+    user: str,
+    verb: str,
+    resource: str,
+    name: str | None,
+    namespace: str | None,
+    group: str = "",
+    subresource: str | None = None,
+    reason: str = "",
 ) -> ApiError:
-    subject = f'{resource} "{name}"' if name else resource
+    """403 as the authorization filter answers it (responsewriters.forbiddenMessage)."""
+    asked = f"{resource}/{subresource}" if subresource else resource
     scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
-    return ApiError(
-        403,
-        "Forbidden",
-        f'{subject} is forbidden: User "{user}" cannot {verb} resource "{resource}" '
-        f'in API group "{group}" {scope}',
-        {"name": name, "kind": resource} if name else {"kind": resource},
+    why = f'User "{user}" cannot {verb} resource "{asked}" in API group "{group}" {scope}' + (
+        f": {reason}" if reason else ""
     )
+    qualified_resource = f"{resource}.{group}" if group else resource
+    subject = f'{qualified_resource} "{name}"' if name else qualified_resource
+    details: dict[str, Any] = {"name": name} if name else {}
+    if group:
+        details["group"] = group
+    details["kind"] = resource
+    return ApiError(403, "Forbidden", f"{subject} is forbidden: {why}", details)
+
+
+def forbidden_path(user: str, verb: str, path: str) -> ApiError:
+    return ApiError(403, "Forbidden", f'forbidden: User "{user}" cannot {verb} path "{path}"', {})
 
 
 def unsupported_media_type(content_type: str) -> ApiError:
