@@ -37,6 +37,7 @@ CONDITION_TAINTS = {
     ("NetworkUnavailable", "True"): "node.kubernetes.io/network-unavailable",
 }
 CONTROLLER_KEYS = set(CONDITION_TAINTS.values()) | {UNSCHEDULABLE}
+UNKNOWN_WHEN_SILENT = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 NODE_MONITOR_PERIOD = 5.0
 NODE_MONITOR_GRACE_PERIOD = 50.0
 
@@ -200,24 +201,18 @@ class NodeLifecycle:
         )
 
     def _set_conditions(self, found: Entry, state: str, reason: str, message: str) -> None:
+        """The controller marks a silent kubelet's conditions Unknown (Ready and the
+        pressures, not NetworkUnavailable, which the network plugin owns); a kubelet that
+        posts again reports Ready."""
         node = copy.deepcopy(found.obj)
         now = self.store.clock.rfc3339()
+        touched = UNKNOWN_WHEN_SILENT if state == "Unknown" else ("Ready",)
         for condition in (node.get("status") or {}).get("conditions") or []:
-            kind = condition.get("type")
-            if state == "Unknown" and kind not in (
-                "Ready",
-                "MemoryPressure",
-                "DiskPressure",
-                "PIDPressure",
-            ):
-                continue
-            if state == "True" and kind != "Ready":
+            if condition.get("type") not in touched:
                 continue
             if condition.get("status") != state:
                 condition["lastTransitionTime"] = now
-            condition["status"] = state
-            condition["reason"] = reason
-            condition["message"] = message if kind == "Ready" else condition_message(kind, state)
+            condition.update({"status": state, "reason": reason, "message": message})
             if state != "Unknown":
                 condition["lastHeartbeatTime"] = now
         self.store.replace("nodes", node, expected_rv=None)
@@ -239,9 +234,3 @@ class NodeLifecycle:
             message=f"Node {node['metadata']['name']} status is now: {state}",
             component=component,
         )
-
-
-def condition_message(kind: str, state: str) -> str:
-    if state == "Unknown":
-        return "Kubelet stopped posting node status."
-    return ""
