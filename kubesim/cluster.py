@@ -1,4 +1,11 @@
-"""Cluster behaviour on top of the store: pods bound by a scheduler, GPUs counted, evictions."""
+"""Cluster behaviour on top of the store: pods bound by a scheduler, GPUs counted, and the
+controllers (graceful termination, disruption budgets, node lifecycle) that react to writes.
+
+Controllers run right after the write that wakes them, under the store's lock, each change
+its own write: what a client reads next already shows their reaction, as it would a few
+milliseconds later on a real cluster. Later work (a grace period ending, a NoExecute
+taint) waits on the cluster clock's timers.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,13 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubesim import scheduling
-from kubesim.errors import ApiError
+from kubesim import apply, scheduling
+from kubesim.clock import Timers
+from kubesim.disruption import Disruption
 from kubesim.events import EventRecorder
-from kubesim.store import Entry, Store, now_rfc3339
+from kubesim.lifecycle import NodeLifecycle
+from kubesim.store import Entry, Store
+from kubesim.termination import DeleteOptions, Termination
 from kubesim.validation import invalid_error, validate_node, validate_pod
 
 if TYPE_CHECKING:
@@ -50,17 +60,46 @@ class Cluster:
     def __post_init__(self) -> None:
         self.store.listeners.append(self._track)
         self._wake = threading.Event()
+        self.timers = Timers(self.store.clock, self.store.lock)
+        self.timers.after = self.settle
+        # Events: recorded as the components' client-go recorders write them; the recorder
+        # also watches the store for what the kubelet and the scheduler would notice.
         self.events = EventRecorder(self.store)
+        self.recorder = self.events
+        self.termination = Termination(self)
+        self.disruption = Disruption(self)
+        self.lifecycle = NodeLifecycle(self)
+        # Pods by namespace, as the watch cache indexes them (budgets read one namespace).
+        self.pods_by_namespace: dict[str, set[str]] = collections.defaultdict(set)
+
+    def settle(self) -> None:
+        """Let the controllers react to what was just written (and to their own writes)."""
+        with self.store.lock:
+            for _ in range(20):
+                if not (self.lifecycle.sync() | self.disruption.sync()):
+                    return
+
+    def pods_in(self, namespace: str | None) -> list[Entry]:
+        pods = self.store.objects["pods"]
+        if namespace is None:
+            return list(pods.values())
+        return [pods[k] for k in self.pods_by_namespace.get(namespace, ()) if k in pods]
 
     # --- GPU accounting, kept up to date by every write ---
     def _track(self, resource: str, type_: str, new: Entry, old: Entry | None) -> None:
         if resource == "pods":
             if old is not None:
                 self._unaccount(old)
-            if type_ != "DELETED":
+            key = self._pod_key(new.obj)
+            if type_ == "DELETED":
+                self.pods_by_namespace[new.obj["metadata"].get("namespace") or ""].discard(key)
+            else:
                 self._account(new)
+                self.pods_by_namespace[new.obj["metadata"].get("namespace") or ""].add(key)
         elif resource == "nodes" and type_ != "DELETED":
             self._wake.set()  # a node change may make a pending pod schedulable
+        self.lifecycle.note(resource, type_, new, old)
+        self.disruption.note(resource, type_, new, old)
 
     def _pod_key(self, pod: dict[str, Any]) -> str:
         return f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
@@ -99,8 +138,8 @@ class Cluster:
 
     # --- pods ---
     def create_pod(self, pod: dict[str, Any], *, dry_run: bool = False) -> Entry:
-        pod = copy.deepcopy(pod)
-        pod.setdefault("spec", {})
+        """Store a new pod (the dict becomes the store's: callers pass a fresh one)."""
+        pod_defaults(pod)
         pod.setdefault("status", {})
         node_name = pod["spec"].get("nodeName")
         with self.store.lock:
@@ -121,7 +160,7 @@ class Cluster:
         return scheduling.choose_node(pod, [n.obj for n in nodes], self.allocated)
 
     def _running_status(self, pod: dict[str, Any], node_name: str) -> dict[str, Any]:
-        now = now_rfc3339()
+        now = self.store.clock.rfc3339()
         containers = pod["spec"].get("containers") or []
         status = dict(pod.get("status") or {})
         if status.get("phase") in ("Succeeded", "Failed"):
@@ -135,7 +174,9 @@ class Cluster:
                 {"type": "Ready", "status": "True", "lastTransitionTime": now},
             ],
             "hostIP": self._node_ip(node_name),
+            "hostIPs": [{"ip": self._node_ip(node_name)}],
             "podIP": self._pod_ip(pod),
+            "podIPs": [{"ip": self._pod_ip(pod)}],
             "startTime": now,
             "qosClass": "BestEffort",
             "containerStatuses": [
@@ -166,14 +207,13 @@ class Cluster:
                 return str(address.get("address"))
         return ""
 
-    @staticmethod
-    def _unschedulable(message: str) -> dict[str, Any]:
+    def _unschedulable(self, message: str) -> dict[str, Any]:
         return {
             "type": "PodScheduled",
             "status": "False",
             "reason": "Unschedulable",
             "message": message,
-            "lastTransitionTime": now_rfc3339(),
+            "lastTransitionTime": self.store.clock.rfc3339(),
             "lastProbeTime": None,
         }
 
@@ -194,6 +234,7 @@ class Cluster:
                         continue
                     pod["status"]["conditions"] = [self._unschedulable(message)]
                 self.store.replace("pods", pod, expected_rv=None)
+            self.settle()
         return bound
 
     def run_scheduler(self, stop: threading.Event, interval: float = 0.5) -> None:
@@ -203,70 +244,49 @@ class Cluster:
             if self.pending:
                 self.schedule_pending()
 
-    # --- eviction, respecting PodDisruptionBudgets ---
-    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> None:
+    # --- deletes and evictions ---
+    def delete(
+        self, resource: str, namespace: str | None, name: str, options: DeleteOptions
+    ) -> Entry:
         with self.store.lock:
-            pod = self.store.get("pods", namespace, name).obj
-            labels = pod["metadata"].get("labels") or {}
-            for pdb_entry in self.store.list("poddisruptionbudgets", namespace)[1]:
-                pdb = pdb_entry.obj
-                selector = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-                if not selector or any(labels.get(k) != v for k, v in selector.items()):
-                    continue
-                healthy, desired = self._pdb_health(pdb)
-                if healthy - desired <= 0:
-                    pdb_name = pdb["metadata"]["name"]
-                    raise ApiError(
-                        429,
-                        "TooManyRequests",
-                        "Cannot evict pod as it would violate the pod's disruption budget.",
-                        {
-                            "causes": [
-                                {
-                                    "reason": "DisruptionBudget",
-                                    "message": f"The disruption budget {pdb_name} needs "
-                                    f"{desired} healthy pods and has {healthy} "
-                                    "currently",
-                                }
-                            ]
-                        },
-                    )
-            self.store.delete("pods", namespace, name, dry_run=dry_run)
+            answer = self.termination.delete(resource, namespace, name, options)
+            self.settle()
+            return answer
 
-    def _pdb_health(self, pdb: dict[str, Any]) -> tuple[int, int]:
-        spec = pdb.get("spec") or {}
-        selector = (spec.get("selector") or {}).get("matchLabels") or {}
-        namespace = pdb["metadata"].get("namespace")
-        matching = [
-            e.obj
-            for e in self.store.list("pods", namespace)[1]
-            if all((e.obj["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
-        ]
-        healthy = sum(1 for p in matching if (p.get("status") or {}).get("phase") == "Running")
-        expected = len(matching)
+    def evict(
+        self, namespace: str, name: str, eviction: dict[str, Any], *, dry_run: bool = False
+    ) -> None:
+        with self.store.lock:
+            self.disruption.evict(namespace, name, eviction, dry_run)
+            self.settle()
 
-        def amount(value: Any) -> int:
-            text = str(value)
-            if text.endswith("%"):
-                return -(-int(text[:-1]) * expected // 100)  # rounded up, as the real one
-            return int(text)
+    # --- nodes written by kubesim's own components ---
+    def write_node(self, node: dict[str, Any], manager: str) -> Entry:
+        """A controller's or kubelet's write, recorded in managedFields under `manager`."""
+        current = self.store.get("nodes", None, node["metadata"]["name"])
+        node = apply.record_update(current.obj, node, manager, self.store.clock.rfc3339())
+        return self.store.replace("nodes", node, expected_rv=None)
 
-        if spec.get("minAvailable") is not None:
-            desired = amount(spec["minAvailable"])
-        elif spec.get("maxUnavailable") is not None:
-            desired = max(0, expected - amount(spec["maxUnavailable"]))
-        else:
-            desired = 0
-        return healthy, desired
 
-    def pdb_with_status(self, e: Entry) -> dict[str, Any]:
-        pdb = copy.deepcopy(e.obj)
-        healthy, desired = self._pdb_health(pdb)
-        pdb["status"] = {
-            "currentHealthy": healthy,
-            "desiredHealthy": desired,
-            "disruptionsAllowed": max(0, healthy - desired),
-            "expectedPods": healthy,
-            "observedGeneration": 1,
-        }
-        return pdb
+# Defaults the API server fills in on a new pod (the v1 defaulting functions and the
+# ServiceAccount admission plugin); selectors and graceful deletion read them.
+POD_SPEC_DEFAULTS: dict[str, Any] = {
+    "restartPolicy": "Always",
+    "terminationGracePeriodSeconds": 30,
+    "dnsPolicy": "ClusterFirst",
+    "serviceAccountName": "default",
+    "serviceAccount": "default",
+    "securityContext": {},
+    "schedulerName": "default-scheduler",
+    "enableServiceLinks": True,
+    "priority": 0,
+}
+
+
+def pod_defaults(pod: dict[str, Any]) -> None:
+    spec = pod.setdefault("spec", {})
+    for key, value in POD_SPEC_DEFAULTS.items():
+        # Shared values are safe: stored objects are replaced on write, never changed.
+        spec.setdefault(key, value)
+    if spec.get("serviceAccountName") != spec.get("serviceAccount"):
+        spec["serviceAccount"] = spec["serviceAccountName"]

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubesim import scheduling
+from kubesim.cluster import pod_defaults
 from kubesim.errors import ApiError
-from kubesim.store import Entry, now_rfc3339
+from kubesim.store import Entry
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -219,7 +220,7 @@ class DaemonSetController:
     def install(cls, cluster: Cluster) -> DaemonSetController:
         """Create the GPU operator's DaemonSets and keep their pods from now on."""
         controller = cls(cluster)
-        created = now_rfc3339()
+        created = cluster.store.clock.rfc3339()
         for operand in OPERANDS:
             entry = cluster.store.create("daemonsets", daemonset_object(operand, created))
             uid = entry.obj["metadata"]["uid"]
@@ -301,7 +302,7 @@ class DaemonSetController:
             attempt += 1
             name = f"{shared.name}-{name_suffix(f'{seed}/{attempt}')}"
         ready = _node_ready(node)
-        now = now_rfc3339()
+        now = self.store.clock.rfc3339()
         pod = {
             "kind": "Pod",
             "apiVersion": "v1",
@@ -345,6 +346,7 @@ class DaemonSetController:
             },
         }
         pod["status"]["podIP"] = self.cluster._pod_ip(pod)
+        pod_defaults(pod)  # what the API server fills in on the controller's create
         return pod
 
     # --- status ---

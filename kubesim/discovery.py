@@ -10,8 +10,8 @@ from kubesim.events import EVENT_COLUMNS, event_cells
 
 VERSION = {
     "major": "1",
-    "minor": "30",
-    "gitVersion": "v1.30.0-kubesim",
+    "minor": "32",
+    "gitVersion": "v1.32.0-kubesim",
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
     "buildDate": "2026-01-01T00:00:00Z",
@@ -147,6 +147,36 @@ GROUP_RESOURCES = {
     "events.k8s.io/v1": EVENTS_RESOURCES,
     "policy/v1": POLICY_RESOURCES,
 }
+
+# What `kubectl auth can-i` asks: SelfSubjectAccessReview and SelfSubjectRulesReview.
+AUTHORIZATION_GROUP = {
+    "name": "authorization.k8s.io",
+    "versions": [{"groupVersion": "authorization.k8s.io/v1", "version": "v1"}],
+    "preferredVersion": {"groupVersion": "authorization.k8s.io/v1", "version": "v1"},
+}
+AUTHORIZATION_RESOURCES = {
+    "kind": "APIResourceList",
+    "apiVersion": "v1",
+    "groupVersion": "authorization.k8s.io/v1",
+    "resources": [
+        {
+            "name": "selfsubjectaccessreviews",
+            "singularName": "selfsubjectaccessreview",
+            "namespaced": False,
+            "kind": "SelfSubjectAccessReview",
+            "verbs": ["create"],
+        },
+        {
+            "name": "selfsubjectrulesreviews",
+            "singularName": "selfsubjectrulesreview",
+            "namespaced": False,
+            "kind": "SelfSubjectRulesReview",
+            "verbs": ["create"],
+        },
+    ],
+}
+GROUPS["authorization.k8s.io"] = AUTHORIZATION_GROUP
+GROUP_RESOURCES["authorization.k8s.io/v1"] = AUTHORIZATION_RESOURCES
 
 
 def api_versions(server_address: str) -> dict[str, Any]:

@@ -21,48 +21,68 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
         }
+        if self.reason:  # a Status a handler returned itself may carry none (omitempty)
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
+        body["code"] = self.code
         return body
 
 
-# A resource outside the core group is named with its group in messages ("daemonsets.apps"),
-# and its group is in the details; kubesim stores events.k8s.io's view as "eventsv1".
-_GROUPS = {
+# Resources outside the core group, as kubesim stores them, with their plural and API group:
+# errors name the resource qualified by its group (`poddisruptionbudgets.policy "x" not
+# found`, `daemonsets.apps "x" not found`); kubesim stores events.k8s.io's view as "eventsv1".
+_QUALIFIED = {
     "daemonsets": ("daemonsets", "apps"),
     "eventsv1": ("events", "events.k8s.io"),
     "poddisruptionbudgets": ("poddisruptionbudgets", "policy"),
+    "selfsubjectaccessreviews": ("selfsubjectaccessreviews", "authorization.k8s.io"),
+    "selfsubjectrulesreviews": ("selfsubjectrulesreviews", "authorization.k8s.io"),
 }
+GROUPS = {resource: group for resource, (_, group) in _QUALIFIED.items()}
 
 
-def _qualified(resource: str, name: str) -> tuple[str, dict[str, Any]]:
-    plural, group = _GROUPS.get(resource, (resource, ""))
-    if not group:
-        return resource, {"name": name, "kind": resource}
-    return f"{plural}.{group}", {"name": name, "group": group, "kind": plural}
+def qualified(resource: str) -> str:
+    plural, group = _QUALIFIED.get(resource, (resource, ""))
+    return f"{plural}.{group}" if group else resource
+
+
+def _details(resource: str, name: str) -> dict[str, Any]:
+    plural, group = _QUALIFIED.get(resource, (resource, ""))
+    details: dict[str, Any] = {"name": name} if name else {}
+    if group:
+        details["group"] = group
+    details["kind"] = plural
+    return details
 
 
 def not_found(resource: str, name: str) -> ApiError:
-    qualified, details = _qualified(resource, name)
-    return ApiError(404, "NotFound", f'{qualified} "{name}" not found', details)
+    return ApiError(
+        404, "NotFound", f'{qualified(resource)} "{name}" not found', _details(resource, name)
+    )
 
 
 def already_exists(resource: str, name: str) -> ApiError:
-    qualified, details = _qualified(resource, name)
-    return ApiError(409, "AlreadyExists", f'{qualified} "{name}" already exists', details)
+    return ApiError(
+        409,
+        "AlreadyExists",
+        f'{qualified(resource)} "{name}" already exists',
+        _details(resource, name),
+    )
 
 
-def conflict(resource: str, name: str) -> ApiError:
-    qualified, details = _qualified(resource, name)
+OPTIMISTIC_LOCK = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
+
+
+def conflict(resource: str, name: str, detail: str = OPTIMISTIC_LOCK) -> ApiError:
     return ApiError(
         409,
         "Conflict",
-        f'Operation cannot be fulfilled on {qualified} "{name}": the object has been modified; '
-        "please apply your changes to the latest version and try again",
-        details,
+        f'Operation cannot be fulfilled on {qualified(resource)} "{name}": {detail}',
+        _details(resource, name),
     )
 
 
@@ -75,17 +95,32 @@ def unauthorized() -> ApiError:
 
 
 def forbidden(
-    user: str, verb: str, resource: str, name: str | None, namespace: str | None, group: str = ""
+    user: str,
+    verb: str,
+    resource: str,
+    name: str | None,
+    namespace: str | None,
+    group: str = "",
+    subresource: str | None = None,
+    reason: str = "",
 ) -> ApiError:
-    subject = f'{resource} "{name}"' if name else resource
+    """403 as the authorization filter answers it (responsewriters.forbiddenMessage)."""
+    asked = f"{resource}/{subresource}" if subresource else resource
     scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
-    return ApiError(
-        403,
-        "Forbidden",
-        f'{subject} is forbidden: User "{user}" cannot {verb} resource "{resource}" '
-        f'in API group "{group}" {scope}',
-        {"name": name, "kind": resource} if name else {"kind": resource},
+    why = f'User "{user}" cannot {verb} resource "{asked}" in API group "{group}" {scope}' + (
+        f": {reason}" if reason else ""
     )
+    qualified_resource = f"{resource}.{group}" if group else resource
+    subject = f'{qualified_resource} "{name}"' if name else qualified_resource
+    details: dict[str, Any] = {"name": name} if name else {}
+    if group:
+        details["group"] = group
+    details["kind"] = resource
+    return ApiError(403, "Forbidden", f"{subject} is forbidden: {why}", details)
+
+
+def forbidden_path(user: str, verb: str, path: str) -> ApiError:
+    return ApiError(403, "Forbidden", f'forbidden: User "{user}" cannot {verb} path "{path}"', {})
 
 
 def unsupported_media_type(content_type: str) -> ApiError:

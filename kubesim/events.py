@@ -16,12 +16,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from kubesim.errors import ApiError
 from kubesim.store import Entry, Store
 
+NORMAL = "Normal"
+WARNING = "Warning"
 SCHEDULER = "default-scheduler"
 SCHEDULER_INSTANCE = "default-scheduler-kubesim"
 KUBELET = "kubelet"
@@ -31,14 +32,6 @@ MAX_EVENTS = 5000
 # Identical events within this window are one event whose count (or series) grows.
 AGGREGATE_SECONDS = 600.0
 V1_RESOURCE = "eventsv1"
-
-
-def _time() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _micro_time() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def reference(obj: dict[str, Any], field_path: str = "") -> dict[str, Any]:
@@ -187,29 +180,61 @@ class EventRecorder:
         ref = {"kind": "Node", "name": name, "uid": name}
         self.kubelet_event(name, ref, "Normal", status, f"Node {name} status is now: {status}")
 
+    # --- the hook other components call (kubesim.recorder's interface) ---
+    def record(
+        self,
+        involved: dict[str, Any],
+        *,
+        type_: str,
+        reason: str,
+        message: str,
+        component: str,
+    ) -> None:
+        """An event about `involved` (a node or a pod, as stored) through the core/v1 API,
+        as the component's client-go recorder writes it."""
+        if involved.get("kind") == "Node":
+            name = involved["metadata"]["name"]
+            # Node events name the node with its name as UID (nodeutil.RecordNodeStatusChange).
+            ref, host = {"kind": "Node", "name": name, "uid": name}, name
+        else:
+            ref, host = reference(involved), (involved.get("spec") or {}).get("nodeName", "")
+        self.core_event(component, host, ref, type_, reason, message)
+
     # --- the two recorders ---
     def kubelet_event(
         self, node: str, ref: dict[str, Any], type_: str, reason: str, message: str
     ) -> None:
+        self.core_event(KUBELET, node, ref, type_, reason, message)
+
+    def core_event(
+        self,
+        component: str,
+        host: str,
+        ref: dict[str, Any],
+        type_: str,
+        reason: str,
+        message: str,
+    ) -> None:
         """An event through the core/v1 API, as client-go's record package writes it."""
-        now = _time()
+        now = self.store.clock.rfc3339()
+        source = {"component": component, "host": host} if host else {"component": component}
         self._record(
             ref,
-            KUBELET,
+            component,
             reason,
             message,
             {
                 "involvedObject": ref,
                 "reason": reason,
                 "message": message,
-                "source": {"component": KUBELET, "host": node},
+                "source": source,
                 "firstTimestamp": now,
                 "lastTimestamp": now,
                 "count": 1,
                 "type": type_,
                 "eventTime": None,
-                "reportingComponent": KUBELET,
-                "reportingInstance": node,
+                "reportingComponent": component,
+                "reportingInstance": host,
             },
         )
 
@@ -231,7 +256,7 @@ class EventRecorder:
                 "firstTimestamp": None,
                 "lastTimestamp": None,
                 "type": type_,
-                "eventTime": _micro_time(),
+                "eventTime": self.store.clock.rfc3339_micro(),
                 "action": action,
                 "reportingComponent": SCHEDULER,
                 "reportingInstance": SCHEDULER_INSTANCE,
@@ -271,7 +296,10 @@ class EventRecorder:
         updated = dict(current)
         if body.get("eventTime"):
             count = (current.get("series") or {}).get("count", 1) + 1
-            updated["series"] = {"count": count, "lastObservedTime": _micro_time()}
+            updated["series"] = {
+                "count": count,
+                "lastObservedTime": self.store.clock.rfc3339_micro(),
+            }
         else:
             updated["count"] = int(current.get("count", 1)) + 1
             updated["lastTimestamp"] = body["lastTimestamp"]

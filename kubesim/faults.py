@@ -26,6 +26,8 @@ class Faults:
     fail_next: list[FailRule] = field(default_factory=list)
     # node name -> how many of the next writes to it meet a concurrent writer first
     conflicts: dict[str, int] = field(default_factory=dict)
+    # node name -> the Ready status its kubelet reports just before the next write to it
+    ready_before_write: dict[str, str] = field(default_factory=dict)
     seed: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -39,6 +41,7 @@ class Faults:
                 self.rates = {}
                 self.fail_next = []
                 self.conflicts = {}
+                self.ready_before_write = {}
             if "latency_ms" in body:
                 self.latency_ms = float(body["latency_ms"])
             if "rates" in body:
@@ -54,6 +57,8 @@ class Faults:
                 )
             for node, count in (body.get("conflicts") or {}).items():
                 self.conflicts[node] = int(count)
+            for node, status in (body.get("ready_before_write") or {}).items():
+                self.ready_before_write[node] = str(status)
             if "seed" in body:
                 self.random.seed(int(body["seed"]))
 
@@ -64,6 +69,7 @@ class Faults:
                 "rates": self.rates,
                 "fail_next": [r.__dict__ for r in self.fail_next],
                 "conflicts": self.conflicts,
+                "ready_before_write": self.ready_before_write,
             }
 
     def decide(self, verb: str, resource: str) -> int | str | None:
@@ -79,6 +85,10 @@ class Faults:
                 if share > 0 and self.random.random() < share:
                     return outcome if outcome == "drop" else int(outcome)
         return None
+
+    def take_ready_report(self, node: str) -> str | None:
+        with self.lock:
+            return self.ready_before_write.pop(node, None)
 
     def take_conflict(self, node: str) -> bool:
         with self.lock:

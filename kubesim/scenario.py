@@ -373,9 +373,8 @@ def node_object(group: NodeGroup, index: int, created: str) -> dict[str, Any]:
         **group.labels,
     }
     gpus = str(advertised_gpus(group))
+    # A node that is not ready gets its taints from the node lifecycle controller.
     taints = [dict(t) for t in group.taints]
-    if not group.ready:
-        taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
     octet = index % 250 + 1
     return {
         "kind": "Node",
@@ -388,7 +387,9 @@ def node_object(group: NodeGroup, index: int, created: str) -> dict[str, Any]:
         },
         "spec": {
             "podCIDR": f"10.244.{octet}.0/24",
-            "taints": taints,
+            "podCIDRs": [f"10.244.{octet}.0/24"],
+            # Empty lists are not served (omitempty): an untainted node has no taints field.
+            **({"taints": taints} if taints else {}),
             **({"unschedulable": True} if group.unschedulable else {}),
         },
         "status": {

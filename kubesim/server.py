@@ -17,12 +17,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim import discovery, errors, openapi, patching
+import yaml
+
+from kubesim import apply, discovery, errors, openapi, options, patching, protobuf, rbac, writes
 from kubesim.cluster import KINDS, Cluster, GpuOverride
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
+from kubesim.rbac import READ_VERBS, Attributes, Rbac
 from kubesim.selectors import field_selector, label_selector
 from kubesim.store import Entry
+from kubesim.termination import DeleteOptions
+from kubesim.watch import TableEncoder, WatchStream, rows_with_objects
 
 API_VERSIONS = {
     "nodes": "v1",
@@ -32,6 +37,8 @@ API_VERSIONS = {
     "poddisruptionbudgets": "policy/v1",
     "daemonsets": "apps/v1",
     "eventsv1": "events.k8s.io/v1",
+    "selfsubjectaccessreviews": "authorization.k8s.io/v1",
+    "selfsubjectrulesreviews": "authorization.k8s.io/v1",
 }
 NAMESPACED = {"pods", "events", "poddisruptionbudgets", "daemonsets", "eventsv1"}
 # Resources of the named API groups: (group/version, resource in the URL) -> stored resource.
@@ -40,10 +47,15 @@ GROUP_RESOURCES = {
     ("events.k8s.io/v1", "events"): "eventsv1",
 }
 READ_ONLY = {"daemonsets", "eventsv1"}  # served for reading: their writers are in kubesim
+REVIEWS = {
+    "selfsubjectaccessreviews": "SelfSubjectAccessReview",
+    "selfsubjectrulesreviews": "SelfSubjectRulesReview",
+}
 PATCH_TYPES = {
     "application/strategic-merge-patch+json": "strategic",
     "application/merge-patch+json": "merge",
     "application/json-patch+json": "json",
+    "application/apply-patch+yaml": "apply",
 }
 
 _CORE = re.compile(
@@ -56,7 +68,10 @@ _GROUPED = re.compile(
 )
 _POLICY = re.compile(
     r"^/apis/policy/v1(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>poddisruptionbudgets)"
-    r"(?:/(?P<name>[^/]+))?$"
+    r"(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$"
+)
+_AUTHORIZATION = re.compile(
+    r"^/apis/authorization\.k8s\.io/v1/(?P<resource>selfsubjectaccessreviews|selfsubjectrulesreviews)$"
 )
 
 
@@ -64,6 +79,8 @@ _POLICY = re.compile(
 class User:
     name: str
     read_only: bool
+    groups: tuple[str, ...] = ()
+    admin: bool = False  # in system:masters: every request allowed
 
 
 @dataclass
@@ -80,10 +97,10 @@ class Request:
             "resource": self.resource,
             "apiVersion": API_VERSIONS.get(self.resource, "v1"),
         }
-        group = api_group(self.resource)
+        group = errors.GROUPS.get(self.resource)
         if group:
             ref["apiGroup"] = group
-            ref["resource"] = _URL_RESOURCE.get(self.resource, self.resource)
+            ref["resource"] = url_resource(self.resource)
         if self.namespace:
             ref["namespace"] = self.namespace
         if self.name:
@@ -100,6 +117,7 @@ class ApiServer:
     audit_path: Path | None = None
     faults: Faults = field(default_factory=Faults)
     server_address: str = "127.0.0.1:6443"
+    rbac: Rbac | None = None  # None: the admin may do anything, the read-only token read
 
     def __post_init__(self) -> None:
         self._audit_lock = threading.Lock()
@@ -129,7 +147,9 @@ class ApiServer:
             "verb": verb,
             "user": {
                 "username": user.name if user else "system:anonymous",
-                "groups": ["system:authenticated"] if user else ["system:unauthenticated"],
+                "groups": [*user.groups, "system:authenticated"]
+                if user
+                else ["system:unauthenticated"],
             },
             "sourceIPs": [handler.client_address[0]],
             "userAgent": handler.headers.get("User-Agent", ""),
@@ -207,6 +227,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Audit-Id", str(uuid.uuid4()))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
+        for warning in self._warnings:
+            escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
+            self.send_header("Warning", f'299 - "{escaped}"')
         self.end_headers()
         # The audit line is written before the answer leaves, so a client that reads the log
         # right after its response finds its request there.
@@ -237,6 +260,7 @@ class Handler(BaseHTTPRequestHandler):
         self._audited = False
         self._who: User | None = None
         self._request: Request | None = None
+        self._warnings: list[str] = []
         self._verb = method.lower()  # non-resource requests are audited with the HTTP verb
         # Read the body before any answer, errors included: what is left unread on a
         # keep-alive connection would be parsed as the next request.
@@ -244,7 +268,9 @@ class Handler(BaseHTTPRequestHandler):
         self._raw_body = self.rfile.read(length) if length else b""
         parts = urlsplit(self.path)
         path = parts.path.rstrip("/") or "/"
-        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        lists = parse_qs(parts.query, keep_blank_values=True)
+        self._query_lists = lists
+        query = {k: v[-1] for k, v in lists.items()}
         code = 500
         try:
             if path in ("/version", "/healthz", "/livez", "/readyz"):
@@ -265,20 +291,11 @@ class Handler(BaseHTTPRequestHandler):
                 return
             request = self._request = self._route(method, path, query)
             if request is None:
+                self._authorize_path(user, method, path)
                 code = self._discovery(path)
                 return
             verb = self._verb = request.verb
-            if user.read_only and verb not in ("get", "list", "watch"):
-                raise errors.forbidden(
-                    user.name,
-                    verb,
-                    _URL_RESOURCE.get(request.resource, request.resource)
-                    if not request.subresource
-                    else f"{request.resource}/{request.subresource}",
-                    request.name,
-                    request.namespace,
-                    api_group(request.resource),
-                )
+            self._authorize(user, request)
             if self._inject_fault(verb, request.resource):
                 code = 0
                 return
@@ -291,6 +308,59 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             if code:
                 self._record(code)
+
+    def _authorize(self, user: User, request: Request) -> None:
+        """The read-only token reads; the admin token does anything; with --rbac, a service
+        account's token does what its roles allow (403 in the authorization filter's words)."""
+        group = errors.GROUPS.get(request.resource, "")
+        if user.admin:
+            return
+        if user.read_only:
+            # Anyone may ask what they may do (the bootstrap role system:basic-user).
+            if request.verb in READ_VERBS or request.resource in REVIEWS:
+                return
+            reason = ""
+        else:
+            allowed, reason = self._authorizer().authorize(self._attributes(user, request))
+            if allowed:
+                return
+        raise errors.forbidden(
+            user.name,
+            request.verb,
+            url_resource(request.resource),
+            request.name,
+            request.namespace,
+            group,
+            subresource=request.subresource,
+            reason=reason,
+        )
+
+    def _authorizer(self) -> Rbac:
+        return self.api.rbac or Rbac()
+
+    @staticmethod
+    def _attributes(user: User, request: Request) -> Attributes:
+        return Attributes(
+            user=user.name,
+            groups=(*user.groups, "system:authenticated"),
+            verb=request.verb,
+            resource_request=True,
+            api_group=errors.GROUPS.get(request.resource, ""),
+            resource=url_resource(request.resource),
+            subresource=request.subresource or "",
+            name=request.name or "",
+            namespace=request.namespace or "",
+        )
+
+    def _authorize_path(self, user: User, method: str, path: str) -> None:
+        if user.admin or user.read_only:
+            return
+        verb = method.lower()
+        attributes = Attributes(
+            user.name, (*user.groups, "system:authenticated"), verb, False, path=path
+        )
+        if not self._authorizer().authorize(attributes)[0]:
+            raise errors.forbidden_path(user.name, verb, path)
 
     def _inject_fault(self, verb: str, resource: str) -> bool:
         faults = self.api.faults
@@ -311,15 +381,14 @@ class Handler(BaseHTTPRequestHandler):
         raise errors.internal_error("injected fault")
 
     def _route(self, method: str, path: str, query: dict[str, str]) -> Request | None:
-        match = _CORE.match(path) or _POLICY.match(path) or _GROUPED.match(path)
+        match = (
+            _CORE.match(path)
+            or _POLICY.match(path)
+            or _GROUPED.match(path)
+            or _AUTHORIZATION.match(path)
+        )
         if not match:
-            if path.startswith(("/api", "/apis", "/openapi")) and path not in (
-                "/api",
-                "/api/v1",
-                "/apis",
-                *(f"/apis/{group}" for group in discovery.GROUPS),
-                *(f"/apis/{gv}" for gv in discovery.GROUP_RESOURCES),
-            ):
+            if path.startswith(("/api", "/apis", "/openapi")) and path not in discovery_paths():
                 raise ApiError(
                     404, "NotFound", "the server could not find the requested resource", {}
                 )
@@ -384,6 +453,8 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str, request: Request) -> int:
         if request.resource == "namespaces":
             return self._namespaces(request)
+        if request.resource in REVIEWS:
+            return self._review(request)
         if request.subresource == "eviction":
             return self._evict(request)
         if request.subresource not in (None, "status"):
@@ -397,58 +468,53 @@ class Handler(BaseHTTPRequestHandler):
         if request.verb == "list":
             return self._list(request)
         if request.verb == "get":
-            entry = self._store.get(request.resource, request.namespace, request.name or "")
+            found = self._store.get(request.resource, request.namespace, request.name or "")
             if discovery.wants_table(self.headers.get("Accept", "")):
-                meta = {"resourceVersion": entry.obj["metadata"]["resourceVersion"]}
-                self._send_json(200, discovery.table(request.resource, [entry.obj], meta))
+                meta = {"resourceVersion": found.obj["metadata"]["resourceVersion"]}
+                table = discovery.table(request.resource, [found.obj], meta)
+                rows_with_objects(table, [found.obj], options.include_object(request.query))
+                self._send_json(200, table)
             else:
-                self._send_object(200, entry, request.resource)
+                self._send(200, found.raw)
             return 200
-        dry_run = request.query.get("dryRun") == "All"
-        if request.verb == "create":
-            return self._create(request, dry_run)
-        if request.verb == "update":
-            return self._update(request, dry_run)
-        if request.verb == "patch":
-            return self._patch(request, dry_run)
-        if request.verb == "delete":
-            gone = self.api.cluster.store.delete(
-                request.resource, request.namespace, request.name or "", dry_run=dry_run
-            )
-            self._send_object(200, gone, request.resource)
-            return 200
-        raise errors.method_not_allowed(method)
+        writers = {
+            "create": (self._create, "CreateOptions", 201),
+            "update": (self._update, "UpdateOptions", 200),
+            "patch": (self._patch, "PatchOptions", 200),
+            "delete": (self._delete, "DeleteOptions", 200),
+        }
+        if request.verb not in writers:
+            raise errors.method_not_allowed(method)
+        write, kind, code = writers[request.verb]
+        is_apply = request.verb == "patch" and self._patch_type() == "apply"
+        write_options = options.write_options(
+            kind, request.query, self._query_lists, apply=is_apply
+        )
+        # The write and the controllers' reaction to it happen before the answer leaves.
+        with self._store.lock:
+            answer, code = write(request, write_options, code)
+            if not write_options.dry_run:
+                self.api.cluster.settle()
+        self._send(code, answer.raw)
+        return code
 
     @property
     def _store(self):  # type: ignore[no-untyped-def]
         return self.api.cluster.store
 
-    def _send_object(self, code: int, entry: Entry, resource: str) -> None:
-        if resource == "poddisruptionbudgets":
-            self._send_json(code, self.api.cluster.pdb_with_status(entry))
-        else:
-            self._send(code, entry.raw)
-
     def _list(self, request: Request) -> int:
         query = request.query
+        list_options = options.list_options(query, watch=False)
         labels = label_selector(query.get("labelSelector"))
         fields = field_selector(request.resource, query.get("fieldSelector"))
-        limit = int(query.get("limit") or 0)
         token = query.get("continue")
+        rv_asked = list_options["resourceVersion"]
+        # A list at resourceVersion "0" is served from the watch cache, which ignores limit.
+        limit = 0 if rv_asked == "0" else int(query.get("limit") or 0)
         if token:
             snapshot_id, rv, offset, entries = self._store.resume(token)
         else:
-            node = _node_equality(query.get("fieldSelector"))
-            if request.resource == "pods" and node is not None:
-                rv, everything = self._store.pods_on(node)
-                if request.namespace:
-                    everything = [
-                        e
-                        for e in everything
-                        if e.obj["metadata"].get("namespace") == request.namespace
-                    ]
-            else:
-                rv, everything = self._store.list(request.resource, request.namespace)
+            rv, everything = self._list_at(request, list_options)
             entries = [e for e in everything if labels(e.obj) and fields(e.obj)]
             snapshot_id, offset = "", 0
         page = entries[offset : offset + limit] if limit else entries[offset:]
@@ -457,23 +523,76 @@ class Handler(BaseHTTPRequestHandler):
         if limit and end < len(entries):
             snapshot_id = snapshot_id or self._store.save_snapshot(rv, entries)
             meta["continue"] = self._store.continue_token(snapshot_id, rv, end)
-            meta["remainingItemCount"] = len(entries) - end
+            # etcd counts what is left only when no selector filters it.
+            if not query.get("labelSelector") and not query.get("fieldSelector"):
+                meta["remainingItemCount"] = len(entries) - end
         if discovery.wants_table(self.headers.get("Accept", "")):
             objects = [e.obj for e in page]
-            self._send_json(200, discovery.table(request.resource, objects, meta))
+            table = discovery.table(request.resource, objects, meta)
+            rows_with_objects(table, objects, options.include_object(query))
+            self._send_json(200, table)
             return 200
         kind = KINDS.get(request.resource, "Namespace") + "List"
-        if request.resource == "poddisruptionbudgets":
-            items = b",".join(
-                json.dumps(self.api.cluster.pdb_with_status(e)).encode() for e in page
-            )
-        else:
-            items = b",".join(e.raw for e in page)
+        items = b",".join(e.raw for e in page)
         head = json.dumps(
             {"kind": kind, "apiVersion": API_VERSIONS[request.resource], "metadata": meta}
         )[:-1].encode()
         self._send(200, head + b',"items":[' + items + b"]}")
         return 200
+
+    def _list_at(self, request: Request, list_options: dict[str, Any]) -> tuple[int, list[Entry]]:
+        """The objects a list reads, by its resourceVersion semantics: unset (the latest),
+        "0" (any), N (not older than N: a later N is waited for, then 504) or Exact N."""
+        store = self._store
+        asked = list_options["resourceVersion"]
+        wanted = self._parse_rv(asked) if asked not in ("", "0") else 0
+        if wanted > store.rv:
+            self._wait_for_rv(wanted)
+        if list_options["match"] == options.EXACT:
+            return wanted, store.list_at(request.resource, request.namespace, wanted)
+        node = _node_equality(request.query.get("fieldSelector"))
+        if request.resource == "pods" and node is not None:
+            rv, everything = store.pods_on(node)
+            if request.namespace:
+                everything = [
+                    e for e in everything if e.obj["metadata"].get("namespace") == request.namespace
+                ]
+            return rv, everything
+        return store.list(request.resource, request.namespace)  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _parse_rv(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise errors.bad_request(f'invalid resource version "{text}"')
+        return value
+
+    def _wait_for_rv(self, wanted: int) -> None:
+        """The watch cache waits up to 3 s for a resourceVersion it has not seen yet."""
+        store = self._store
+        deadline = time.monotonic() + 3.0
+        with store.lock:
+            while store.rv < wanted and time.monotonic() < deadline:
+                store.changed.wait(timeout=max(0.0, deadline - time.monotonic()))
+            if store.rv < wanted:
+                raise ApiError(
+                    504,
+                    "Timeout",
+                    f"Timeout: Too large resource version: {wanted}, current: {store.rv}",
+                    {
+                        "causes": [
+                            {
+                                "reason": "ResourceVersionTooLarge",
+                                "message": "Too large resource version",
+                            }
+                        ],
+                        "retryAfterSeconds": 1,
+                    },
+                    {"Retry-After": "1"},
+                )
 
     def _namespaces(self, request: Request) -> int:
         if request.verb not in ("list", "get"):
@@ -529,89 +648,167 @@ class Handler(BaseHTTPRequestHandler):
             meta["namespace"] = request.namespace or meta.get("namespace") or "default"
         else:
             meta.pop("namespace", None)
-        body["kind"] = KINDS[request.resource]
-        body["apiVersion"] = API_VERSIONS[request.resource]
         return body
 
-    def _create(self, request: Request, dry_run: bool) -> int:
+    def _decode(self, request: Request, body: dict[str, Any], validation: str) -> dict[str, Any]:
+        kind = KINDS[request.resource]
+        decoded = writes.decode_body(
+            kind, API_VERSIONS[request.resource], body, validation, self._warnings
+        )
+        decoded["kind"] = kind
+        decoded["apiVersion"] = API_VERSIONS[request.resource]
+        return decoded
+
+    def _create(self, request: Request, opts: options.WriteOptions, code: int) -> tuple[Entry, int]:
         if request.name:
             raise errors.method_not_allowed("POST")
         body = self._prepare(request, self._json_body())
+        body = self._decode(request, body, opts.field_validation)
         if not body["metadata"].get("name") and body["metadata"].get("generateName"):
             body["metadata"]["name"] = body["metadata"]["generateName"] + uuid.uuid4().hex[:5]
+        for system in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
+            body["metadata"].pop(system, None)
+        if request.resource == "poddisruptionbudgets":
+            body["status"] = dict(PDB_ZERO_STATUS)  # the strategy resets status on create
         self.api.cluster.validate(request.resource, body)
         if request.resource == "pods":
-            created = self.api.cluster.create_pod(body, dry_run=dry_run)
-        else:
-            created = self._store.create(request.resource, body, dry_run=dry_run)
-        self._send_object(201, created, request.resource)
-        return 201
+            return self.api.cluster.create_pod(body, dry_run=opts.dry_run), code
+        if request.resource == "nodes":
+            body = apply.record_update(None, body, self._manager(opts), self._now())
+        return self._store.create(request.resource, body, dry_run=opts.dry_run), code
 
-    def _update(self, request: Request, dry_run: bool) -> int:
+    def _manager(self, opts: options.WriteOptions) -> str:
+        return apply.manager_from(opts.field_manager, self.headers.get("User-Agent", ""))
+
+    def _now(self) -> str:
+        return self._store.clock.rfc3339()  # type: ignore[no-any-return]
+
+    def _update(self, request: Request, opts: options.WriteOptions, code: int) -> tuple[Entry, int]:
         body = self._prepare(request, self._json_body())
-        name = body["metadata"].get("name")
-        if name != request.name:
-            raise errors.bad_request(
-                f"the name of the object ({name}) does not match the name "
-                f"on the URL ({request.name})"
-            )
-        with self._store.lock:
-            self._concurrent_writer(request)
-            current = self._store.get(request.resource, request.namespace, request.name or "")
-            body = self._keep_other_half(request, current.obj, body)
-            self.api.cluster.validate(request.resource, body)
-            expected = body["metadata"].get("resourceVersion") or None
-            stored = self._store.replace(
-                request.resource, body, expected_rv=expected, dry_run=dry_run
-            )
-        self._send_object(200, stored, request.resource)
-        return 200
+        body = self._decode(request, body, opts.field_validation)
+        writes.check_name(body, request.name, request.namespace)
+        self._concurrent_writer(request)
+        current = self._store.get(request.resource, request.namespace, request.name or "")
+        writes.check_update(
+            request.resource, KINDS[request.resource], current.obj, body, uid_precondition=True
+        )
+        body = self._keep_other_half(request, current.obj, body)
+        return self._store_update(request, opts, current, body), code
 
-    def _patch(self, request: Request, dry_run: bool) -> int:
+    def _store_update(
+        self,
+        request: Request,
+        opts: options.WriteOptions,
+        current: Entry,
+        new: dict[str, Any],
+        expected: str | None = None,
+    ) -> Entry:
+        self.api.cluster.validate(request.resource, new)
+        if request.resource == "nodes":
+            new = apply.record_update(
+                current.obj,
+                new,
+                self._manager(opts),
+                self._now(),
+                subresource=request.subresource or "",
+            )
+        expected = expected or new["metadata"].get("resourceVersion") or None
+        return self._store.replace(  # type: ignore[no-any-return]
+            request.resource, new, expected_rv=expected, dry_run=opts.dry_run
+        )
+
+    def _patch_type(self) -> str | None:
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        return PATCH_TYPES.get(content_type)
+
+    def _patch(self, request: Request, opts: options.WriteOptions, code: int) -> tuple[Entry, int]:
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         patch_type = PATCH_TYPES.get(content_type)
-        if patch_type is None:
+        if patch_type is None or (patch_type == "apply" and request.resource != "nodes"):
             raise errors.unsupported_media_type(content_type)
+        if patch_type == "apply":
+            return self._apply(request, opts)
         patch = self._json_body()
         # The whole read-patch-write holds the store lock, as the real server retries a patch
         # without a precondition internally: only a client's own resourceVersion can conflict.
-        with self._store.lock:
-            self._concurrent_writer(request)
-            current = self._store.get(request.resource, request.namespace, request.name or "")
-            if patch_type == "merge":
-                if not isinstance(patch, dict):
-                    raise errors.bad_request("merge patch must be a JSON object")
-                patched = patching.json_merge_patch(current.obj, patch)
-            elif patch_type == "strategic":
-                if not isinstance(patch, dict):
-                    raise errors.bad_request("strategic merge patch must be a JSON object")
-                patched = patching.strategic_merge_patch(
-                    current.obj, patch, KINDS[request.resource]
-                )
-            else:
-                patched = patching.json_patch(current.obj, patch)
-            if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
-                raise errors.bad_request("the patch removed the object's metadata")
-            meta = patched["metadata"]
-            if meta.get("name") != request.name:
-                raise errors.bad_request("metadata.name: Invalid value: the name cannot be changed")
-            if request.namespace and meta.get("namespace") != request.namespace:
-                raise errors.bad_request("metadata.namespace: the namespace cannot be changed")
-            patched = self._keep_other_half(request, current.obj, patched)
-            self.api.cluster.validate(request.resource, patched)
-            expected = meta.get("resourceVersion") or None
-            stored = self._store.replace(
-                request.resource, patched, expected_rv=expected, dry_run=dry_run
+        self._concurrent_writer(request)
+        current = self._store.get(request.resource, request.namespace, request.name or "")
+        kind = KINDS[request.resource]
+        if patch_type == "merge":
+            if not isinstance(patch, dict):
+                raise errors.bad_request("merge patch must be a JSON object")
+            patched = patching.json_merge_patch(current.obj, patch)
+        elif patch_type == "strategic":
+            if not isinstance(patch, dict):
+                raise errors.bad_request("strategic merge patch must be a JSON object")
+            patched = patching.strategic_merge_patch(current.obj, patch, kind)
+        else:
+            patched = patching.json_patch(current.obj, patch)
+        if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
+            raise errors.bad_request("the patch removed the object's metadata")
+        patched = writes.decode_patched(
+            kind,
+            patched,
+            patch,
+            strategic=patch_type == "strategic",
+            validation=opts.field_validation,
+            warnings=self._warnings,
+        )
+        writes.check_name(patched, request.name, request.namespace)
+        writes.check_update(request.resource, kind, current.obj, patched, uid_precondition=False)
+        patched = self._keep_other_half(request, current.obj, patched)
+        return self._store_update(request, opts, current, patched), code
+
+    def _apply(self, request: Request, opts: options.WriteOptions) -> tuple[Entry, int]:
+        """Server-side apply of a node (kubesim/apply.py)."""
+        try:
+            config = yaml.safe_load(self._body() or b"{}")
+        except yaml.YAMLError as exc:
+            raise errors.bad_request(f"error decoding YAML: {exc}") from None
+        if not isinstance(config, dict):
+            raise errors.bad_request("error decoding YAML: the patch is not an object")
+        version = f"{config.get('apiVersion')}, Kind={config.get('kind')}"
+        if config.get("apiVersion") != "v1" or config.get("kind") != "Node":
+            raise errors.bad_request(
+                "Incorrect version specified in apply patch. Specified patch version: "
+                f"{config.get('apiVersion') or ''}, expected: v1"
+                if config.get("apiVersion") != "v1"
+                else f"unexpected kind in apply patch: {version}"
             )
-        self._send_object(200, stored, request.resource)
-        return 200
+        writes.check_name(config, request.name, None)
+        writes.check_apply_config("Node", config)
+        self._concurrent_writer(request)
+        current = self._store.objects["nodes"].get(request.name or "")
+        new = apply.server_side_apply(
+            current.obj if current else None,
+            config,
+            opts.field_manager,
+            force=opts.force,
+            now=self._now(),
+        )
+        if current is None:
+            new.setdefault("metadata", {})["name"] = request.name
+            self.api.cluster.validate("nodes", new)
+            return self._store.create("nodes", new, dry_run=opts.dry_run), 201
+        writes.check_update("nodes", "Node", current.obj, new, uid_precondition=False)
+        new = self._keep_other_half(request, current.obj, new)
+        self.api.cluster.validate("nodes", new)
+        stored = self._store.replace("nodes", new, expected_rv=None, dry_run=opts.dry_run)
+        return stored, 200
+
+    def _delete(self, request: Request, opts: options.WriteOptions, code: int) -> tuple[Entry, int]:
+        delete_options = DeleteOptions.parse(self._json_body(), request.query, opts.dry_run)
+        gone = self.api.cluster.delete(
+            request.resource, request.namespace, request.name or "", delete_options
+        )
+        return gone, code
 
     @staticmethod
     def _keep_other_half(
         request: Request, current: dict[str, Any], new: dict[str, Any]
     ) -> dict[str, Any]:
         """The main resource cannot change status; the status subresource changes only that."""
-        if request.resource not in ("nodes", "pods"):
+        if request.resource not in ("nodes", "pods", "poddisruptionbudgets"):
             return new
         if request.subresource == "status":
             return {
@@ -627,26 +824,68 @@ class Handler(BaseHTTPRequestHandler):
             result["status"] = current["status"]
         else:
             result.pop("status", None)
+        # System fields a client cannot set: deletion is the DELETE verb's job.
+        meta = dict(result.get("metadata") or {})
+        for system in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+            if system in current["metadata"]:
+                meta[system] = current["metadata"][system]
+            else:
+                meta.pop(system, None)
+        result["metadata"] = meta
         return result
 
     def _concurrent_writer(self, request: Request) -> None:
-        """Fault: another writer changes the node between the client's read and this write."""
-        if request.resource != "nodes" or not self.api.faults.take_conflict(request.name or ""):
+        """Fault: another writer changes the node between the client's read and this write —
+        a bumped annotation, or its kubelet reporting a Ready status (the node lifecycle
+        controller then taints it)."""
+        if request.resource != "nodes":
             return
-        current = self._store.get("nodes", None, request.name or "")
+        faults, name = self.api.faults, request.name or ""
+        ready = faults.take_ready_report(name)
+        if ready is not None:
+            self._report_ready(name, ready)
+        if not faults.take_conflict(name):
+            return
+        current = self._store.get("nodes", None, name)
         bumped = copy.deepcopy(current.obj)
         annotations = bumped["metadata"].setdefault("annotations", {})
         annotations["kubesim.io/concurrent-writer"] = str(time.time_ns())
         self._store.replace("nodes", bumped, expected_rv=None)
 
+    def _report_ready(self, name: str, status: str) -> None:
+        cluster = self.api.cluster
+        node = copy.deepcopy(cluster.store.get("nodes", None, name).obj)
+        reasons = {
+            "True": ("KubeletReady", "kubelet is posting ready status"),
+            "False": ("KubeletNotReady", "container runtime network not ready"),
+        }
+        reason, message = reasons.get(
+            status, ("NodeStatusUnknown", "Kubelet stopped posting node status.")
+        )
+        for condition in (node.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "Ready":
+                if condition.get("status") != status:
+                    condition["lastTransitionTime"] = cluster.store.clock.rfc3339()
+                condition.update({"status": status, "reason": reason, "message": message})
+        cluster.store.replace("nodes", node, expected_rv=None)
+        cluster.settle()
+
     def _evict(self, request: Request) -> int:
         if self.command != "POST" or request.resource != "pods":
             raise errors.method_not_allowed(self.command)
+        create_options = options.write_options("CreateOptions", request.query, self._query_lists)
         body = self._json_body() or {}
-        dry_run = request.query.get("dryRun") == "All" or "All" in (
-            (body.get("deleteOptions") or {}).get("dryRun") or []
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of the request must be a JSON object")
+        eviction = writes.decode_body(
+            "Eviction", "policy/v1", body, create_options.field_validation, self._warnings
         )
-        self.api.cluster.evict(request.namespace or "default", request.name or "", dry_run=dry_run)
+        self.api.cluster.evict(
+            request.namespace or "default",
+            request.name or "",
+            eviction,
+            dry_run=create_options.dry_run,
+        )
         self._send_json(
             201,
             {
@@ -659,22 +898,64 @@ class Handler(BaseHTTPRequestHandler):
         )
         return 201
 
+    def _review(self, request: Request) -> int:
+        """SelfSubjectAccessReview / SelfSubjectRulesReview for the caller."""
+        if request.verb != "create":
+            raise errors.method_not_allowed(self.command)
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if content_type == protobuf.CONTENT_TYPE:
+            try:
+                body = protobuf.decode_review(self._body())
+            except protobuf.ProtobufError as exc:
+                raise errors.bad_request(f"error decoding request body: {exc}") from None
+        else:
+            body = self._json_body()
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of the request must be a JSON object")
+        kind = REVIEWS[request.resource]
+        review = writes.decode_body(
+            kind, API_VERSIONS[request.resource], body, "Warn", self._warnings
+        )
+        user = self._who
+        assert user is not None
+        spec = review.get("spec") or {}
+        who = rbac.Caller(
+            user.name, (*user.groups, "system:authenticated"), user.admin, user.read_only
+        )
+        if kind == "SelfSubjectRulesReview":
+            status = rbac.rules_review(self._authorizer(), who, str(spec.get("namespace") or ""))
+        else:
+            status = rbac.access_review(self._authorizer(), who, spec)
+        answer = {
+            "kind": kind,
+            "apiVersion": API_VERSIONS[request.resource],
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": status,
+        }
+        self._send_json(201, answer)
+        return 201
+
     # --- watch: a chunked stream of JSON events ---
     def _watch(self, request: Request) -> int:
-        labels = label_selector(request.query.get("labelSelector"))
-        fields = field_selector(request.resource, request.query.get("fieldSelector"))
-        timeout = float(request.query.get("timeoutSeconds") or 1800)
-        deadline = time.monotonic() + timeout
-        store = self._store
+        query = request.query
+        list_options = options.list_options(query, watch=True)
+        labels = label_selector(query.get("labelSelector"))
+        fields = field_selector(request.resource, query.get("fieldSelector"))
+        as_table = discovery.wants_table(self.headers.get("Accept", ""))
+        include = options.include_object(query) if as_table else "Metadata"
+        rv = list_options["resourceVersion"]
+        if rv not in ("", "0"):
+            self._parse_rv(rv)
 
-        def matches(entry: Entry | None) -> bool:
+        def matches(found: Entry | None) -> bool:
             return (
-                entry is not None
-                and labels(entry.obj)
-                and fields(entry.obj)
+                found is not None
+                and labels(found.obj)
+                and fields(found.obj)
                 and (
                     request.namespace is None
-                    or entry.obj["metadata"].get("namespace") == request.namespace
+                    or found.obj["metadata"].get("namespace") == request.namespace
                 )
             )
 
@@ -683,39 +964,24 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.close_connection = True
-        start = request.query.get("resourceVersion")
-        initial: list[bytes] = []
-        with store.lock:
-            if start in (None, "", "0"):
-                rv, entries = store.list(request.resource, request.namespace)
-                initial = [_event_line("ADDED", e.raw) for e in entries if matches(e)]
-                last = rv
-            else:
-                last = int(start)
-                if last < store.oldest_rv:
-                    status = errors.gone(f"too old resource version: {last} ({store.oldest_rv})")
-                    initial = [_event_line("ERROR", json.dumps(status.status()).encode())]
-                    last = -1
+        stream = WatchStream(
+            self._store,
+            request.resource,
+            KINDS.get(request.resource, "Namespace"),
+            API_VERSIONS[request.resource],
+            matches,
+            self._chunk,
+        )
+        if as_table:
+            stream.encode = TableEncoder(request.resource, include).encode
         try:
-            for line in initial:
-                self._chunk(line)
-            while last >= 0 and time.monotonic() < deadline:
-                with store.lock:
-                    if store.rv <= last:
-                        store.changed.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
-                    pending = [
-                        e for e in store.events_since(last) if e.resource == request.resource
-                    ]
-                    last = store.rv
-                for event in pending:
-                    now_in, was_in = matches(event.new), matches(event.old)
-                    if event.type == "MODIFIED" and now_in != was_in:
-                        kind = "ADDED" if now_in else "DELETED"
-                    elif now_in or (event.type == "DELETED" and was_in):
-                        kind = event.type
-                    else:
-                        continue
-                    self._chunk(_event_line(kind, event.new.raw))
+            stream.run(
+                resource_version=rv,
+                send_initial=list_options["sendInitialEvents"],
+                bookmarks=query.get("allowWatchBookmarks") in ("true", "1") and not as_table,
+                timeout=float(query.get("timeoutSeconds") or 1800),
+                namespace=request.namespace,
+            )
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             return 499
@@ -727,8 +993,8 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- control endpoints for tests, the demo and benchmarks ---
     def _control(self, method: str, path: str, user: User) -> int:
-        if user.read_only:
-            raise errors.forbidden(user.name, method.lower(), "kubesim", None, None)
+        if not user.admin:
+            raise errors.forbidden_path(user.name, method.lower(), path)
         cluster = self.api.cluster
         if path == "/kubesim/faults":
             if method == "POST":
@@ -770,16 +1036,66 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/kubesim/schedule" and method == "POST":
             self._send_json(200, {"bound": cluster.schedule_pending()})
             return 200
+        if path == "/kubesim/clock":
+            return self._clock(method)
+        if path == "/kubesim/kubelet" and method == "POST":
+            # {"node": N, "posting": false}: the kubelet stops (or resumes) posting status.
+            body = self._json_body() or {}
+            with cluster.store.lock:
+                if body.get("posting", True):
+                    cluster.lifecycle.kubelet_resumes(str(body["node"]))
+                else:
+                    cluster.lifecycle.kubelet_stops(str(body["node"]))
+                cluster.settle()
+            self._send_json(200, {"node": body["node"], "posting": body.get("posting", True)})
+            return 200
+        if path == "/kubesim/controllers" and method == "POST":
+            # {"disruption": false}: the disruption controller stalls (budgets go stale).
+            body = self._json_body() or {}
+            with cluster.store.lock:
+                if "disruption" in body:
+                    cluster.disruption.paused = not body["disruption"]
+                cluster.settle()
+            self._send_json(200, {"disruption": not cluster.disruption.paused})
+            return 200
         raise errors.not_found("kubesim", path)
+
+    def _clock(self, method: str) -> int:
+        """GET the simulated time; POST {"advance": seconds} or {"scale": factor}. An
+        advance fires every timer that became due before it answers."""
+        clock, timers = self._store.clock, self.api.cluster.timers
+        if method == "POST":
+            body = self._json_body() or {}
+            if "scale" in body:
+                clock.set_scale(float(body["scale"]))
+            if "advance" in body:
+                clock.advance(float(body["advance"]))
+            timers.wake()
+            timers.run_due()
+        now = clock.now()
+        self._send_json(
+            200,
+            {"now": clock.rfc3339_micro(now), "scale": clock.scale, "timers": len(timers)},
+        )
+        return 200
 
 
 _URL_RESOURCE = {"eventsv1": "events"}
 
 
-def api_group(resource: str) -> str:
-    """The API group a stored resource is served in ("" for the core group)."""
-    version = API_VERSIONS.get(resource, "v1")
-    return version.rsplit("/", 1)[0] if "/" in version else ""
+def url_resource(resource: str) -> str:
+    """The resource as its URL names it (kubesim stores events.k8s.io's view as eventsv1)."""
+    return _URL_RESOURCE.get(resource, resource)
+
+
+def discovery_paths() -> tuple[str, ...]:
+    return (
+        "/api",
+        "/api/v1",
+        "/apis",
+        *(f"/apis/{group}" for group in discovery.GROUPS),
+        *(f"/apis/{gv}" for gv in discovery.GROUP_RESOURCES),
+    )
 
 
 def _node_equality(selector: str | None) -> str | None:
@@ -791,8 +1107,13 @@ def _node_equality(selector: str | None) -> str | None:
     return None
 
 
-def _event_line(kind: str, raw: bytes) -> bytes:
-    return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
+# A new budget's status before the disruption controller has seen it.
+PDB_ZERO_STATUS = {
+    "disruptionsAllowed": 0,
+    "currentHealthy": 0,
+    "desiredHealthy": 0,
+    "expectedPods": 0,
+}
 
 
 class Server(ThreadingHTTPServer):

@@ -14,17 +14,15 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from kubesim.clock import Clock
 from kubesim.errors import ApiError, already_exists, conflict, gone, not_found
 
 EVENT_HISTORY = 200_000
 SNAPSHOT_TTL = 300.0
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+# Kinds whose strategy keeps metadata.generation (bumped when the spec changes).
+GENERATION = {"poddisruptionbudgets"}
 
 
 @dataclass(frozen=True)
@@ -51,7 +49,8 @@ def key_of(namespace: str | None, name: str) -> str:
 
 
 class Store:
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock or Clock()
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self._rv = itertools.count(1000)
@@ -158,9 +157,11 @@ class Store:
             obj["metadata"] = {
                 **meta,
                 "uid": meta.get("uid") or str(uuid.uuid4()),
-                "creationTimestamp": meta.get("creationTimestamp") or now_rfc3339(),
+                "creationTimestamp": meta.get("creationTimestamp") or self.clock.rfc3339(),
                 "resourceVersion": str(self.rv + 1),
             }
+            if resource in GENERATION:
+                obj["metadata"]["generation"] = 1
             if dry_run:
                 return entry(obj)
             obj["metadata"]["resourceVersion"] = str(self._next_rv())
@@ -189,6 +190,11 @@ class Store:
                 "creationTimestamp": old_meta["creationTimestamp"],
                 "resourceVersion": current_rv,
             }
+            if resource in GENERATION:
+                generation = int(old_meta.get("generation") or 1)
+                if old.obj.get("spec") != obj.get("spec"):
+                    generation += 1
+                new_meta["generation"] = generation
             obj = {**obj, "metadata": new_meta}
             if _same_content(old.obj, obj):
                 return old  # a no-op write does not bump resourceVersion, as in the real server
@@ -201,13 +207,21 @@ class Store:
             return stored
 
     def delete(
-        self, resource: str, namespace: str | None, name: str, *, dry_run: bool = False
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        *,
+        dry_run: bool = False,
+        uid: str | None = None,
+        resource_version: str | None = None,
     ) -> Entry:
         key = key_of(namespace, name)
         with self.lock:
             old = self.objects[resource].get(key)
             if old is None:
                 raise not_found(resource, name)
+            check_preconditions(resource, old, uid, resource_version)
             if dry_run:
                 return old
             del self.objects[resource][key]
@@ -219,6 +233,45 @@ class Store:
             stored = entry(gone_obj)
             self._record(resource, "DELETED", stored, old)
             return stored
+
+    def list_at(self, resource: str, namespace: str | None, rv: int) -> list[Entry]:
+        """The objects as they were at resourceVersion `rv`, rebuilt from the event history
+        (as etcd serves an exact-version read from its own history)."""
+        with self.lock:
+            if rv < self.oldest_rv:
+                raise gone("The resourceVersion for the provided list is too old.")
+            state = dict(self.objects[resource])
+            for event in reversed(self.events):
+                if event.rv <= rv:
+                    break
+                if event.resource != resource:
+                    continue
+                meta = event.new.obj["metadata"]
+                key = key_of(meta.get("namespace"), meta["name"])
+                if event.old is None:
+                    state.pop(key, None)
+                else:
+                    state[key] = event.old
+        prefix = f"{namespace}/" if namespace else ""
+        return [e for k, e in sorted(state.items()) if k.startswith(prefix)]
+
+    def restore(self, rv: int, objects: dict[str, list[dict[str, Any]]]) -> None:
+        """Load objects saved by a previous run (--state): no history before `rv`, as a
+        restarted API server's watch cache has none."""
+        with self.lock:
+            for resource, items in objects.items():
+                for obj in items:
+                    meta = obj["metadata"]
+                    stored = entry(obj)
+                    self.objects[resource][key_of(meta.get("namespace"), meta["name"])] = stored
+                    self._sorted.pop(resource, None)
+                    if resource == "pods":
+                        node = (obj.get("spec") or {}).get("nodeName") or ""
+                        self.pods_by_node[node].add(key_of(meta.get("namespace"), meta["name"]))
+                    for listener in self.listeners:
+                        listener(resource, "ADDED", stored, None)
+            self._rv = itertools.count(rv + 1)
+            self.rv = self.oldest_rv = rv
 
     def events_since(self, rv: int) -> list[WatchEvent]:
         if rv < self.oldest_rv:
@@ -235,3 +288,24 @@ class Store:
 
 def _same_content(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return old == new
+
+
+def check_preconditions(
+    resource: str, current: Entry, uid: str | None, resource_version: str | None
+) -> None:
+    """DeleteOptions.preconditions, answered as the storage layer words them."""
+    meta = current.obj["metadata"]
+    if uid is not None and uid != meta.get("uid"):
+        raise conflict(
+            resource,
+            meta["name"],
+            f"Precondition failed: UID in precondition: {uid}, "
+            f"UID in object meta: {meta.get('uid')}",
+        )
+    if resource_version is not None and resource_version != meta.get("resourceVersion"):
+        raise conflict(
+            resource,
+            meta["name"],
+            "Precondition failed: ResourceVersion in precondition: "
+            f"{resource_version}, ResourceVersion in object meta: {meta.get('resourceVersion')}",
+        )

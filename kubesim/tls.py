@@ -1,4 +1,9 @@
-"""A self-signed CA and a server certificate for --tls, made with the openssl command."""
+"""A self-signed CA and a server certificate for --tls, made with the openssl command.
+
+Kept next to the kubeconfig and reused on the next start while they still verify (the
+server certificate signed by the CA, valid for the host for another day), so a restarted
+simulator is still trusted by the kubeconfig and the clients that read it.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ def make_certificates(directory: Path, host: str) -> tuple[Path, Path, Path]:
     def run(*args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True)
 
+    if _reusable(ca_crt, ca_key, crt, key, host):
+        return ca_crt, crt, key
     run(
         "req",
         "-x509",
@@ -72,3 +79,21 @@ def make_certificates(directory: Path, host: str) -> tuple[Path, Path, Path]:
         str(ext),
     )
     return ca_crt, crt, key
+
+
+def _reusable(ca_crt: Path, ca_key: Path, crt: Path, key: Path, host: str) -> bool:
+    if not all(p.exists() for p in (ca_crt, ca_key, crt, key)):
+        return False
+
+    def ok(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["openssl", *args], capture_output=True, text=True, check=False)
+
+    verified = ok("verify", "-CAfile", str(ca_crt), str(crt))
+    fresh = ok("x509", "-checkend", "86400", "-noout", "-in", str(crt))
+    names = ok("x509", "-noout", "-ext", "subjectAltName", "-in", str(crt))
+    wanted = f"IP Address:{host}" if host.replace(".", "").isdigit() else f"DNS:{host}"
+    return (
+        verified.returncode == 0
+        and fresh.returncode == 0
+        and (wanted in names.stdout or host in ("127.0.0.1", "localhost"))
+    )

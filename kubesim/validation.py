@@ -202,4 +202,5 @@ def invalid_error(kind: str, name: str, errors: list[FieldError], group: str = "
     }
     if group:
         details["group"] = group
-    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {joined}', details)
+    qualified = f"{kind}.{group}" if group else kind
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {joined}', details)

@@ -37,6 +37,8 @@ from pools.models import MoveItem, MoveRequest, Node, Pool
 from pools.workflow.transitions import release_nodes, state_transition
 
 log = logging.getLogger(__name__)
+# How long after its grace period a pod may take to disappear (the kubelet's final delete).
+TERMINATION_SLACK_SECONDS = 10
 State = MoveRequest.State
 ItemState = MoveItem.State
 
@@ -110,6 +112,10 @@ def _drain(item: MoveItem) -> None:
     drain.set_unschedulable(name, True)
     audit("node.cordoned", request=request, node_name=name, message="drain-first: cordoned")
     deadline = time.monotonic() + request.drain_deadline_seconds
+    # Pod -> when it must be gone: an evicted pod stays listed while it terminates, for up to
+    # its grace period. It is leaving: never evicted twice, and not held against the deadline
+    # while its grace period runs.
+    leaving: dict[str, float] = {}
     while True:
         pods = drain.gpu_pods_on(name)
         if not pods:
@@ -120,7 +126,13 @@ def _drain(item: MoveItem) -> None:
                 message="no GPU pods left on the node",
             )
             return
+        now = time.monotonic()
         for pod in pods:
+            if str(pod) in leaving:
+                continue
+            if pod.terminating:
+                leaving[str(pod)] = now + pod.grace_seconds
+                continue
             refused = drain.evict(pod)
             audit(
                 "pod.eviction_refused" if refused else "pod.evicted",
@@ -128,13 +140,28 @@ def _drain(item: MoveItem) -> None:
                 node_name=name,
                 message=f"{pod}" + (f": {refused}" if refused else ""),
             )
-        if time.monotonic() >= deadline:
-            left = ", ".join(str(p) for p in pods)
-            raise DrainDeadlinePassed(
-                f"drain deadline of {request.drain_deadline_seconds}s passed with "
-                f"GPU pods still on the node: {left}"
-            )
+            if not refused:
+                leaving[str(pod)] = now + pod.grace_seconds
+        _check_drain_deadline(request, pods, leaving, deadline)
         time.sleep(settings.DRAIN_POLL_SECONDS)
+
+
+def _check_drain_deadline(
+    request: MoveRequest, pods: list[drain.PodRef], leaving: dict[str, float], deadline: float
+) -> None:
+    now = time.monotonic()
+    if now < deadline:
+        return
+    # A terminating pod is given its grace period (and the kubelet a moment to report it
+    # gone) even past the drain deadline: it leaves whatever the move does.
+    slack = settings.DRAIN_POLL_SECONDS + TERMINATION_SLACK_SECONDS
+    stuck = [p for p in pods if str(p) not in leaving or now > leaving[str(p)] + slack]
+    if stuck:
+        left = ", ".join(str(p) for p in stuck)
+        raise DrainDeadlinePassed(
+            f"drain deadline of {request.drain_deadline_seconds}s passed with "
+            f"GPU pods still on the node: {left}"
+        )
 
 
 @dataclass

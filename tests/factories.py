@@ -83,8 +83,14 @@ def raw_node(
 ) -> dict[str, Any]:
     """A Node object as the API server returns it, with what the inventory reads."""
     model, count, memory = gpu
-    if not ready:  # what the node lifecycle controller adds
-        taints = [*taints, {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    if not ready:
+        # A node whose kubelet stopped posting status (Ready=Unknown): the node lifecycle
+        # controller taints it unreachable, NoSchedule at once and NoExecute after a while.
+        taints = [
+            *taints,
+            {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+        ]
     return {
         "metadata": {
             "name": name,
@@ -101,7 +107,7 @@ def raw_node(
         "status": {
             "capacity": {"nvidia.com/gpu": str(count), "cpu": "96", "memory": "1Ti"},
             "allocatable": {"nvidia.com/gpu": str(count), "cpu": "95", "memory": "1000Gi"},
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "conditions": [{"type": "Ready", "status": "True" if ready else "Unknown"}],
         },
     }
 

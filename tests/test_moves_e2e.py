@@ -166,6 +166,32 @@ def test_injected_503s_and_409s_end_in_success(portal: Kubesim, tmp_path: Path) 
         assert portal.core().read_node(name).metadata.labels["gpu-pool"] == "mixed"
 
 
+def evictions(sim: Kubesim) -> int:
+    return sum(
+        1
+        for event in sim.audit_events()
+        if event.get("objectRef", {}).get("subresource") == "eviction"
+    )
+
+
+def pod_lists(sim: Kubesim) -> int:
+    return sim.count("list", resource="pods")
+
+
+def terminating(sim: Kubesim, node: str) -> int:
+    pods = sim.core().list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
+    return sum(1 for p in pods.items if p.metadata.deletion_timestamp is not None)
+
+
+def wait_out_terminating_pods(sim: Kubesim, node: str, count: int, polls: int = 3) -> None:
+    """Evicted pods terminate for their grace period (30 s): once the drain has looked at
+    them `polls` more times (0.2 s apart), the kubesim clock is run past it."""
+    wait_for(lambda: terminating(sim, node) == count, timeout=30, what="pods terminating")
+    seen = pod_lists(sim)
+    wait_for(lambda: pod_lists(sim) >= seen + polls, timeout=30, what="more drain polls")
+    sim.control("clock", {"advance": 30})
+
+
 def test_drain_first_evicts_gpu_pods_then_relabels_and_uncordons(
     portal: Kubesim, tmp_path: Path
 ) -> None:
@@ -197,8 +223,11 @@ def test_drain_first_evicts_gpu_pods_then_relabels_and_uncordons(
     )
     with celery_worker(tmp_path):
         approve(move)
+        wait_out_terminating_pods(portal, "a100-infer-004", 3)
         move = wait_for_state(move, FINAL)
     assert move.state == State.SUCCEEDED, move.items.get().error
+    # A terminating pod is leaving: evicted once, never again on the later polls.
+    assert evictions(portal) == 3
     core = portal.core()
     node = core.read_node("a100-infer-004")
     assert node.metadata.labels["gpu-pool"] == "mixed" and not node.spec.unschedulable
@@ -225,6 +254,22 @@ def test_drain_first_evicts_gpu_pods_then_relabels_and_uncordons(
         < actions.index("node.drained")
         < actions.index("node.uncordoned")
     )
+
+
+def test_a_drain_waits_out_grace_periods_longer_than_its_deadline(
+    portal: Kubesim, tmp_path: Path
+) -> None:
+    # One second to drain, pods that take thirty to stop: evicted in time, the drain waits
+    # for them rather than failing a node that is emptying anyway.
+    move = request_move(
+        ["a100-infer-002"], "mixed", drain_policy="drain-first", drain_deadline_seconds=1
+    )
+    with celery_worker(tmp_path):
+        approve(move)
+        wait_out_terminating_pods(portal, "a100-infer-002", 3, polls=10)
+        move = wait_for_state(move, FINAL)
+    assert move.state == State.SUCCEEDED, move.items.get().error
+    assert evictions(portal) == 3
 
 
 def test_drain_first_blocked_by_a_budget_fails_at_its_deadline_and_uncordons(

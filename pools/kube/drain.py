@@ -2,7 +2,9 @@
 
 Eviction (not deletion) lets the API server enforce PodDisruptionBudgets: a pod whose budget
 allows no disruption is answered 429 and stays; the drain waits and asks again until its
-deadline.
+deadline. An evicted pod is not gone: it terminates (`metadata.deletionTimestamp` set) for
+its grace period — `terminationGracePeriodSeconds`, 30 s by default, minutes for a training
+job that checkpoints — and is listed on its node until then.
 """
 
 from __future__ import annotations
@@ -39,14 +41,34 @@ def set_unschedulable(name: str, value: bool) -> Raw:
     )
 
 
+DEFAULT_GRACE_SECONDS = 30
+
+
 @dataclass(frozen=True)
 class PodRef:
     namespace: str
     name: str
     gpus: int
+    terminating: bool = False  # already leaving: evicting it again would change nothing
+    grace_seconds: int = DEFAULT_GRACE_SECONDS  # how long it may take to leave once asked
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+def pod_ref(raw: Raw) -> PodRef:
+    meta, spec = raw["metadata"], raw.get("spec") or {}
+    terminating = bool(meta.get("deletionTimestamp"))
+    grace = meta.get("deletionGracePeriodSeconds") if terminating else None
+    if grace is None:
+        grace = spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+    return PodRef(
+        str(meta["namespace"]),
+        str(meta["name"]),
+        pod_gpus(raw),
+        terminating=terminating,
+        grace_seconds=int(grace),
+    )
 
 
 def gpu_pods_on(node: str) -> list[PodRef]:
@@ -54,7 +76,7 @@ def gpu_pods_on(node: str) -> list[PodRef]:
     `kubectl drain --ignore-daemonsets` leaves them): their controller would put them back at
     once, and the device plugin and dcgm-exporter must stay on the node anyway."""
     return [
-        PodRef(p["metadata"]["namespace"], p["metadata"]["name"], pod_gpus(p))
+        pod_ref(p)
         for page in pod_pages(node_name=node)
         for p in page
         if pod_gpus(p) > 0 and not _daemon_pod(p)

@@ -133,6 +133,20 @@ def test_patch_body_deletes_with_null_and_sends_the_whole_taint_list() -> None:
     }
 
 
+def test_a_system_taint_goes_back_with_its_time_added() -> None:
+    raw = {
+        "key": "node.kubernetes.io/not-ready",
+        "effect": "NoExecute",
+        "timeAdded": "2026-01-02T03:04:05Z",
+    }
+    seen = Taint.from_api(raw)
+    # The time is not part of what a taint is: a diff ignores it, a PATCH sends it back.
+    assert seen == NOT_READY and {seen} == {NOT_READY}
+    node = NodeState({KEY: "training"}, (seen,))
+    desired = desired_state(node.labels, node.taints, INFERENCE, POOLS, pool_key=KEY)
+    assert node_patch(node_diff(node, desired), desired, "1")["spec"]["taints"][0] == raw
+
+
 def test_label_only_change_leaves_taints_out_of_the_patch() -> None:
     node = NodeState({KEY: "mixed"}, ())
     desired = desired_state(node.labels, node.taints, MIXED, POOLS, pool_key=KEY)

@@ -97,6 +97,34 @@ def test_a_concurrent_writer_causing_409_is_handled(cluster: Kubesim) -> None:
 
 
 @pytest.mark.django_db
+def test_system_taints_survive_the_409_they_cause_untouched(cluster: Kubesim) -> None:
+    """The node lifecycle controller taints a node between our read and our PATCH: the
+    PATCH meets a 409, and the retry keeps the controller's taint exactly as it wrote it."""
+    by_name, pools = specs()
+    cluster.control("faults", {"ready_before_write": {"a100-train-000": "False"}})
+    result = apply_pool("a100-train-000", by_name["inference"], pools)
+    assert result.patched and result.conflicts == 1
+    taints = {(t.key, t.effect): t for t in cluster.core().read_node("a100-train-000").spec.taints}
+    assert set(taints) == {
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("workload-inference", "NoSchedule"),
+    }
+    assert taints[("node.kubernetes.io/not-ready", "NoSchedule")].time_added is not None
+
+
+@pytest.mark.django_db
+def test_a_cordoned_nodes_unschedulable_taint_keeps_its_time(cluster: Kubesim) -> None:
+    by_name, pools = specs()
+    core = cluster.core()
+    core.patch_node("gpu-new-000", {"spec": {"unschedulable": True}})
+    (system,) = core.read_node("gpu-new-000").spec.taints
+    apply_pool("gpu-new-000", by_name["training"], pools)
+    after = {t.key: t for t in core.read_node("gpu-new-000").spec.taints}
+    assert set(after) == {"node.kubernetes.io/unschedulable", "workload-training"}
+    assert after["node.kubernetes.io/unschedulable"].time_added == system.time_added
+
+
+@pytest.mark.django_db
 def test_endless_conflicts_give_up_with_a_clear_error(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
     settings.PATCH_MAX_CONFLICTS = 2
     by_name, pools = specs()

@@ -164,11 +164,14 @@ def test_json_patch_for_a_list_body(kubesim: Kubesim) -> None:
     assert caught.value.status == 422
 
 
-def test_apply_patch_is_answered_415(kubesim_shared: Kubesim) -> None:
+def test_apply_patch_of_a_pod_is_answered_415(kubesim_shared: Kubesim) -> None:
+    # Server-side apply is served for nodes only (see docs/kubesim.md).
     with pytest.raises(ApiException) as caught:
-        kubesim_shared.core().patch_node(
-            "gpu-new-001",
+        kubesim_shared.core().patch_namespaced_pod(
+            "notebook-a100-reserve-001",
+            "research",
             {"metadata": {"labels": {"a": "b"}}},
+            field_manager="test",
             _content_type="application/apply-patch+yaml",
         )
     assert caught.value.status == 415

@@ -188,6 +188,10 @@ def test_a_deleted_daemon_pod_is_replaced(cluster: Kubesim) -> None:
     before = {p.metadata.name for p in daemon_pods(cluster, node)}
     gone = next(n for n in before if n.startswith("nvidia-dcgm-exporter-"))
     cluster.core().delete_namespaced_pod(gone, "gpu-operator")
+    # As the DaemonSet controller does, the replacement comes once the old pod is gone: while
+    # it terminates (its grace period) the node still counts as running one.
+    assert gone in {p.metadata.name for p in daemon_pods(cluster, node)}
+    cluster.control("clock", {"advance": 31})
     wait_for(
         lambda: (
             len(daemon_pods(cluster, node)) == 2

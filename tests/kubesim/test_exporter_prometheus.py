@@ -128,6 +128,9 @@ def test_gpus_follow_pods_as_they_come_and_go(tmp_path: Path) -> None:
         node_metrics = f"{sim.metrics_url}/metrics/node/a100-reserve-004"
         assert b'pod="notebook-a100-reserve-004"' in urllib.request.urlopen(node_metrics).read()
         core.delete_namespaced_pod("notebook-a100-reserve-004", "research")
+        # A terminating pod holds its GPU until its grace period ends.
+        assert b"notebook-a100-reserve-004" in urllib.request.urlopen(node_metrics).read()
+        sim.control("clock", {"advance": 30})
         text = urllib.request.urlopen(node_metrics).read().decode()
         assert "notebook-a100-reserve-004" not in text
         util = [ln for ln in text.splitlines() if ln.startswith("DCGM_FI_DEV_GPU_UTIL{")]

@@ -103,7 +103,7 @@ def test_scheduler_binds_by_affinity_tolerations_and_free_gpus(kubesim: Kubesim)
     # The demo's pending 8-GPU job would take the freed node first: it goes away.
     core.delete_namespaced_pod("big-train", "ml-training")
     # Frees a whole training node, so an 8-GPU job with the toleration can land.
-    core.delete_namespaced_pod("llm-pretrain-a100-train-001", "ml-training")
+    core.delete_namespaced_pod("llm-pretrain-a100-train-001", "ml-training", grace_period_seconds=0)
     core.create_namespaced_pod(
         "ml-training", gpu_pod("gang-0", 8, pool="training", tolerate="workload-training")
     )
@@ -120,6 +120,10 @@ def test_a_pending_pod_is_bound_once_room_appears(kubesim: Kubesim) -> None:
     core = kubesim.core()
     assert core.read_namespaced_pod("big-train", "ml-training").status.phase == "Pending"
     core.delete_namespaced_pod("llm-pretrain-a100-train-002", "ml-training")
+    # Its GPUs stay held while it terminates; the grace period ends, then there is room.
+    kubesim.control("schedule", {})
+    assert core.read_namespaced_pod("big-train", "ml-training").status.phase == "Pending"
+    kubesim.control("clock", {"advance": 300})
     kubesim.control("schedule", {})
     pod = core.read_namespaced_pod("big-train", "ml-training")
     assert (pod.spec.node_name, pod.status.phase) == ("a100-train-002", "Running")
@@ -134,6 +138,9 @@ def test_eviction_deletes_the_pod(kubesim: Kubesim) -> None:
             metadata=client.V1ObjectMeta(name="notebook-a100-reserve-000", namespace="research")
         ),
     )
+    evicted = core.read_namespaced_pod("notebook-a100-reserve-000", "research")
+    assert evicted.metadata.deletion_timestamp is not None
+    kubesim.control("clock", {"advance": 30})
     with pytest.raises(ApiException) as caught:
         core.read_namespaced_pod("notebook-a100-reserve-000", "research")
     assert caught.value.status == 404

@@ -42,7 +42,7 @@ def test_demo_is_the_articles_cluster() -> None:
     drifted = [
         n
         for n in nodes
-        if n["metadata"]["labels"].get("gpu-pool") == "training" and not n["spec"]["taints"]
+        if n["metadata"]["labels"].get("gpu-pool") == "training" and not n["spec"].get("taints")
     ]
     assert [n["metadata"]["name"] for n in drifted] == ["a100-train-drift-000"]
     pending = [

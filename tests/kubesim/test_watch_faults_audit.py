@@ -158,6 +158,7 @@ def test_latency_is_added(kubesim: Kubesim) -> None:
         "rates": {},
         "fail_next": [],
         "conflicts": {},
+        "ready_before_write": {},
     }
     # The server's own audit record shows the delay it injected between receiving the
     # request and answering it (a property of the fault, not a speed measurement).
