@@ -29,14 +29,19 @@ def fit_nodes(
         name = (pod.get("spec") or {}).get("nodeName")
         if name:
             by_node[name].append(pod)
+    requests: dict[str, Resources] = {}
     return [
-        fit_node(node, by_node.get(node["metadata"]["name"], []), pool_key=pool_key)
+        fit_node(node, by_node.get(node["metadata"]["name"], []), pool_key=pool_key, cache=requests)
         for node in nodes
     ]
 
 
 def fit_node(
-    node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], *, pool_key: str
+    node: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    *,
+    pool_key: str,
+    cache: dict[str, Resources] | None = None,
 ) -> FitNode:
     meta, spec, status = (
         node.get("metadata") or {},
@@ -46,7 +51,7 @@ def fit_node(
     labels = dict(meta.get("labels") or {})
     allocatable = dict(status.get("allocatable") or {})
     max_pods = _amount("pods", allocatable.pop("pods", "0"))
-    on_node = [p for p in (node_pod(pod) for pod in pods) if p is not None]
+    on_node = [p for p in (node_pod(pod, cache) for pod in pods) if p is not None]
     return FitNode(
         name=meta["name"],
         pool=labels.get(pool_key, NO_POOL),
@@ -63,12 +68,26 @@ def fit_node(
     )
 
 
-def node_pod(pod: Mapping[str, Any]) -> NodePod | None:
-    """A bound pod's footprint, or None when it has finished and holds nothing."""
+def node_pod(pod: Mapping[str, Any], cache: dict[str, Resources] | None = None) -> NodePod | None:
+    """A bound pod's footprint, or None when it has finished and holds nothing. Pods of one
+    controller look alike, so `cache` keeps requests by what they are computed from."""
     if (pod.get("status") or {}).get("phase") in FINISHED:
         return None
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-    requests = read_pod_resources(FieldReader(), spec, "spec").requests
+    key = repr(
+        (
+            [c.get("resources") for c in spec.get("containers") or []],
+            [
+                (c.get("resources"), c.get("restartPolicy"))
+                for c in spec.get("initContainers") or []
+            ],
+            spec.get("overhead"),
+        )
+    )
+    cached = cache.get(key) if cache is not None else None
+    requests = cached or read_pod_resources(FieldReader(), spec, "spec").requests
+    if cache is not None:
+        cache[key] = requests
     priority = spec.get("priority")
     return NodePod(
         requests,

@@ -76,9 +76,16 @@ class FilterRun:
         self.tolerates_cordon = tolerated(shape.tolerations, UNSCHEDULABLE_TAINT)
         self._static: dict[tuple[object, ...], Rejection | None] = {}
         self._by_node: dict[int, Rejection | None] = {}
+        self._rejections: dict[int, Rejection | None] = {}
 
     def rejection(self, i: int) -> Rejection | None:
         """Why node `i` cannot take the pod now (None: it can)."""
+        if i in self._rejections:
+            return self._rejections[i]
+        result = self._rejections[i] = self._rejection(i)
+        return result
+
+    def _rejection(self, i: int) -> Rejection | None:
         node = self.snapshot.nodes[i]
         if self.pinned is not None and node.name not in self.pinned:
             return Rejection((NOT_PINNED,))

@@ -62,7 +62,7 @@ from pools.core.filters import (
 )
 from pools.core.findings import Finding
 from pools.core.fit_advice import FitOptions, workload_findings
-from pools.core.fit_fix import Fix, scheduling_fix
+from pools.core.fit_fix import Fix, scheduling_fixes
 from pools.core.packing import place, room
 from pools.core.pods import PodShape
 from pools.core.workloads import Manifest, Workload, read_objects
@@ -217,11 +217,7 @@ def check_fit(
         findings += fit.findings
         for pool_fit in fit.pools:
             findings += pool_fit.findings
-    fixes = {}
-    if with_fixes:
-        fixes = {
-            name: scheduling_fix(manifest, pool, pool_key) for name, pool in snapshot.pools.items()
-        }
+    fixes = scheduling_fixes(manifest, snapshot.pools.values(), pool_key) if with_fixes else {}
     return FitReport(tuple(fits), tuple(findings), fixes)
 
 
@@ -267,9 +263,11 @@ def _with_findings(fit: WorkloadFit, advice: tuple[Finding, ...]) -> WorkloadFit
 def evaluate_workload(
     workload: Workload, snapshot: ClusterSnapshot, options: FitOptions
 ) -> WorkloadFit:
-    runs = [
-        FilterRun(snapshot, t.shape, name_taints=options.name_taints) for t in workload.templates
-    ]
+    by_shape: dict[PodShape, FilterRun] = {}
+    for t in workload.templates:
+        if t.shape not in by_shape:
+            by_shape[t.shape] = FilterRun(snapshot, t.shape, name_taints=options.name_taints)
+    runs = [by_shape[t.shape] for t in workload.templates]
     everything = list(range(len(snapshot.nodes)))
     cluster = tuple(
         _verdict(run, t.role, t.replicas, everything, options)

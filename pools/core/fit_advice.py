@@ -60,7 +60,7 @@ def workload_findings(
     ):
         findings += _template_findings(template, verdict, lands, snapshot, options)
     for pool_fit in fit.pools:
-        findings += _pool_findings(fit, pool_fit, snapshot)
+        findings += _pool_findings(fit, pool_fit, snapshot, options.pool_key)
     return tuple(_in_document(finding, document) for finding in findings)
 
 
@@ -196,7 +196,9 @@ def _limits_of_the_verdict(template: PodTemplate, snapshot: ClusterSnapshot) -> 
     return findings
 
 
-def _pool_findings(fit: WorkloadFit, pool_fit: PoolFit, snapshot: ClusterSnapshot) -> list[Finding]:
+def _pool_findings(
+    fit: WorkloadFit, pool_fit: PoolFit, snapshot: ClusterSnapshot, pool_key: str
+) -> list[Finding]:
     findings = []
     pool = snapshot.pools[pool_fit.pool]
     models_here = {
@@ -204,7 +206,8 @@ def _pool_findings(fit: WorkloadFit, pool_fit: PoolFit, snapshot: ClusterSnapsho
     } - {""}
     for template in fit.workload.templates:
         asked = template.shape.placement.requires_value(GPU_PRODUCT_LABEL)
-        if not asked:
+        targets = template.shape.placement.requires_value(pool_key)
+        if not asked or (targets is not None and pool.name not in targets):
             continue
         if pool.accepted_gpu_models and not asked & set(pool.accepted_gpu_models):
             have = ", ".join(pool.accepted_gpu_models)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,15 @@ class Fix:
         }
 
 
-def scheduling_fix(manifest: Manifest, pool: FitPool, pool_key: str) -> Fix:
+def scheduling_fixes(manifest: Manifest, pools: Iterable[FitPool], pool_key: str) -> dict[str, Fix]:
+    """One fix per pool, the submitted manifest serialised once."""
+    before = serialise(list(manifest.documents), manifest.format)
+    return {pool.name: scheduling_fix(manifest, pool, pool_key, before=before) for pool in pools}
+
+
+def scheduling_fix(
+    manifest: Manifest, pool: FitPool, pool_key: str, *, before: str | None = None
+) -> Fix:
     documents = copy.deepcopy(list(manifest.documents))
     changed = []
     for workload in manifest.workloads:
@@ -56,7 +65,8 @@ def scheduling_fix(manifest: Manifest, pool: FitPool, pool_key: str) -> Fix:
             spec = _at(documents[workload.document - 1], template.location)
             if merge_scheduling_block(spec, pool, pool_key):
                 changed.append(f"document {workload.document}: {template.path}")
-    before = serialise(list(manifest.documents), manifest.format)
+    if before is None:
+        before = serialise(list(manifest.documents), manifest.format)
     after = serialise(documents, manifest.format)
     diff = "".join(
         difflib.unified_diff(

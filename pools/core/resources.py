@@ -54,9 +54,17 @@ class Resources:
         return {CPU: self.cpu_milli, MEMORY: self.memory, GPU: self.gpu, **dict(self.extended)}
 
     def plus(self, other: Resources) -> Resources:
+        if not self.extended and not other.extended:
+            return Resources(
+                self.cpu_milli + other.cpu_milli, self.memory + other.memory, self.gpu + other.gpu
+            )
         return self._combine(other, lambda a, b: a + b)
 
     def minus(self, other: Resources) -> Resources:
+        if not self.extended and not other.extended:
+            return Resources(
+                self.cpu_milli - other.cpu_milli, self.memory - other.memory, self.gpu - other.gpu
+            )
         return self._combine(other, lambda a, b: a - b)
 
     def at_least(self, other: Resources) -> Resources:
@@ -180,14 +188,14 @@ def is_overcommit_allowed(name: str) -> bool:
 
 
 def _quantity_findings(name: str, quantity: Quantity, path: str) -> list[Finding]:
-    text = f.quoted(str(quantity))
     if quantity.value < 0:
-        message = f"{path}: Invalid value: {text}: must be greater than or equal to 0"
-        return [Finding("invalid-quantity", ERROR, message, path=path)]
-    if not is_overcommit_allowed(name) and quantity.value.denominator != 1:
-        message = f"{path}: Invalid value: {text}: must be an integer"
-        return [Finding("invalid-quantity", ERROR, message, path=path)]
-    return []
+        problem = "must be greater than or equal to 0"
+    elif quantity.value.denominator != 1 and not is_overcommit_allowed(name):
+        problem = "must be an integer"
+    else:
+        return []
+    message = f"{path}: Invalid value: {f.quoted(str(quantity))}: {problem}"
+    return [Finding("invalid-quantity", ERROR, message, path=path)]
 
 
 def _requirement_findings(
@@ -197,7 +205,7 @@ def _requirement_findings(
     requests_path, limits_path = f.child(path, "requests"), f.child(path, "limits")
     for name, request in requests.items():
         limit = limits.get(name)
-        text = f.quoted(str(request))
+        text = f.quoted(str(request)) if limit is None or request.value != limit.value else ""
         if limit is None:
             if not is_overcommit_allowed(name):
                 message = (

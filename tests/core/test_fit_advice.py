@@ -68,6 +68,9 @@ def test_gpu_model_asked_by_label_that_the_pool_lacks() -> None:
     )  # what its nodes carry
     a100 = pod(1, nodeSelector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"})
     assert "gpu-model-not-in-pool" not in findings(cluster(), a100)
+    # Pinned to a pool, it hears only about that pool.
+    pinned = pod(1, pool="mixed", nodeSelector={"nvidia.com/gpu.product": "NVIDIA-L40S"})
+    assert [f.pool for f in findings(cluster(), pinned)["gpu-model-not-in-pool"]] == ["mixed"]
 
 
 def test_gpu_limit_without_request_is_only_information() -> None:
