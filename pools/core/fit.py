@@ -1,45 +1,56 @@
 """Will my job land, and if not, why? The fit check, over plain data (pure).
 
-The one entry point the fit page, `POST /api/v1/fit/` and the move preview share:
+One module answers the fit page, `POST /api/v1/fit/`, the Pending list and the move preview:
 
+    from pools.core.api_objects import fit_nodes            # raw Node/Pod objects -> FitNode
     from pools.core.cluster import ClusterSnapshot, FitNode, FitPool, NodePod, pool_capacity
-    from pools.core.fit import check_fit, check_pod
     from pools.core.findings import ManifestError
-    from pools.core.resources import Resources
-    from pools.core.scheduling import Taint
-    from pools.core.workloads import read_manifest, read_objects
+    from pools.core.fit import check_fit, check_pod, evaluate_pod
+    from pools.core.workloads import pod_shape, read_manifest
 
-    snapshot = ClusterSnapshot(nodes, pools)   # FitNode/FitPool built by the edge, once
+    snapshot = ClusterSnapshot(fit_nodes(nodes, pods, pool_key=KEY), pools)  # once per request
     try:
-        manifest = read_manifest(text)           # YAML or JSON, one or many documents
-    except ManifestError as error:               # 400: error.as_list() names document + field
+        manifest = read_manifest(text)        # YAML or JSON, one or many documents, <= 1 MB
+    except ManifestError as error:            # 400 with error.as_list(): document, object, field
         ...
-    report = check_fit(manifest, snapshot, pool_key=settings.POOL_LABEL_KEY,
-                       priority_classes={"high": 100000})
-    report.as_dict()                             # the API body; the page reads the same objects
-    report.fixes["training"].text / .diff        # the manifest with the pool's block merged in
+    report = check_fit(manifest, snapshot, pool_key=KEY, priority_classes={"high": 100000})
+    report.as_dict()                          # the API body; the page reads the same objects
+    report.fixes["training"].text, .diff      # the manifest with the pool's block merged in
 
-Inputs (`pools.core.cluster`): `FitNode(name, pool, labels, taints, unschedulable, ready,
-allocatable=Resources(cpu_milli, memory, gpu, extended), max_pods, pods=(NodePod(requests,
-priority, name), ...))` — the pods are the node's non-terminated pods, their requests computed
-with `pools.core.resources.read_pod_resources` (or `check_pod`'s reading of a Pod object);
-`FitPool(name, labels, taint, accepted_gpu_models)`.
+    check_pod(pod_object, snapshot, pool_key=KEY)       # a Pending pod read from the cluster
+    evaluate_pod(pod_shape(pod_object), snapshot)       # fast: no advice, no fixes
+    untolerated_taint(node.taints, shape.tolerations)   # intruders (pools.core.scheduling)
+    pool_capacity(snapshot, "training")                 # whole free nodes, largest free block
+    snapshot.with_nodes([moved, ...])                   # the cluster after a move
 
-What a report holds, per workload in the manifest (`WorkloadFit`):
+Inputs (`pools.core.cluster`), plain frozen dataclasses the edge fills from what it holds:
+`FitNode(name, pool, labels, taints, unschedulable, ready, allocatable=Resources(cpu_milli,
+memory, gpu, extended), max_pods, pods=(NodePod(requests, priority, name), ...))` — `pods` are
+the node's non-terminated pods (`pools.core.api_objects` builds all of it from API objects) —
+and `FitPool(name, labels, taint, accepted_gpu_models)`. Options: `priority_classes` (name ->
+value, for preemption), `default_priority` (the globalDefault class's value), `name_taints=False`
+for the wording of Kubernetes 1.35+ ("node(s) had untolerated taint(s)"), `with_fixes=False`
+to skip the fixes.
+
+A report (`FitReport`) holds, per workload of the manifest (`WorkloadFit`):
 
 - `cluster`: one `PodVerdict` per pod template over every node — what the real scheduler will
-  do: the nodes that take a pod now, how many of the wanted replicas fit now, and when none
-  does, its FailedScheduling message (`message`, then `preemption`), reasons aggregated and
-  sorted exactly as kube-scheduler's FitError does. `lands_in` names the pools (and `""` for
-  nodes in no pool) where its pods would land today.
-- `pools`: one `PoolFit` per pool — the same verdicts restricted to the pool's nodes, whether
-  all the wanted pods fit at once (`fits_now`), the gang verdict (`gang`: can all N start
-  together) and the pool's gang capacity (`capacity`: whole free nodes, largest free block).
-- `findings`: what a platform engineer would say (see `pools.core.fit_advice`).
+  do now: the nodes that take a pod (`nodes_fit`), how many of the wanted replicas fit
+  (`replicas_fit`, and `room` uncapped), and when no node does, its FailedScheduling text
+  (`message`, then `preemption`; `scheduler_message` joins them) with the reasons aggregated
+  and sorted exactly as kube-scheduler's FitError does; `preempts_on` names the nodes where
+  the scheduler would evict lower-priority pods instead. `lands_in` names, per template, the
+  pools (`""` for nodes in no pool) that would take its pods today. `fits_now` and `gang` say
+  whether all the wanted pods (all N of a gang) find room at once.
+- `pools`: one `PoolFit` per pool — the same verdicts over the pool's nodes only, `fits_now`,
+  the gang verdict and the pool's gang capacity (`capacity`).
+- `findings`: what a platform engineer would say (codes in `pools.core.fit_advice`), with the
+  API server's refusals found while reading; `report.findings` lists all of them, pools' too.
+- `report.fixes[pool]`: the whole manifest with that pool's scheduling block merged into every
+  pod template (`pools.core.fit_fix`), and its diff.
 
-The move preview builds the "after" cluster with `snapshot.with_nodes([...])` (the moved nodes
-with their new labels and taints) and compares `check_pod` verdicts and `pool_capacity` before
-and after.
+How the verdict is reached is in `pools.core.filters` (the scheduler's filters and messages)
+and `pools.core.packing` (how many pods fit, placed together).
 """
 
 from __future__ import annotations
@@ -225,15 +236,9 @@ def check_pod(
     pod: Mapping[str, Any], snapshot: ClusterSnapshot, *, pool_key: str, **options: Any
 ) -> FitReport:
     """The fit check for one Pod object read from the cluster (a Pending pod)."""
-    manifest = read_objects([_without_binding(pod)])
-    return check_fit(manifest, snapshot, pool_key=pool_key, **options)
-
-
-def _without_binding(pod: Mapping[str, Any]) -> dict[str, Any]:
     body = {key: value for key, value in pod.items() if key != "status"}
-    body.setdefault("kind", "Pod")
-    body.setdefault("apiVersion", "v1")
-    return body
+    manifest = read_objects([{"kind": "Pod", "apiVersion": "v1", **body}])
+    return check_fit(manifest, snapshot, pool_key=pool_key, **options)
 
 
 def _with_findings(fit: WorkloadFit, advice: tuple[Finding, ...]) -> WorkloadFit:

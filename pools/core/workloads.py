@@ -136,6 +136,14 @@ def read_objects(documents: list[Any], *, fmt: str = YAML) -> Manifest:
     return Manifest(tuple(documents), tuple(workloads), fmt, tuple(findings))
 
 
+def pod_shape(pod: Mapping[str, Any]) -> PodShape:
+    """What the scheduler looks at in one Pod object read from the cluster (status ignored)."""
+    body = {key: value for key, value in pod.items() if key != "status"}
+    body.setdefault("kind", "Pod")
+    body.setdefault("apiVersion", "v1")
+    return read_objects([body]).workloads[0].templates[0].shape
+
+
 def _fail(document: int, label: str, message: str) -> None:
     raise ManifestError([DocumentProblem(document, label, FieldProblem("", message))])
 

@@ -6,7 +6,7 @@ from pools.core.cluster import NO_POOL, ClusterSnapshot, NodePod, pool_capacity
 from pools.core.fit import PodVerdict, check_pod, evaluate_pod
 from pools.core.resources import Resources
 from pools.core.scheduling import NO_EXECUTE, Taint
-from pools.core.workloads import read_objects
+from pools.core.workloads import pod_shape
 from tests.core.builders import GI, POOL_KEY, node, pod, report, snapshot
 
 
@@ -381,12 +381,11 @@ def test_a_pending_pod_read_from_the_cluster() -> None:
 
 def test_move_preview_compares_before_and_after() -> None:
     before = snapshot(node("t0", "training", used=8), node("m0", "mixed"))
-    shape = (
-        read_objects([pod(8, pool="training", tolerate="workload-training")])
-        .workloads[0]
-        .templates[0]
-        .shape
-    )
+    pending = {
+        **pod(8, pool="training", tolerate="workload-training"),
+        "status": {"phase": "Pending"},
+    }
+    shape = pod_shape(pending)
     assert not evaluate_pod(shape, before).fits
     moved = node("m0", "training")
     after = before.with_nodes([moved])
