@@ -118,7 +118,7 @@ class FieldReader:
             self.string(item, index(path, i)) for i, item in enumerate(self.sequence(value, path))
         ]
 
-    def known_fields(self, value: dict[str, Any], path: str, allowed: Iterable[str]) -> list[str]:
+    def unknown_fields(self, value: dict[str, Any], path: str, allowed: Iterable[str]) -> list[str]:
         """Fields the API does not know: strict decoding refuses them, and we would miss them."""
         unknown = [name for name in value if name not in allowed]
         return [child(path, str(name)) for name in unknown]

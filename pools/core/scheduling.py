@@ -451,5 +451,5 @@ def _unknown(
             f'{at}: unknown field "{at}" (strict decoding refuses it, and it does nothing)',
             path=at,
         )
-        for at in reader.known_fields(body, path, allowed)
+        for at in reader.unknown_fields(body, path, allowed)
     ]
