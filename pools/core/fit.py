@@ -1,0 +1,409 @@
+"""Will my job land, and if not, why? The fit check, over plain data (pure).
+
+One module answers the fit page, `POST /api/v1/fit/`, the Pending list and the move preview:
+
+    from pools.core.api_objects import fit_nodes            # raw Node/Pod objects -> FitNode
+    from pools.core.cluster import ClusterSnapshot, FitNode, FitPool, NodePod, pool_capacity
+    from pools.core.findings import ManifestError
+    from pools.core.fit import check_fit, check_pod, evaluate_pod
+    from pools.core.workloads import pod_shape, read_manifest
+
+    snapshot = ClusterSnapshot(fit_nodes(nodes, pods, pool_key=KEY), pools)  # once per request
+    try:
+        manifest = read_manifest(text)        # YAML or JSON, one or many documents, <= 1 MB
+    except ManifestError as error:            # 400 with error.as_list(): document, object, field
+        ...
+    report = check_fit(manifest, snapshot, pool_key=KEY, priority_classes={"high": 100000})
+    report.as_dict()                          # the API body; the page reads the same objects
+    report.fixes["training"].text, .diff      # the manifest with the pool's block merged in
+
+    check_pod(pod_object, snapshot, pool_key=KEY)       # a Pending pod read from the cluster
+    evaluate_pod(pod_shape(pod_object), snapshot)       # fast: no advice, no fixes
+    untolerated_taint(node.taints, shape.tolerations)   # intruders (pools.core.scheduling)
+    pool_capacity(snapshot, "training")                 # whole free nodes, largest free block
+    snapshot.with_nodes([moved, ...])                   # the cluster after a move
+
+Inputs (`pools.core.cluster`), plain frozen dataclasses the edge fills from what it holds:
+`FitNode(name, pool, labels, taints, unschedulable, ready, allocatable=Resources(cpu_milli,
+memory, gpu, extended), max_pods, pods=(NodePod(requests, priority, name), ...))` — `pods` are
+the node's non-terminated pods (`pools.core.api_objects` builds all of it from API objects) —
+and `FitPool(name, labels, taint, accepted_gpu_models)`. Options: `priority_classes` (name ->
+value, for preemption), `default_priority` (the globalDefault class's value), `name_taints=False`
+for the wording of Kubernetes 1.35+ ("node(s) had untolerated taint(s)"), `with_fixes=False`
+to skip the fixes.
+
+A report (`FitReport`) holds, per workload of the manifest (`WorkloadFit`):
+
+- `cluster`: one `PodVerdict` per pod template over every node — what the real scheduler will
+  do now: the nodes that take a pod (`nodes_fit`), how many of the wanted replicas fit
+  (`replicas_fit`, and `room` uncapped), and when no node does, its FailedScheduling text
+  (`message`, then `preemption`; `scheduler_message` joins them) with the reasons aggregated
+  and sorted exactly as kube-scheduler's FitError does; `preempts_on` names the nodes where
+  the scheduler would evict lower-priority pods instead. `lands_in` names, per template, the
+  pools (`""` for nodes in no pool) that would take its pods today. `fits_now` and `gang` say
+  whether all the wanted pods (all N of a gang) find room at once.
+- `pools`: one `PoolFit` per pool — the same verdicts over the pool's nodes only, `fits_now`,
+  the gang verdict and the pool's gang capacity (`capacity`).
+- `findings`: what a platform engineer would say (codes in `pools.core.fit_advice`), with the
+  API server's refusals found while reading; `report.findings` lists all of them, pools' too.
+- `report.fixes[pool]`: the whole manifest with that pool's scheduling block merged into every
+  pod template (`pools.core.fit_fix`), and its diff.
+
+How the verdict is reached is in `pools.core.filters` (the scheduler's filters and messages)
+and `pools.core.packing` (how many pods fit, placed together).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pools.core.cluster import ClusterSnapshot, PoolCapacity
+from pools.core.filters import (
+    NO_NODES,
+    NOT_ELIGIBLE,
+    NOT_HELPFUL,
+    PINS_CONFLICT,
+    FilterRun,
+    fit_error,
+    histogram,
+    preemption_allowed,
+    preemption_status,
+)
+from pools.core.findings import Finding
+from pools.core.fit_advice import FitOptions, workload_findings
+from pools.core.fit_fix import Fix, scheduling_fixes
+from pools.core.packing import place, room
+from pools.core.pods import PodShape
+from pools.core.workloads import Manifest, Workload, read_objects
+
+
+@dataclass(frozen=True)
+class PodVerdict:
+    """One pod template on a set of nodes, as the scheduler's filters would see it now."""
+
+    role: str
+    nodes_total: int
+    nodes_fit: tuple[str, ...]
+    replicas_wanted: int
+    replicas_fit: int  # of the wanted replicas, how many find room now
+    room: int  # how many such pods fit now in all (not capped by the wanted count)
+    reasons: tuple[tuple[str, int], ...] = ()  # why the other nodes do not, with node counts
+    message: str = ""  # the FailedScheduling text when no node fits
+    preemption: str = ""  # its DefaultPreemption part ("preemption: ...")
+    preempts_on: tuple[str, ...] = ()  # nodes where evicting lower-priority pods makes room
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.nodes_fit)
+
+    @property
+    def scheduler_message(self) -> str:
+        return f"{self.message} {self.preemption}".strip()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "fits": self.fits,
+            "nodes_total": self.nodes_total,
+            "nodes_fit": list(self.nodes_fit),
+            "replicas_wanted": self.replicas_wanted,
+            "replicas_fit": self.replicas_fit,
+            "room": self.room,
+            "reasons": [{"reason": r, "nodes": n} for r, n in self.reasons],
+            "message": self.message,
+            "preemption": self.preemption,
+            "scheduler_message": self.scheduler_message,
+            "preempts_on": list(self.preempts_on),
+        }
+
+
+@dataclass(frozen=True)
+class GangVerdict:
+    size: int  # pods that must run at once
+    placed: int  # of those, how many find room now, placed together
+    whole_free_nodes: int
+    largest_free_block: int
+
+    @property
+    def fits_now(self) -> bool:
+        return self.placed >= self.size
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "fits_now": self.fits_now,
+            "placed": self.placed,
+            "whole_free_nodes": self.whole_free_nodes,
+            "largest_free_block": self.largest_free_block,
+        }
+
+
+@dataclass(frozen=True)
+class PoolFit:
+    pool: str
+    templates: tuple[PodVerdict, ...]
+    fits_now: bool  # every wanted pod of every template finds room now, placed together
+    capacity: PoolCapacity
+    gang: GangVerdict | None = None
+    findings: tuple[Finding, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "pool": self.pool,
+            "fits_now": self.fits_now,
+            "templates": [t.as_dict() for t in self.templates],
+            "gang": self.gang.as_dict() if self.gang else None,
+            "capacity": self.capacity.as_dict(),
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+@dataclass(frozen=True)
+class WorkloadFit:
+    workload: Workload
+    cluster: tuple[PodVerdict, ...]
+    lands_in: tuple[tuple[str, ...], ...]  # per template: pools with a node that takes it now
+    fits_now: bool
+    gang: GangVerdict | None
+    pools: tuple[PoolFit, ...]
+    findings: tuple[Finding, ...] = ()
+
+    def pool(self, name: str) -> PoolFit:
+        return next(p for p in self.pools if p.pool == name)
+
+    def as_dict(self) -> dict[str, Any]:
+        w = self.workload
+        return {
+            "document": w.document,
+            "kind": w.kind,
+            "name": w.name,
+            "namespace": w.namespace,
+            "pods": w.pods,
+            "gang_size": w.gang_size,
+            "fits_now": self.fits_now,
+            "gang": self.gang.as_dict() if self.gang else None,
+            "cluster": [
+                {**v.as_dict(), "lands_in": list(pools)}
+                for v, pools in zip(self.cluster, self.lands_in, strict=True)
+            ],
+            "pools": [p.as_dict() for p in self.pools],
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+@dataclass(frozen=True)
+class FitReport:
+    workloads: tuple[WorkloadFit, ...]
+    findings: tuple[Finding, ...]  # every finding, manifest-wide ones included
+    fixes: Mapping[str, Fix] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "workloads": [w.as_dict() for w in self.workloads],
+            "findings": [f.as_dict() for f in self.findings],
+            "fixes": {name: fix.as_dict() for name, fix in self.fixes.items()},
+        }
+
+
+def check_fit(
+    manifest: Manifest,
+    snapshot: ClusterSnapshot,
+    *,
+    pool_key: str,
+    priority_classes: Mapping[str, int] | None = None,
+    default_priority: int = 0,
+    name_taints: bool = True,
+    with_fixes: bool = True,
+) -> FitReport:
+    options = FitOptions(pool_key, dict(priority_classes or {}), default_priority, name_taints)
+    fits = []
+    for workload in manifest.workloads:
+        fit = evaluate_workload(workload, snapshot, options)
+        advice = workload_findings(fit, snapshot, options)
+        fits.append(_with_findings(fit, advice))
+    findings = [*manifest.findings]
+    for fit in fits:
+        findings += fit.findings
+        for pool_fit in fit.pools:
+            findings += pool_fit.findings
+    fixes = scheduling_fixes(manifest, snapshot.pools.values(), pool_key) if with_fixes else {}
+    return FitReport(tuple(fits), tuple(findings), fixes)
+
+
+def check_pod(
+    pod: Mapping[str, Any], snapshot: ClusterSnapshot, *, pool_key: str, **options: Any
+) -> FitReport:
+    """The fit check for one Pod object read from the cluster (a Pending pod)."""
+    body = {key: value for key, value in pod.items() if key != "status"}
+    manifest = read_objects([{"kind": "Pod", "apiVersion": "v1", **body}])
+    return check_fit(manifest, snapshot, pool_key=pool_key, **options)
+
+
+def _with_findings(fit: WorkloadFit, advice: tuple[Finding, ...]) -> WorkloadFit:
+    general = tuple(f for f in advice if not f.pool)
+    pools = tuple(
+        PoolFit(
+            p.pool,
+            p.templates,
+            p.fits_now,
+            p.capacity,
+            p.gang,
+            (*p.findings, *(f for f in advice if f.pool == p.pool)),
+        )
+        for p in fit.pools
+    )
+    return WorkloadFit(
+        fit.workload,
+        fit.cluster,
+        fit.lands_in,
+        fit.fits_now,
+        fit.gang,
+        pools,
+        (*fit.workload.findings, *fit.findings, *general),
+    )
+
+
+def evaluate_workload(
+    workload: Workload, snapshot: ClusterSnapshot, options: FitOptions
+) -> WorkloadFit:
+    by_shape: dict[PodShape, FilterRun] = {}
+    for t in workload.templates:
+        if t.shape not in by_shape:
+            by_shape[t.shape] = FilterRun(snapshot, t.shape, name_taints=options.name_taints)
+    runs = [by_shape[t.shape] for t in workload.templates]
+    everything = list(range(len(snapshot.nodes)))
+    cluster = tuple(
+        _verdict(run, t.role, t.replicas, everything, options)
+        for run, t in zip(runs, workload.templates, strict=True)
+    )
+    lands_in = tuple(_pools_of(snapshot, v.nodes_fit) for v in cluster)
+    fits_now, gang = _together(workload, runs, everything, snapshot.capacity(everything))
+    pools = []
+    for name in sorted(snapshot.pools):
+        indexes = snapshot.pool_nodes(name)
+        verdicts = tuple(
+            _verdict(run, t.role, t.replicas, indexes, options)
+            for run, t in zip(runs, workload.templates, strict=True)
+        )
+        capacity = snapshot.pool_capacity(name)
+        pool_fits, pool_gang = _together(workload, runs, indexes, capacity)
+        pools.append(PoolFit(name, verdicts, pool_fits, capacity, pool_gang))
+    return WorkloadFit(workload, cluster, lands_in, fits_now, gang, tuple(pools))
+
+
+def _pools_of(snapshot: ClusterSnapshot, names: Sequence[str]) -> tuple[str, ...]:
+    return tuple(sorted({snapshot.nodes[snapshot.index[name]].pool for name in names}))
+
+
+def _together(
+    workload: Workload, runs: Sequence[FilterRun], indexes: Sequence[int], capacity: PoolCapacity
+) -> tuple[bool, GangVerdict | None]:
+    wanted = [t.replicas for t in workload.templates]
+    placed = place(runs, wanted, indexes)
+    fits = sum(placed) >= sum(wanted)
+    if not workload.is_gang:
+        return fits, None
+    gang = GangVerdict(
+        workload.gang_size,
+        min(sum(placed), workload.gang_size),
+        capacity.whole_free_nodes,
+        capacity.largest_free_block,
+    )
+    return fits, gang
+
+
+def evaluate_pod(
+    shape: PodShape,
+    snapshot: ClusterSnapshot,
+    indexes: Sequence[int] | None = None,
+    *,
+    replicas: int = 1,
+    priority_classes: Mapping[str, int] | None = None,
+    default_priority: int = 0,
+    name_taints: bool = True,
+) -> PodVerdict:
+    """One pod shape on some nodes of the snapshot (all of them by default): the fast path for
+    lists of pending pods and the move preview."""
+    run = FilterRun(snapshot, shape, name_taints=name_taints)
+    options = FitOptions("", dict(priority_classes or {}), default_priority, name_taints)
+    nodes = range(len(snapshot.nodes)) if indexes is None else indexes
+    return _verdict(run, "", replicas, list(nodes), options)
+
+
+def _verdict(
+    run: FilterRun, role: str, wanted: int, indexes: Sequence[int], options: FitOptions
+) -> PodVerdict:
+    snapshot = run.snapshot
+    fitting, rejected = [], []
+    for i in indexes:
+        rejection = run.rejection(i)
+        if rejection is None:
+            fitting.append(i)
+        else:
+            rejected.append((i, rejection))
+    capacity = room(run, fitting)
+    base = PodVerdict(
+        role,
+        len(indexes),
+        tuple(snapshot.nodes[i].name for i in fitting),
+        wanted,
+        min(wanted, capacity),
+        capacity,
+    )
+    if fitting:
+        return base
+    return _failure(run, base, rejected, options)
+
+
+def _failure(
+    run: FilterRun, base: PodVerdict, rejected: list[Any], options: FitOptions
+) -> PodVerdict:
+    total = base.nodes_total
+    counts = histogram([reason for _, rejection in rejected for reason in rejection.reasons])
+    counts.sort(key=lambda item: f"{item[1]} {item[0]}")  # the order of the message
+    if total == 0:
+        message, preemption = NO_NODES, ""
+    elif run.pinned is not None and not run.pinned:
+        message = f"0/{total} nodes are available: {PINS_CONFLICT}."
+        preemption = "preemption: " + fit_error(total, [(NOT_HELPFUL, total)])
+        counts = [(PINS_CONFLICT, total)]
+    else:
+        message = fit_error(total, counts)
+        preemption = ""
+    victims_on: list[str] = []
+    if total and not preemption:
+        preemption, victims_on = _preemption(run, rejected, total, options)
+    return PodVerdict(
+        base.role,
+        total,
+        (),
+        base.replicas_wanted,
+        0,
+        0,
+        tuple(counts),
+        message,
+        preemption,
+        tuple(victims_on),
+    )
+
+
+def _preemption(
+    run: FilterRun, rejected: list[Any], total: int, options: FitOptions
+) -> tuple[str, list[str]]:
+    if not preemption_allowed(run.shape):
+        return f"preemption: {NOT_ELIGIBLE}", []
+    priority = run.shape.priority_value(options.priority_classes, options.default_priority)
+    reasons: list[str] = []
+    candidates = []
+    for i, rejection in rejected:
+        status = preemption_status(run, i, rejection, priority)
+        if status is None:
+            candidates.append(run.snapshot.nodes[i].name)
+        else:
+            reasons += status
+    if candidates:
+        # The scheduler nominates a node and evicts lower-priority pods there.
+        return "", candidates
+    return "preemption: " + fit_error(total, histogram(reasons)), []

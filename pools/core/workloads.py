@@ -1,0 +1,508 @@
+"""Manifests read into workloads: pod templates, how many pods each runs at once, gangs (pure).
+
+`read_manifest(text)` takes what a user pastes or uploads — YAML or JSON, one document or many
+(`---`), a `kind: List` too — and returns a `Manifest`: the decoded documents (for the fix) and
+one `Workload` per object that makes pods. Bad input raises `ManifestError`, every problem
+naming its document and field path. `read_objects([...])` does the same for objects already
+decoded (a Pending pod read from the cluster).
+
+How many pods each kind runs at once, and which must start together (a gang):
+
+- Pod: 1. Deployment, ReplicaSet, StatefulSet (apps/v1): `spec.replicas` (default 1).
+- Job (batch/v1): `parallelism` (default 1), at most `completions`; CronJob: its `jobTemplate`.
+- PyTorchJob (kubeflow.org/v1, `pytorchReplicaSpecs` Master then Worker) and MPIJob
+  (kubeflow.org/v2beta1, `mpiReplicaSpecs` Launcher then Worker): each type's `replicas`
+  (default 1); a gang of all of them, or `runPolicy.schedulingPolicy.minAvailable`.
+- RayCluster (ray.io/v1): one head (`headGroupSpec`) and, per `workerGroupSpecs[]`, `replicas`
+  kept within `minReplicas`..`maxReplicas` (KubeRay's desired count) times `numOfHosts`; a
+  gang of all of them, or with `enableInTreeAutoscaling` of the head and every group's
+  `minReplicas` x `numOfHosts` (the size KubeRay gives the PodGroup).
+- JobSet (jobset.x-k8s.io/v1alpha2): per `replicatedJobs[]`, `replicas` (default 1) times its
+  Job's pods at once; a gang of all of them.
+
+Limits: at most 1 MB of text, 100 documents, 64 levels of nesting and 200,000 values (YAML
+aliases expanded, so a "billion laughs" document is refused, not expanded).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from pools.core import fields as f
+from pools.core.fields import FieldReader
+from pools.core.findings import (
+    ERROR,
+    INFO,
+    WARNING,
+    DocumentProblem,
+    FieldProblem,
+    Finding,
+    ManifestError,
+)
+from pools.core.pods import PodShape, read_pod_shape
+
+MAX_TEXT_BYTES = 1_000_000
+MAX_DOCUMENTS = 100
+MAX_DEPTH = 64
+MAX_VALUES = 200_000  # scalars and containers in all documents, aliases expanded
+YAML = "yaml"
+JSON = "json"
+
+Location = tuple[str | int, ...]  # keys and indexes from the document to a pod spec
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    role: str  # "" for one-template kinds; "Master", "Worker", "head", a group or job name
+    path: str  # field path of the pod spec in its document: "spec.template.spec"
+    location: Location
+    replicas: int  # pods of this template wanted at once
+    shape: PodShape
+
+
+@dataclass(frozen=True)
+class Workload:
+    document: int  # 1-based
+    kind: str
+    api_version: str
+    name: str
+    namespace: str
+    templates: tuple[PodTemplate, ...]
+    gang_size: int = 0  # pods that must all run at once for it to make progress; 0: no gang
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.name}".strip()
+
+    @property
+    def pods(self) -> int:
+        return sum(t.replicas for t in self.templates)
+
+    @property
+    def is_gang(self) -> bool:
+        return self.gang_size > 0
+
+
+@dataclass(frozen=True)
+class Manifest:
+    documents: tuple[Any, ...]  # decoded, as submitted (None for empty documents)
+    workloads: tuple[Workload, ...]
+    format: str  # YAML or JSON: the fix is written back in the same
+    findings: tuple[Finding, ...] = ()  # about documents that make no pods
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as the API server reads it: dates stay strings (no timestamp conversion)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def read_manifest(text: str) -> Manifest:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_TEXT_BYTES:
+        _fail(0, "", f"the manifest is {size} bytes; the fit check reads at most {MAX_TEXT_BYTES}")
+    documents, fmt = _decode(text)
+    return read_objects(documents, fmt=fmt)
+
+
+def read_objects(documents: list[Any], *, fmt: str = YAML) -> Manifest:
+    if len(documents) > MAX_DOCUMENTS:
+        _fail(0, "", f"{len(documents)} documents; the fit check reads at most {MAX_DOCUMENTS}")
+    _check_size(documents)
+    problems: list[DocumentProblem] = []
+    workloads: list[Workload] = []
+    findings: list[Finding] = []
+    for number, document in enumerate(documents, start=1):
+        if document is None:
+            continue
+        for prefix, obj in _objects(document):
+            read = _read_object(number, prefix, obj, findings)
+            problems += read[1]
+            workloads += [read[0]] if read[0] else []
+    if problems:
+        raise ManifestError(problems)
+    if not workloads:
+        _fail(0, "", "no workload in the manifest: the fit check reads " + ", ".join(KINDS))
+    return Manifest(tuple(documents), tuple(workloads), fmt, tuple(findings))
+
+
+def pod_shape(pod: Mapping[str, Any]) -> PodShape:
+    """What the scheduler looks at in one Pod object read from the cluster (status ignored)."""
+    body = {key: value for key, value in pod.items() if key != "status"}
+    body.setdefault("kind", "Pod")
+    body.setdefault("apiVersion", "v1")
+    return read_objects([body]).workloads[0].templates[0].shape
+
+
+def _fail(document: int, label: str, message: str) -> None:
+    raise ManifestError([DocumentProblem(document, label, FieldProblem("", message))])
+
+
+def _decode(text: str) -> tuple[list[Any], str]:
+    # As kubectl's YAMLOrJSONDecoder: text that starts with "{" or "[" is JSON, strictly.
+    stripped = text.lstrip()
+    if not stripped.startswith(("{", "[")):
+        return _yaml_documents(text), YAML
+    try:
+        return _json_documents(stripped), JSON
+    except json.JSONDecodeError as error:
+        _fail(0, "", f"not valid JSON: line {error.lineno}, column {error.colno}: {error.msg}")
+    except RecursionError:
+        _fail(0, "", f"nested more than {MAX_DEPTH} levels deep")
+    raise AssertionError("unreachable")
+
+
+def _json_documents(text: str) -> list[Any]:
+    decoder, position, documents = json.JSONDecoder(), 0, []
+    while position < len(text):
+        document, position = decoder.raw_decode(text, position)
+        documents.append(document)
+        while position < len(text) and text[position].isspace():
+            position += 1
+    if len(documents) == 1 and isinstance(documents[0], list):
+        return list(documents[0])  # a JSON array of objects
+    return documents
+
+
+def _yaml_documents(text: str) -> list[Any]:
+    try:
+        return list(yaml.load_all(text, Loader=_Loader))  # a SafeLoader subclass
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        _fail(0, "", f"not valid YAML: {where}{error.problem}")
+    except yaml.YAMLError as error:
+        _fail(0, "", f"not valid YAML: {error}")
+    except RecursionError:
+        _fail(0, "", f"nested more than {MAX_DEPTH} levels deep")
+    raise AssertionError("unreachable")
+
+
+def _check_size(documents: list[Any]) -> None:
+    """Depth and size limits, counted with YAML aliases expanded (a billion-laughs document is
+    small as text and huge as data)."""
+    budget = [MAX_VALUES]
+    for number, document in enumerate(documents, start=1):
+        stack: list[tuple[Any, int]] = [(document, 1)]
+        while stack:
+            value, depth = stack.pop()
+            budget[0] -= 1
+            if budget[0] < 0:
+                _fail(number, "", f"more than {MAX_VALUES} values (YAML aliases expanded)")
+            if depth > MAX_DEPTH:
+                _fail(number, "", f"nested more than {MAX_DEPTH} levels deep")
+            if isinstance(value, dict):
+                stack += [(item, depth + 1) for item in value.values()]
+                stack += [(k, depth + 1) for k in value if not isinstance(k, str)]
+            elif isinstance(value, list):
+                stack += [(item, depth + 1) for item in value]
+
+
+def _objects(document: Any) -> Iterator[tuple[Location, Any]]:
+    """The objects in a document: itself, or the items of a `kind: List`."""
+    if isinstance(document, dict) and str(document.get("kind", "")).endswith("List"):
+        items = document.get("items")
+        if isinstance(items, list):
+            for position, item in enumerate(items):
+                yield ("items", position), item
+            return
+    yield (), document
+
+
+def _read_object(
+    number: int, prefix: Location, obj: Any, findings: list[Finding]
+) -> tuple[Workload | None, list[DocumentProblem]]:
+    path = _path(prefix)
+    if not isinstance(obj, dict):
+        problem = FieldProblem(
+            path, "must be a Kubernetes object (a mapping with apiVersion and kind)"
+        )
+        return None, [DocumentProblem(number, "", problem)]
+    reader = FieldReader()
+    kind = reader.string(obj.get("kind"), f.child(path, "kind"))
+    api_version = reader.string(obj.get("apiVersion"), f.child(path, "apiVersion"))
+    meta = reader.mapping(obj.get("metadata"), f.child(path, "metadata"))
+    name = reader.string(
+        meta.get("name") or meta.get("generateName"), f.child(path, "metadata.name")
+    )
+    namespace = reader.string(meta.get("namespace"), f.child(path, "metadata.namespace"))
+    label = f"{kind} {name}".strip()
+    if not kind and not reader.problems:
+        reader.problem(f.child(path, "kind"), "Required value: every object needs a kind")
+    workload = None
+    if kind in KINDS and not reader.problems:
+        own: list[Finding] = [*_api_version_findings(kind, api_version, path)]
+        templates, gang = KINDS[kind](reader, obj, prefix, own)
+        own = [_in_document(finding, number) for finding in own]
+        workload = Workload(
+            number, kind, api_version, name, namespace, tuple(templates), gang, tuple(own)
+        )
+    elif kind and kind not in KINDS:
+        findings.append(_skipped(number, label, kind))
+    return workload, [DocumentProblem(number, label, p) for p in reader.problems]
+
+
+def _path(location: Location) -> str:
+    path = ""
+    for step in location:
+        path = f.index(path, step) if isinstance(step, int) else f.child(path, step)
+    return path
+
+
+def _in_document(finding: Finding, number: int) -> Finding:
+    return Finding(
+        finding.code, finding.severity, finding.message, number, finding.path, finding.pool
+    )
+
+
+NO_PODS = frozenset(
+    (
+        "Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "Namespace", "ServiceAccount",
+        "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Ingress", "NetworkPolicy",
+        "PodDisruptionBudget", "PriorityClass", "HorizontalPodAutoscaler", "LimitRange",
+        "ResourceQuota", "StorageClass", "PersistentVolume",
+    )
+)  # fmt: skip
+
+
+def _skipped(number: int, label: str, kind: str) -> Finding:
+    if kind in NO_PODS:
+        return Finding(
+            "no-pods", INFO, f"document {number} ({label}) makes no pods; not checked.", number
+        )
+    message = (
+        f"document {number} ({label}): the fit check does not read {kind}; its pods are not "
+        f"checked (it reads {', '.join(KINDS)})."
+    )
+    if kind == "DaemonSet":
+        message = (
+            f"document {number} ({label}): a DaemonSet runs one pod on every node it matches; "
+            "the fit check does not evaluate it."
+        )
+    return Finding("kind-not-checked", WARNING, message, number)
+
+
+EXPECTED_GROUPS = {
+    "Pod": ("v1",),
+    "Deployment": ("apps/v1",),
+    "ReplicaSet": ("apps/v1",),
+    "StatefulSet": ("apps/v1",),
+    "Job": ("batch/v1",),
+    "CronJob": ("batch/v1",),
+    "PyTorchJob": ("kubeflow.org/",),
+    "MPIJob": ("kubeflow.org/",),
+    "RayCluster": ("ray.io/",),
+    "JobSet": ("jobset.x-k8s.io/",),
+}
+
+
+def _api_version_findings(kind: str, api_version: str, path: str) -> list[Finding]:
+    expected = EXPECTED_GROUPS[kind]
+    if any(api_version == e or (e.endswith("/") and api_version.startswith(e)) for e in expected):
+        return []
+    message = (
+        f"{f.child(path, 'apiVersion')}: {kind} is not served as {api_version or '(none)'!r}; "
+        f"use {expected[0]}{'…' if expected[0].endswith('/') else ''}"
+    )
+    return [Finding("unknown-api-version", ERROR, message, path=f.child(path, "apiVersion"))]
+
+
+# --- one reader per kind: (templates, gang size) ---
+
+Reader = Callable[
+    [FieldReader, dict[str, Any], Location, list[Finding]], tuple[list[PodTemplate], int]
+]
+
+
+@dataclass
+class _Walk:
+    """Where a kind reader stands: the reader, the findings and the location of the object."""
+
+    reader: FieldReader
+    findings: list[Finding]
+    base: Location
+    templates: list[PodTemplate] = field(default_factory=list)
+
+    def mapping(self, obj: Mapping[str, Any], name: str, at: Location) -> dict[str, Any]:
+        return self.reader.mapping(obj.get(name), _path((*self.base, *at, name)))
+
+    def count(self, obj: Mapping[str, Any], name: str, at: Location, default: int) -> int:
+        return self.reader.integer(obj.get(name), _path((*self.base, *at, name)), default)
+
+    def template(self, role: str, owner: Mapping[str, Any], at: Location, replicas: int) -> None:
+        """Read `owner.template.spec` (a PodTemplateSpec's pod spec) as one pod template."""
+        template_at = (*self.base, *at, "template")
+        template = self.reader.mapping(owner.get("template"), _path(template_at))
+        if "template" not in owner or not isinstance(template.get("spec"), dict):
+            if not self.reader.problems:
+                self.reader.problem(
+                    _path((*template_at, "spec")), "Required value: a pod template needs a spec"
+                )
+            return
+        location = (*template_at, "spec")
+        shape = read_pod_shape(self.reader, template["spec"], _path(location), self.findings)
+        self.templates.append(PodTemplate(role, _path(location), location, replicas, shape))
+
+
+def _pod(
+    reader: FieldReader, obj: dict[str, Any], base: Location, findings: list[Finding]
+) -> tuple[list[PodTemplate], int]:
+    location = (*base, "spec")
+    if not isinstance(obj.get("spec"), dict):
+        reader.problem(_path(location), "Required value: a Pod needs a spec")
+        return [], 0
+    shape = read_pod_shape(reader, obj["spec"], _path(location), findings)
+    return [PodTemplate("", _path(location), location, 1, shape)], 0
+
+
+def _replicated(
+    reader: FieldReader, obj: dict[str, Any], base: Location, findings: list[Finding]
+) -> tuple[list[PodTemplate], int]:
+    walk = _Walk(reader, findings, base)
+    spec = walk.mapping(obj, "spec", ())
+    walk.template("", spec, ("spec",), walk.count(spec, "replicas", ("spec",), 1))
+    return walk.templates, 0
+
+
+def _job_pods(walk: _Walk, job_spec: Mapping[str, Any], at: Location) -> int:
+    parallelism = walk.count(job_spec, "parallelism", at, 1)
+    completions = job_spec.get("completions")
+    if completions is not None:
+        parallelism = min(parallelism, walk.count(job_spec, "completions", at, parallelism))
+    return parallelism
+
+
+def _job(
+    reader: FieldReader, obj: dict[str, Any], base: Location, findings: list[Finding]
+) -> tuple[list[PodTemplate], int]:
+    walk = _Walk(reader, findings, base)
+    spec = walk.mapping(obj, "spec", ())
+    walk.template("", spec, ("spec",), _job_pods(walk, spec, ("spec",)))
+    return walk.templates, 0
+
+
+def _cron_job(
+    reader: FieldReader, obj: dict[str, Any], base: Location, findings: list[Finding]
+) -> tuple[list[PodTemplate], int]:
+    walk = _Walk(reader, findings, base)
+    spec = walk.mapping(obj, "spec", ())
+    job = walk.mapping(spec, "jobTemplate", ("spec",))
+    job_spec = walk.mapping(job, "spec", ("spec", "jobTemplate"))
+    at = ("spec", "jobTemplate", "spec")
+    walk.template("", job_spec, at, _job_pods(walk, job_spec, at))
+    return walk.templates, 0
+
+
+def _replica_specs(field_name: str, order: tuple[str, ...]) -> Reader:
+    """Kubeflow's PyTorchJob and MPIJob: a map of replica type to {replicas, template}."""
+
+    def read(
+        reader: FieldReader, obj: dict[str, Any], base: Location, findings: list[Finding]
+    ) -> tuple[list[PodTemplate], int]:
+        walk = _Walk(reader, findings, base)
+        spec = walk.mapping(obj, "spec", ())
+        specs = walk.mapping(spec, field_name, ("spec",))
+        if not specs and not reader.problems:
+            reader.problem(_path((*base, "spec", field_name)), "Required value: no replica specs")
+        for role in sorted(specs, key=lambda r: (order.index(r) if r in order else len(order), r)):
+            if role not in order:
+                where = _path((*base, "spec", field_name))
+                message = f"{where}: replica type {role!r} is not one of {', '.join(order)}"
+                findings.append(Finding("unknown-replica-type", WARNING, message))
+            at = ("spec", field_name, role)
+            replica = walk.mapping(specs, role, ("spec", field_name))
+            walk.template(role, replica, at, walk.count(replica, "replicas", at, 1))
+        total = sum(t.replicas for t in walk.templates)
+        policy = walk.mapping(
+            walk.mapping(spec, "runPolicy", ("spec",)), "schedulingPolicy", ("spec", "runPolicy")
+        )
+        minimum = walk.count(
+            policy, "minAvailable", ("spec", "runPolicy", "schedulingPolicy"), total
+        )
+        return walk.templates, min(minimum, total) if total else 0
+
+    return read
+
+
+def _ray_cluster(
+    reader: FieldReader, obj: dict[str, Any], base: Location, findings: list[Finding]
+) -> tuple[list[PodTemplate], int]:
+    walk = _Walk(reader, findings, base)
+    spec = walk.mapping(obj, "spec", ())
+    head = walk.mapping(spec, "headGroupSpec", ("spec",))
+    walk.template("head", head, ("spec", "headGroupSpec"), 1)
+    autoscaling = reader.boolean(
+        spec.get("enableInTreeAutoscaling"), _path((*base, "spec", "enableInTreeAutoscaling"))
+    )
+    gang = 1
+    groups_at = (*base, "spec", "workerGroupSpecs")
+    for position, group in enumerate(
+        reader.sequence(spec.get("workerGroupSpecs"), _path(groups_at))
+    ):
+        at = ("spec", "workerGroupSpecs", position)
+        body = reader.mapping(group, _path((*base, *at)))
+        desired, minimum = _ray_group_size(walk, body, at)
+        name = reader.string(body.get("groupName"), _path((*base, *at, "groupName"))) or str(
+            position
+        )
+        walk.template(f"worker group {name}", body, at, desired)
+        gang += minimum if autoscaling else desired
+    return walk.templates, gang
+
+
+def _ray_group_size(walk: _Walk, group: Mapping[str, Any], at: Location) -> tuple[int, int]:
+    """KubeRay's GetWorkerGroupDesiredReplicas, and the group's minimum, in pods."""
+    hosts = walk.count(group, "numOfHosts", at, 1)
+    minimum = walk.count(group, "minReplicas", at, 0)
+    maximum = walk.count(group, "maxReplicas", at, 2**31 - 1)
+    replicas = walk.count(group, "replicas", at, minimum)
+    if walk.reader.boolean(group.get("suspend"), _path((*walk.base, *at, "suspend"))):
+        return 0, 0
+    # KubeRay: minReplicas above maxReplicas gives maxReplicas; else replicas within the two.
+    desired = maximum if minimum > maximum else min(max(replicas, minimum), maximum)
+    return desired * hosts, min(minimum, maximum) * hosts
+
+
+def _job_set(
+    reader: FieldReader, obj: dict[str, Any], base: Location, findings: list[Finding]
+) -> tuple[list[PodTemplate], int]:
+    walk = _Walk(reader, findings, base)
+    spec = walk.mapping(obj, "spec", ())
+    jobs_at = (*base, "spec", "replicatedJobs")
+    jobs = reader.sequence(spec.get("replicatedJobs"), _path(jobs_at))
+    if not jobs and not reader.problems:
+        reader.problem(_path(jobs_at), "Required value: a JobSet needs replicatedJobs")
+    for position, job in enumerate(jobs):
+        at = ("spec", "replicatedJobs", position)
+        body = reader.mapping(job, _path((*base, *at)))
+        name = reader.string(body.get("name"), _path((*base, *at, "name"))) or str(position)
+        copies = walk.count(body, "replicas", at, 1)
+        template = walk.mapping(body, "template", at)
+        job_spec = walk.mapping(template, "spec", (*at, "template"))
+        pods = copies * _job_pods(walk, job_spec, (*at, "template", "spec"))
+        walk.template(name, job_spec, (*at, "template", "spec"), pods)
+    return walk.templates, sum(t.replicas for t in walk.templates)
+
+
+KINDS: dict[str, Reader] = {
+    "Pod": _pod,
+    "Deployment": _replicated,
+    "ReplicaSet": _replicated,
+    "StatefulSet": _replicated,
+    "Job": _job,
+    "CronJob": _cron_job,
+    "PyTorchJob": _replica_specs("pytorchReplicaSpecs", ("Master", "Worker")),
+    "MPIJob": _replica_specs("mpiReplicaSpecs", ("Launcher", "Worker")),
+    "RayCluster": _ray_cluster,
+    "JobSet": _job_set,
+}
