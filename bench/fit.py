@@ -19,11 +19,11 @@ import statistics
 from typing import Any
 
 from bench.common import ms, timed
-from pools.core.api_objects import fit_nodes
-from pools.core.cluster import ClusterSnapshot, FitPool
-from pools.core.fit import check_fit, evaluate_pod
-from pools.core.scheduling import Taint
-from pools.core.workloads import read_manifest
+from pools.core.fit.api_objects import fit_nodes
+from pools.core.fit.check import check_fit, evaluate_pod
+from pools.core.fit.cluster import ClusterSnapshot, FitPool
+from pools.core.fit.scheduling import Taint
+from pools.core.fit.workloads import read_manifest
 
 POOL_KEY = "gpu-pool"
 POOLS = [

@@ -47,10 +47,27 @@ def project_modules() -> dict[str, Path]:
     }
 
 
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The statements under `if TYPE_CHECKING:`: they never run, so they import nothing."""
+    return {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
+
+
 def imported_names(path: Path, name: str) -> Iterator[str]:
-    """Every module name `path` imports, wherever the import statement stands."""
+    """Every module name `path` imports at run time, wherever the import statement stands."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = _type_checking_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -126,9 +143,12 @@ def test_the_walk_sees_every_kind_of_import(tmp_path: Path) -> None:
         "from . import audit\n"
         "def later():\n"
         "    from pools.tasks import execute_move\n"
+        "if TYPE_CHECKING:\n"
+        "    from pools.selectors import overview\n"
     )
     found = {project_target(i) for i in imported_names(source, "pools.example")}
     assert {"pools.models", "pools.workflow", "pools.audit", "pools.tasks"} <= found
+    assert "pools.selectors" not in found
     assert len(import_graph()) > 40
 
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import yaml
 
-from pools.core.cluster import ClusterSnapshot, FitNode, FitPool, NodePod
-from pools.core.fit import FitReport, check_fit
-from pools.core.resources import Resources
-from pools.core.scheduling import Taint
-from pools.core.workloads import Manifest, read_manifest
+from pools.core.fit.check import FitReport, check_fit
+from pools.core.fit.cluster import ClusterSnapshot, FitNode, FitPool, NodePod
+from pools.core.fit.resources import Resources
+from pools.core.fit.scheduling import Taint
+from pools.core.fit.workloads import Manifest, read_manifest
 
 POOL_KEY = "gpu-pool"
 GI = 2**30

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pools.core.cluster import NO_POOL, ClusterSnapshot, NodePod, pool_capacity
-from pools.core.fit import PodVerdict, check_pod, evaluate_pod
-from pools.core.resources import Resources
-from pools.core.scheduling import NO_EXECUTE, Taint
-from pools.core.workloads import pod_shape
+from pools.core.fit.check import PodVerdict, check_pod, evaluate_pod
+from pools.core.fit.cluster import NO_POOL, ClusterSnapshot, NodePod, pool_capacity
+from pools.core.fit.resources import Resources
+from pools.core.fit.scheduling import NO_EXECUTE, Taint
+from pools.core.fit.workloads import pod_shape
 from tests.core.builders import GI, POOL_KEY, node, pod, report, snapshot
 
 
@@ -153,7 +153,7 @@ def test_a_pod_asking_for_nothing_only_needs_a_pod_slot() -> None:
 
 
 def test_finished_pods_are_not_on_the_node() -> None:
-    from pools.core.api_objects import fit_node
+    from pools.core.fit.api_objects import fit_node
 
     api_node = {
         "metadata": {"name": "n", "labels": {POOL_KEY: "mixed"}},

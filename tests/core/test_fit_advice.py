@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pools.core.cluster import NodePod
-from pools.core.findings import Finding
-from pools.core.resources import Resources
+from pools.core.fit.cluster import NodePod
+from pools.core.fit.findings import Finding
+from pools.core.fit.resources import Resources
 from tests.core.builders import gang, node, pod, report, snapshot
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from pools.core.fit_fix import merge_scheduling_block, scheduling_fix
-from pools.core.workloads import read_manifest
+from pools.core.fit.fix import merge_scheduling_block, scheduling_fix
+from pools.core.fit.workloads import read_manifest
 from tests.core.builders import POOL_KEY, POOLS, gang, manifest, node, pod, report, snapshot
 
 TRAINING, INFERENCE, MIXED = POOLS
@@ -98,8 +98,8 @@ def test_a_pool_without_taint_needs_no_toleration() -> None:
 
 
 def test_a_taint_without_value_is_tolerated_with_exists() -> None:
-    from pools.core.cluster import FitPool
-    from pools.core.scheduling import Taint
+    from pools.core.fit.cluster import FitPool
+    from pools.core.fit.scheduling import Taint
 
     _, spec = fixed(pod(1)["spec"], FitPool("edge", taint=Taint("dedicated", "", "NoExecute")))
     assert spec["tolerations"] == [

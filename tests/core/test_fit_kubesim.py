@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from pools.core.api_objects import fit_nodes
-from pools.core.cluster import ClusterSnapshot, FitPool
-from pools.core.fit import PodVerdict, check_pod
-from pools.core.scheduling import Taint
+from pools.core.fit.api_objects import fit_nodes
+from pools.core.fit.check import PodVerdict, check_pod
+from pools.core.fit.cluster import ClusterSnapshot, FitPool
+from pools.core.fit.scheduling import Taint
 from tests.kubesim_process import Kubesim
 
 POOL_KEY = "gpu-pool"
@@ -188,14 +188,14 @@ def test_the_demo_message_for_a_training_pod_without_toleration(kubesim: Kubesim
     assert dict(expected.reasons) == {
         "node(s) had untolerated taint {workload-training: true}": 4,
         "node(s) had untolerated taint {workload-inference: true}": 8,
-        "node(s) had untolerated taint {node.kubernetes.io/not-ready: }": 1,
+        "node(s) had untolerated taint {node.kubernetes.io/unreachable: }": 1,
         "node(s) didn't match Pod's node affinity/selector": 11,
         "Insufficient nvidia.com/gpu": 1,  # the drifted training node, filled by eval-job-0/1
     }
     # kube-scheduler sorts the "count reason" strings themselves.
     assert expected.message == (
         "0/25 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) had untolerated "
-        "taint {node.kubernetes.io/not-ready: }, 11 node(s) didn't match Pod's node "
+        "taint {node.kubernetes.io/unreachable: }, 11 node(s) didn't match Pod's node "
         "affinity/selector, 4 node(s) had untolerated taint {workload-training: true}, 8 node(s) "
         "had untolerated taint {workload-inference: true}."
     )
@@ -244,6 +244,9 @@ def test_a_gpu_pool_filled_by_the_check_count_leaves_the_next_pod_pending(kubesi
     assert not expected.fits  # every tainted training node runs an 8-GPU job; big-train waits too
     kubesim.core().delete_namespaced_pod("llm-pretrain-a100-train-001", "ml-training")
     kubesim.core().delete_namespaced_pod("big-train", "ml-training")
+    # A deleted pod holds its node's GPUs until its grace period ends, for both.
+    assert not verdict(kubesim, pod).fits
+    kubesim.control("clock", {"advance": 31})
     expected, node, _ = assert_same(kubesim, pod)
     assert expected.nodes_fit == ("a100-train-001",) and node == "a100-train-001"
 
@@ -258,7 +261,7 @@ def test_a_cordoned_node_is_unschedulable_for_both(kubesim: Kubesim) -> None:
         "node(s) were unschedulable": 1,
         "node(s) had untolerated taint {workload-training: true}": 4,
         "node(s) had untolerated taint {workload-inference: true}": 8,
-        "node(s) had untolerated taint {node.kubernetes.io/not-ready: }": 1,
+        "node(s) had untolerated taint {node.kubernetes.io/unreachable: }": 1,
         "node(s) didn't match Pod's node affinity/selector": 11,
     }
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pools.core.cluster import ClusterSnapshot, FitNode, FitPool, NodePod
-from pools.core.filters import FilterRun
-from pools.core.fit import evaluate_pod
-from pools.core.fit_fix import merge_scheduling_block
-from pools.core.pods import PodShape
-from pools.core.resources import Resources
-from pools.core.scheduling import NodePlacement, Requirement, Taint, Term, Toleration
-from pools.core.workloads import read_objects
+from pools.core.fit.check import evaluate_pod
+from pools.core.fit.cluster import ClusterSnapshot, FitNode, FitPool, NodePod
+from pools.core.fit.filters import FilterRun
+from pools.core.fit.fix import merge_scheduling_block
+from pools.core.fit.pods import PodShape
+from pools.core.fit.resources import Resources
+from pools.core.fit.scheduling import NodePlacement, Requirement, Taint, Term, Toleration
+from pools.core.fit.workloads import read_objects
 from tests.core.builders import POOL_KEY, POOLS
 
 pool_names = st.sampled_from(["training", "inference", "mixed", ""])

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pools.core.quantities import (
+from pools.core.fit.quantities import (
     BINARY_SI,
     DECIMAL_EXPONENT,
     DECIMAL_SI,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pools.core.fields import FieldReader
-from pools.core.resources import Resources, read_pod_resources
+from pools.core.fit.fields import FieldReader
+from pools.core.fit.resources import Resources, read_pod_resources
 
 GI = 2**30
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pools.core.scheduling import (
+from pools.core.fit.scheduling import (
     NO_EXECUTE,
     NO_SCHEDULE,
     PREFER_NO_SCHEDULE,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pools.core.findings import ManifestError
-from pools.core.workloads import (
+from pools.core.fit.findings import ManifestError
+from pools.core.fit.workloads import (
     JSON,
     MAX_DOCUMENTS,
     MAX_TEXT_BYTES,

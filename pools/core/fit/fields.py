@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pools.core.findings import FieldProblem
+from pools.core.fit.findings import FieldProblem
 
 MAX_PROBLEMS = 50
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pools.core.cluster import ClusterSnapshot
-from pools.core.filters import FilterRun, pods_that_fit
-from pools.core.resources import Resources
+from pools.core.fit.cluster import ClusterSnapshot
+from pools.core.fit.filters import FilterRun, pods_that_fit
+from pools.core.fit.resources import Resources
 
 
 def room(run: FilterRun, indexes: Sequence[int]) -> int:

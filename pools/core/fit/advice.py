@@ -28,15 +28,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pools.core.cluster import NO_POOL, ClusterSnapshot
-from pools.core.findings import INFO, WARNING, Finding
-from pools.core.pods import DEFAULT_SCHEDULER, SYSTEM_PRIORITY_CLASSES
-from pools.core.resources import GPU, gpu_limit_only_finding
-from pools.core.scheduling import EXISTS
-from pools.core.workloads import PodTemplate
+from pools.core.fit.cluster import NO_POOL, ClusterSnapshot
+from pools.core.fit.findings import INFO, WARNING, Finding
+from pools.core.fit.pods import DEFAULT_SCHEDULER, SYSTEM_PRIORITY_CLASSES
+from pools.core.fit.resources import GPU, gpu_limit_only_finding
+from pools.core.fit.scheduling import EXISTS
+from pools.core.fit.workloads import PodTemplate
 
 if TYPE_CHECKING:
-    from pools.core.fit import PodVerdict, PoolFit, WorkloadFit
+    from pools.core.fit.check import PodVerdict, PoolFit, WorkloadFit
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 _RESOURCE_REASONS = ("Insufficient ", "Too many pods")

@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from pools.core.cluster import FitPool
-from pools.core.scheduling import EQUAL, EXISTS, Taint, Toleration, tolerated
-from pools.core.workloads import JSON, Location, Manifest
+from pools.core.fit.cluster import FitPool
+from pools.core.fit.scheduling import EQUAL, EXISTS, Taint, Toleration, tolerated
+from pools.core.fit.workloads import JSON, Location, Manifest
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pools.core.cluster import ClusterSnapshot
-from pools.core.pods import PREEMPT_NEVER, PodShape
-from pools.core.resources import GPU, Resources
-from pools.core.scheduling import UNSCHEDULABLE_TAINT, Taint, tolerated, untolerated_taint
+from pools.core.fit.cluster import ClusterSnapshot
+from pools.core.fit.pods import PREEMPT_NEVER, PodShape
+from pools.core.fit.resources import GPU, Resources
+from pools.core.fit.scheduling import UNSCHEDULABLE_TAINT, Taint, tolerated, untolerated_taint
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 UNTOLERATED_TAINTS = "node(s) had untolerated taint(s)"

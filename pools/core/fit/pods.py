@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pools.core import fields as f
-from pools.core.fields import FieldReader
-from pools.core.findings import Finding
-from pools.core.resources import ZERO, Resources, read_pod_resources
-from pools.core.scheduling import NodePlacement, Toleration, read_placement, read_tolerations
+from pools.core.fit import fields as f
+from pools.core.fit.fields import FieldReader
+from pools.core.fit.findings import Finding
+from pools.core.fit.resources import ZERO, Resources, read_pod_resources
+from pools.core.fit.scheduling import NodePlacement, Toleration, read_placement, read_tolerations
 
 DEFAULT_SCHEDULER = "default-scheduler"
 PREEMPT_NEVER = "Never"

@@ -2,11 +2,11 @@
 
 One module answers the fit page, `POST /api/v1/fit/`, the Pending list and the move preview:
 
-    from pools.core.api_objects import fit_nodes            # raw Node/Pod objects -> FitNode
-    from pools.core.cluster import ClusterSnapshot, FitNode, FitPool, NodePod, pool_capacity
-    from pools.core.findings import ManifestError
-    from pools.core.fit import check_fit, check_pod, evaluate_pod
-    from pools.core.workloads import pod_shape, read_manifest
+    from pools.core.fit.api_objects import fit_nodes            # raw Node/Pod objects -> FitNode
+    from pools.core.fit.cluster import ClusterSnapshot, FitNode, FitPool, NodePod, pool_capacity
+    from pools.core.fit.findings import ManifestError
+    from pools.core.fit.check import check_fit, check_pod, evaluate_pod
+    from pools.core.fit.workloads import pod_shape, read_manifest
 
     snapshot = ClusterSnapshot(fit_nodes(nodes, pods, pool_key=KEY), pools)  # once per request
     try:
@@ -19,14 +19,14 @@ One module answers the fit page, `POST /api/v1/fit/`, the Pending list and the m
 
     check_pod(pod_object, snapshot, pool_key=KEY)       # a Pending pod read from the cluster
     evaluate_pod(pod_shape(pod_object), snapshot)       # fast: no advice, no fixes
-    untolerated_taint(node.taints, shape.tolerations)   # intruders (pools.core.scheduling)
+    untolerated_taint(node.taints, shape.tolerations)   # intruders (pools.core.fit.scheduling)
     pool_capacity(snapshot, "training")                 # whole free nodes, largest free block
     snapshot.with_nodes([moved, ...])                   # the cluster after a move
 
-Inputs (`pools.core.cluster`), plain frozen dataclasses the edge fills from what it holds:
+Inputs (`pools.core.fit.cluster`), plain frozen dataclasses the edge fills from what it holds:
 `FitNode(name, pool, labels, taints, unschedulable, ready, allocatable=Resources(cpu_milli,
 memory, gpu, extended), max_pods, pods=(NodePod(requests, priority, name), ...))` — `pods` are
-the node's non-terminated pods (`pools.core.api_objects` builds all of it from API objects) —
+the node's non-terminated pods (`pools.core.fit.api_objects` builds all of it from API objects) —
 and `FitPool(name, labels, taint, accepted_gpu_models)`. Options: `priority_classes` (name ->
 value, for preemption), `default_priority` (the globalDefault class's value), `name_taints=False`
 for the wording of Kubernetes 1.35+ ("node(s) had untolerated taint(s)"), `with_fixes=False`
@@ -44,13 +44,13 @@ A report (`FitReport`) holds, per workload of the manifest (`WorkloadFit`):
   whether all the wanted pods (all N of a gang) find room at once.
 - `pools`: one `PoolFit` per pool — the same verdicts over the pool's nodes only, `fits_now`,
   the gang verdict and the pool's gang capacity (`capacity`).
-- `findings`: what a platform engineer would say (codes in `pools.core.fit_advice`), with the
+- `findings`: what a platform engineer would say (codes in `pools.core.fit.advice`), with the
   API server's refusals found while reading; `report.findings` lists all of them, pools' too.
 - `report.fixes[pool]`: the whole manifest with that pool's scheduling block merged into every
-  pod template (`pools.core.fit_fix`), and its diff.
+  pod template (`pools.core.fit.fix`), and its diff.
 
-How the verdict is reached is in `pools.core.filters` (the scheduler's filters and messages)
-and `pools.core.packing` (how many pods fit, placed together).
+How the verdict is reached is in `pools.core.fit.filters` (the scheduler's filters and messages)
+and `pools.core.fit.packing` (how many pods fit, placed together).
 """
 
 from __future__ import annotations
@@ -59,8 +59,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pools.core.cluster import ClusterSnapshot, PoolCapacity
-from pools.core.filters import (
+from pools.core.fit.advice import FitOptions, workload_findings
+from pools.core.fit.cluster import ClusterSnapshot, PoolCapacity
+from pools.core.fit.filters import (
     NO_NODES,
     NOT_ELIGIBLE,
     NOT_HELPFUL,
@@ -71,12 +72,11 @@ from pools.core.filters import (
     preemption_allowed,
     preemption_status,
 )
-from pools.core.findings import Finding
-from pools.core.fit_advice import FitOptions, workload_findings
-from pools.core.fit_fix import Fix, scheduling_fixes
-from pools.core.packing import place, room
-from pools.core.pods import PodShape
-from pools.core.workloads import Manifest, Workload, read_objects
+from pools.core.fit.findings import Finding
+from pools.core.fit.fix import Fix, scheduling_fixes
+from pools.core.fit.packing import place, room
+from pools.core.fit.pods import PodShape
+from pools.core.fit.workloads import Manifest, Workload, read_objects
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pools.core.cluster import NO_POOL, FitNode, NodePod
-from pools.core.fields import FieldReader
-from pools.core.quantities import QuantityError, parse_quantity
-from pools.core.resources import Resources, amount_in_units, read_pod_resources
-from pools.core.scheduling import Taint
+from pools.core.fit.cluster import NO_POOL, FitNode, NodePod
+from pools.core.fit.fields import FieldReader
+from pools.core.fit.quantities import QuantityError, parse_quantity
+from pools.core.fit.resources import Resources, amount_in_units, read_pod_resources
+from pools.core.fit.scheduling import Taint
 
 FINISHED = ("Succeeded", "Failed")
 

@@ -22,10 +22,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pools.core import fields as f
-from pools.core.fields import FieldReader
-from pools.core.findings import ERROR, INFO, Finding
-from pools.core.quantities import Quantity, QuantityError, milli_value, parse_quantity, whole_value
+from pools.core.fit import fields as f
+from pools.core.fit.fields import FieldReader
+from pools.core.fit.findings import ERROR, INFO, Finding
+from pools.core.fit.quantities import (
+    Quantity,
+    QuantityError,
+    milli_value,
+    parse_quantity,
+    whole_value,
+)
 
 GPU = "nvidia.com/gpu"
 CPU = "cpu"

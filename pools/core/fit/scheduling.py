@@ -27,9 +27,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pools.core import fields as f
-from pools.core.fields import FieldReader
-from pools.core.findings import ERROR, Finding
+from pools.core.fit import fields as f
+from pools.core.fit.fields import FieldReader
+from pools.core.fit.findings import ERROR, Finding
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"

@@ -33,9 +33,9 @@ from typing import Any
 
 import yaml
 
-from pools.core import fields as f
-from pools.core.fields import FieldReader
-from pools.core.findings import (
+from pools.core.fit import fields as f
+from pools.core.fit.fields import FieldReader
+from pools.core.fit.findings import (
     ERROR,
     INFO,
     WARNING,
@@ -44,7 +44,7 @@ from pools.core.findings import (
     Finding,
     ManifestError,
 )
-from pools.core.pods import PodShape, read_pod_shape
+from pools.core.fit.pods import PodShape, read_pod_shape
 
 MAX_TEXT_BYTES = 1_000_000
 MAX_DOCUMENTS = 100
