@@ -1,19 +1,55 @@
 from __future__ import annotations
 
-import os
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.apps import apps
+from django.conf import settings
 
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.servers import PrometheusServer, RedisServer, prometheus_server, redis_server
+
+# The rows the data migrations make: the role groups and the default pools.
+DATA_MIGRATIONS = (
+    ("pools.migrations.0001_roles", "create_roles"),
+    ("pools.migrations.0003_default_pools", "create_pools"),
+)
+
+
+def _uses_database(request: pytest.FixtureRequest) -> str | None:
+    """The database fixture a test uses ("db" or "transactional_db"), or None."""
+    marker = request.node.get_closest_marker("django_db")
+    names = request.fixturenames
+    if "transactional_db" in names or "live_server" in names:
+        return "transactional_db"
+    if marker is not None:
+        transaction = marker.kwargs.get("transaction", marker.args[0] if marker.args else False)
+        return "transactional_db" if transaction else "db"
+    return "db" if "db" in names else None
+
+
+@pytest.fixture(autouse=True)
+def migration_data(request: pytest.FixtureRequest) -> None:
+    """A transactional test ends by flushing every table, the data migrations' rows included.
+    pytest-django runs those tests last, but under pytest-xdist a worker may be handed another
+    module after one: every test that uses the database starts with those rows present."""
+    fixture = _uses_database(request)
+    if fixture is None:
+        return
+    request.getfixturevalue(fixture)
+    Group, Pool = apps.get_model("auth", "Group"), apps.get_model("pools", "Pool")
+    if Group.objects.count() and Pool.objects.exists():
+        return
+    for module, function in DATA_MIGRATIONS:
+        getattr(importlib.import_module(module), function)(apps, None)
 
 
 @pytest.fixture(scope="session")
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """The tests' own redis-server, on the port the Celery app was configured with."""
-    port = int(os.environ["PORTAL_TEST_REDIS_PORT"])
+    port = int(settings.REDIS_TEST_PORT)
     with redis_server(tmp_path_factory.mktemp("redis"), port) as server:
         yield server
 

@@ -10,7 +10,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kubernetes import client, config
 
@@ -70,6 +70,11 @@ class Kubesim:
         )
 
 
+# Ports are picked free, then bound by another process: something else on the machine may
+# take one in between. A start that meets "Address already in use" is tried again.
+PORT_ATTEMPTS = 3
+
+
 @contextlib.contextmanager
 def kubesim_server(
     workdir: Path,
@@ -79,54 +84,72 @@ def kubesim_server(
     tls: bool = False,
     extra: list[str] | None = None,
 ) -> Iterator[Kubesim]:
-    port, metrics_port = free_port(), free_port()
-    kubeconfig = workdir / "kubeconfig"
-    audit_log = workdir / "audit.log"
-    argv = [
-        sys.executable,
-        "-m",
-        "kubesim",
-        "serve",
-        "--port",
-        str(port),
-        "--metrics-port",
-        str(metrics_port),
-        "--kubeconfig",
-        str(kubeconfig),
-        "--audit-log",
-        str(audit_log),
-        "--token",
-        ADMIN_TOKEN,
-        "--readonly-token",
-        READONLY_TOKEN,
-    ]
-    argv += ["--nodes", str(nodes)] if nodes else ["--scenario", scenario]
-    if tls:
-        argv.append("--tls")
-    argv += extra or []
     workdir.mkdir(parents=True, exist_ok=True)
-    log = (workdir / "kubesim.log").open("wb")
-    process = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    options = ["--nodes", str(nodes)] if nodes else ["--scenario", scenario]
+    options += ["--tls"] if tls else []
+    options += extra or []
+    for attempt in range(PORT_ATTEMPTS):
+        port, metrics_port = free_port(), free_port()
+        process, log = _start(workdir, port, metrics_port, options)
+        try:
+            if _wait_serving(
+                workdir, process, port, metrics_port, last=attempt == PORT_ATTEMPTS - 1
+            ):
+                break
+        except BaseException:
+            stop(process)
+            log.close()
+            raise
+        stop(process)
+        log.close()
     try:
-        wait_for(
-            lambda: (
-                (kubeconfig.exists() and port_open(port) and port_open(metrics_port))
-                or process.poll() is not None
-            ),
-            timeout=120,
-            what="kubesim",
-        )
-        if process.poll() is not None:
-            raise RuntimeError(f"kubesim exited: {(workdir / 'kubesim.log').read_text()}")
         scheme = "https" if tls else "http"
         yield Kubesim(
             f"{scheme}://127.0.0.1:{port}",
             f"http://127.0.0.1:{metrics_port}",
-            kubeconfig,
-            audit_log,
+            workdir / "kubeconfig",
+            workdir / "audit.log",
             process,
             tls,
         )
     finally:
         stop(process)
         log.close()
+
+
+def _start(
+    workdir: Path, port: int, metrics_port: int, options: list[str]
+) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
+    argv = [
+        *(sys.executable, "-m", "kubesim", "serve"),
+        *("--port", str(port), "--metrics-port", str(metrics_port)),
+        *("--kubeconfig", str(workdir / "kubeconfig"), "--audit-log", str(workdir / "audit.log")),
+        *("--token", ADMIN_TOKEN, "--readonly-token", READONLY_TOKEN),
+        *options,
+    ]
+    # kubesim writes the kubeconfig once it serves: one left by an earlier start names
+    # another port, and its presence must not count as this start's.
+    (workdir / "kubeconfig").unlink(missing_ok=True)
+    log = (workdir / "kubesim.log").open("wb")
+    return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT), log
+
+
+def _wait_serving(
+    workdir: Path, process: subprocess.Popen[bytes], port: int, metrics_port: int, *, last: bool
+) -> bool:
+    """True once kubesim serves; False when a port was taken meanwhile (try again)."""
+    kubeconfig = workdir / "kubeconfig"
+    wait_for(
+        lambda: (
+            (kubeconfig.exists() and port_open(port) and port_open(metrics_port))
+            or process.poll() is not None
+        ),
+        timeout=120,
+        what="kubesim",
+    )
+    if process.poll() is None:
+        return True
+    output = (workdir / "kubesim.log").read_text()
+    if "Address already in use" in output and not last:
+        return False
+    raise RuntimeError(f"kubesim exited: {output}")

@@ -9,9 +9,15 @@ from django.contrib.auth.models import Group, User
 from pools.models import MoveRequest
 
 
+def role_group(role: str) -> Group:
+    """The role's group. The roles migration creates it, but a transactional test flushes
+    every table when it ends, and under xdist any test may follow one."""
+    return Group.objects.get_or_create(name=role)[0]
+
+
 def user_in(role: str, name: str | None = None) -> User:
     user, _ = User.objects.get_or_create(username=name or f"u-{role}")
-    user.groups.add(Group.objects.get(name=role))
+    user.groups.add(role_group(role))
     return user
 
 

@@ -14,7 +14,10 @@ def _free_port() -> str:
 
 # The tests' own Redis listens here (tests/conftest.py starts it); chosen before the Celery
 # app reads its settings, so the app publishes to it.
-REDIS_TEST_PORT = os.environ.setdefault("PORTAL_TEST_REDIS_PORT", _free_port())
+# Under pytest-xdist each worker is its own session with its own Redis: the variable is
+# named after the worker, since workers inherit the controller's environment.
+REDIS_PORT_VARIABLE = "PORTAL_TEST_REDIS_PORT_" + os.environ.get("PYTEST_XDIST_WORKER", "main")
+REDIS_TEST_PORT = os.environ.setdefault(REDIS_PORT_VARIABLE, _free_port())
 
 _TEST_ENV = {
     "DJANGO_DEBUG": "false",
@@ -23,10 +26,12 @@ _TEST_ENV = {
     "DJANGO_SECURE_SSL_REDIRECT": "false",
     "DJANGO_SECURE_COOKIES": "false",
     "DJANGO_HSTS_SECONDS": "0",
-    "CELERY_BROKER_URL": f"redis://127.0.0.1:{REDIS_TEST_PORT}/0",
 }
 for _name, _value in _TEST_ENV.items():
     os.environ.setdefault(_name, _value)
+# Always this session's own Redis, never one inherited from a parent process's environment
+# (an xdist controller's, or the pytest that started this one).
+os.environ["CELERY_BROKER_URL"] = f"redis://127.0.0.1:{REDIS_TEST_PORT}/0"
 
 from portal.settings import *  # noqa: E402, F403
 

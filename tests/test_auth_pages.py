@@ -1,13 +1,15 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client
+
+from tests.moves_helpers import role_group
 
 
 def viewer(username: str, password: str = "x") -> User:
     user = User.objects.create_user(username, password=password)
-    user.groups.add(Group.objects.get(name="viewers"))
+    user.groups.add(role_group("viewers"))
     return user
 
 

@@ -205,10 +205,10 @@ def test_the_races_on_postgresql() -> None:
     except psycopg.OperationalError as exc:
         pytest.skip(f"no PostgreSQL reachable at {ADMIN_URL} (set PORTAL_TEST_POSTGRES_URL): {exc}")
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"},
         # pytest-django creates (and drops) test_<name> next to it.
         "DATABASE_URL": f"{ADMIN_URL.rsplit('/', 1)[0]}/portal_races_{uuid.uuid4().hex[:8]}",
-        "PORTAL_TEST_REDIS_PORT": str(free_port()),  # its own broker, its own queue
+        "PORTAL_TEST_REDIS_PORT_main": str(free_port()),  # its own broker, its own queue
         "PORTAL_RACES_ON_POSTGRES": "1",
     }
     result = subprocess.run(

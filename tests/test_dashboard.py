@@ -10,11 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client
 
 from pools.inventory import inventory_sync
 from tests.kubesim_process import Kubesim, kubesim_server
+from tests.moves_helpers import role_group
 from tests.servers import PrometheusServer, prometheus_server, wait_for
 
 Stack = tuple[Kubesim, PrometheusServer]
@@ -71,7 +72,7 @@ def portal(stack: Stack, settings, db) -> Client:  # type: ignore[no-untyped-def
     inventory_sync()
     client = Client()
     viewer = User.objects.create_user("vera")
-    viewer.groups.add(Group.objects.get(name="viewers"))
+    viewer.groups.add(role_group("viewers"))
     client.force_login(viewer)
     return client
 

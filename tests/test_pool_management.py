@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client
 
 from pools.inventory import inventory_sync
 from pools.models import Node, Pool
 from tests.kubesim_process import Kubesim
+from tests.moves_helpers import role_group
 
 
 def user_in(role: str) -> Client:
     client = Client()
     user = User.objects.create_user(f"u-{role}")
-    user.groups.add(Group.objects.get(name=role))
+    user.groups.add(role_group(role))
     client.force_login(user)
     return client
 

@@ -4,6 +4,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser, Group, User
 
 from pools.roles import Capability, Role, capabilities, has_capability
+from tests.moves_helpers import role_group
 
 
 @pytest.mark.django_db
@@ -29,7 +30,7 @@ def test_the_migration_creates_one_group_per_role() -> None:
 )
 def test_capabilities_follow_the_groups(role: Role, expected: set[Capability]) -> None:
     user = User.objects.create_user(f"u-{role.value}")
-    user.groups.add(Group.objects.get(name=role.value))
+    user.groups.add(role_group(role.value))
     assert capabilities(user) == expected
 
 
@@ -38,7 +39,7 @@ def test_no_group_no_capability_and_anonymous_has_none() -> None:
     assert capabilities(User.objects.create_user("nobody")) == frozenset()
     assert not has_capability(AnonymousUser(), Capability.VIEW)
     inactive = User.objects.create_user("gone", is_active=False)
-    inactive.groups.add(Group.objects.get(name="pool-admins"))
+    inactive.groups.add(role_group("pool-admins"))
     assert capabilities(inactive) == frozenset()
 
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 import requests
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 
 from portal.sso.models import OidcIdentity
 from portal.sso.views import SSO_FAILED
+from tests.moves_helpers import role_group
 from tests.oidc_provider import tamper
 from tests.oidc_provider.fixtures import provider_fixture, sso_on_fixture  # noqa: F401
 from tests.oidc_provider.process import Provider
@@ -64,7 +65,7 @@ def test_roles_follow_the_groups_claim_at_every_sign_on(
     assert roles(alice) == {"pool-admins"}
 
     # An admin grants two roles in the portal: one the map names, one it does not.
-    alice.groups.add(Group.objects.get(name="approvers"), Group.objects.get(name="requesters"))
+    alice.groups.add(role_group("approvers"), role_group("requesters"))
     idp.set_groups("alice", ["ml-leads", "unrelated"])
     sign_on(live_server.url, "alice", "alice-pw-1")
     assert roles(alice) == {"approvers", "requesters"}  # pool-admins gone with gpu-admins

@@ -33,7 +33,7 @@ class Command(BaseCommand):
                 User.objects.create_superuser(username, password=password)
             else:
                 user = User.objects.create_user(username, password=password)
-                user.groups.add(Group.objects.get(name=role.value))
+                user.groups.add(Group.objects.get_or_create(name=role.value)[0])
             created.append((username, role.value if role else "superuser", password))
         if not created:
             self.stdout.write(
