@@ -6,11 +6,12 @@ the web's /metrics through the Service, a worker's or the watcher's on METRICS_P
 directory outlives a container restart, and a restarted container reuses the same process
 ids, whose old files would carry on counting from stale values: the group's first process
 empties it before any other starts (gunicorn's master, the Celery worker's main process,
-the watcher).
+the watcher). Nothing here needs Django's apps: gunicorn's master imports it.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 import threading
@@ -20,12 +21,38 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from django.conf import settings
-from prometheus_client import generate_latest
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, ThreadingWSGIServer
-
-from portal.metrics_view import bearer_token_ok, process_registry
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
+
+
+def bearer_token_ok(authorization: str, token: str) -> bool:
+    scheme, _, given = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode(), token.encode()
+    )
+
+
+class _DefaultRegistry(Collector):
+    """This process's own figures, when it is the only one (no multiprocess directory)."""
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        return REGISTRY.collect()
+
+
+def process_registry() -> CollectorRegistry:
+    """The figures every process of this group counted: summed from the multiprocess
+    directory under gunicorn and Celery, this process's own otherwise."""
+    registry = CollectorRegistry()
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        MultiProcessCollector(registry, path=directory)
+    else:
+        registry.register(_DefaultRegistry())
+    return registry
 
 
 def multiproc_dir_reset() -> Path | None:

@@ -7,46 +7,16 @@ a missing or wrong token is 401. No login: Prometheus has no session. No HTTPS r
 
 from __future__ import annotations
 
-import hmac
-import os
-
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
-from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.registry import Collector
 
 from portal.metrics_collectors import ScrapeTimeFigures
-
-
-def bearer_token_ok(authorization: str, token: str) -> bool:
-    scheme, _, given = authorization.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(
-        given.strip().encode(), token.encode()
-    )
-
-
-class _DefaultRegistry(Collector):
-    """This process's own figures, when it is the only one (no multiprocess directory)."""
-
-    def collect(self):  # type: ignore[no-untyped-def]
-        return REGISTRY.collect()
-
-
-def process_registry() -> CollectorRegistry:
-    """The figures every process of this group counted: summed from the multiprocess
-    directory under gunicorn and Celery, this process's own otherwise."""
-    registry = CollectorRegistry()
-    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if directory:
-        MultiProcessCollector(registry, path=directory)
-    else:
-        registry.register(_DefaultRegistry())
-    return registry
+from portal.metrics_process import bearer_token_ok, process_registry
 
 
 def unauthorized() -> HttpResponse:
