@@ -30,13 +30,16 @@ NODE_CHANGING_TASK_OPTIONS = {"acks_late": True, "reject_on_worker_lost": True}
 
 
 @signals.setup_logging.connect
+@signals.celeryd_init.connect
 def _portal_logging(**_: object) -> None:
-    # Connected, this receiver replaces Celery's own logging set-up (its handlers would carry
-    # neither the redaction filter nor the log context): the worker and beat log through
-    # settings.LOGGING like the web.
+    # Connected to setup_logging, this receiver replaces Celery's own logging set-up (its
+    # handlers would carry neither the redaction filter nor the log context): the worker and
+    # beat log through settings.LOGGING like the web. celeryd_init comes earlier, before the
+    # worker's first warnings (running as root, say).
     from django.conf import settings
 
     logging.config.dictConfig(settings.LOGGING)
+    logging.captureWarnings(True)  # as Django does: a warning is an event too, not a bare line
 
 
 @signals.celeryd_after_setup.connect
@@ -47,6 +50,25 @@ def _no_banner_in_json(instance: Any, **_: object) -> None:
     # collector cannot parse. The same facts are in the "ready" event.
     if settings.LOG_FORMAT == "json":
         instance.quiet = True
+
+
+@signals.worker_ready.connect
+def _no_shutdown_print_in_json(sender: Any, **_: object) -> None:
+    from celery.apps.worker import install_worker_term_handler, install_worker_term_hard_handler
+    from django.conf import settings
+
+    if settings.LOG_FORMAT != "json":
+        return
+    # Celery prints "worker: Warm shutdown (MainProcess)" from its signal handlers; the same
+    # handlers without the print, and the fact logged as an event (below) instead.
+    worker = sender.controller
+    install_worker_term_handler(worker, verbose=False)
+    install_worker_term_hard_handler(worker, verbose=False)
+
+
+@signals.worker_shutting_down.connect
+def _log_shutdown(sig: str, how: str, **_: object) -> None:
+    logging.getLogger(__name__).info("worker: %s shutdown on %s", how.lower(), sig)
 
 
 @signals.worker_init.connect

@@ -79,6 +79,10 @@ class JsonFormatter(_BaseJsonFormatter):
         return redact_url(super().formatException(ei))
 
     def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
+        # Django attaches the HttpRequest to its own records (django.request): its repr is
+        # the full path, percent-encoded, which no redaction reads. The request's line says
+        # everything useful about it.
+        log_data.pop("request", None)
         leading = {k: log_data.pop(k) for k in LEADING_FIELDS if k in log_data}
         return _redacted({**leading, **log_data})
 

@@ -2,9 +2,9 @@
 
 `RequestObservationMiddleware` comes first: it takes the caller's `X-Request-ID` (a load
 balancer's, or a script's) or makes one, returns it on the response, keeps it in the log
-context for every line the request writes, and at the end records the request's time by
-view and logs one line for it. `UserLogContextMiddleware` comes after the login check and
-adds the user.
+context for every line the request writes (until the response is closed), and at the end
+records the request's time by view and logs one line for it. `UserLogContextMiddleware`
+comes after the login check and adds the user.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import time
 import uuid
 from collections.abc import Callable
 
+from django.core.signals import request_finished
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.utils.functional import empty
 
@@ -68,12 +70,15 @@ class RequestObservationMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         request_id = request_id_from(request.headers.get("X-Request-ID"))
         started = time.perf_counter()
-        with log_context.scope(request_id=request_id):
-            response = self.get_response(request)
-            seconds = time.perf_counter() - started
-            if user := loaded_user_name(request):  # a token call's user, known only now
-                log_context.bind(user=user)
-            self._record(request, response, seconds)
+        # Not a scope that ends here: Django logs a 4xx or 5xx (django.request) after the
+        # middleware has answered. The context ends with the response (request_finished).
+        log_context.clear()
+        log_context.bind(request_id=request_id)
+        response = self.get_response(request)
+        seconds = time.perf_counter() - started
+        if user := loaded_user_name(request):  # a token call's user, known only now
+            log_context.bind(user=user)
+        self._record(request, response, seconds)
         response["X-Request-ID"] = request_id
         return response
 
@@ -100,6 +105,11 @@ class RequestObservationMiddleware:
                 "duration_ms": round(seconds * 1000, 1),
             },
         )
+
+
+@receiver(request_finished)
+def _log_context_end(**_: object) -> None:
+    log_context.clear()
 
 
 class UserLogContextMiddleware:
