@@ -31,14 +31,19 @@ NODE_CHANGING_TASK_OPTIONS = {"acks_late": True, "reject_on_worker_lost": True}
 
 @signals.setup_logging.connect
 @signals.celeryd_init.connect
-def _portal_logging(**_: object) -> None:
+def _portal_logging(loglevel: int | str | None = None, **_: object) -> None:
     # Connected to setup_logging, this receiver replaces Celery's own logging set-up (its
     # handlers would carry neither the redaction filter nor the log context): the worker and
-    # beat log through settings.LOGGING like the web. celeryd_init comes earlier, before the
-    # worker's first warnings (running as root, say).
+    # beat log through settings.LOGGING like the web, at LOG_LEVEL or at the command's
+    # --loglevel when that says more. celeryd_init comes earlier, before the worker's first
+    # warnings (running as root, say).
     from django.conf import settings
 
-    logging.config.dictConfig(settings.LOGGING)
+    config = settings.LOGGING
+    wanted = logging.getLevelName(settings.LOG_LEVEL)
+    if isinstance(loglevel, int) and loglevel < wanted:
+        config = {**config, "root": {**config["root"], "level": logging.getLevelName(loglevel)}}
+    logging.config.dictConfig(config)
     logging.captureWarnings(True)  # as Django does: a warning is an event too, not a bare line
 
 
