@@ -324,6 +324,11 @@ def _finish(
 
 
 def _finish_request_if_done(request_id: int, now: datetime) -> None:
+    # Two workers finishing the request's last two nodes at once would each count the
+    # other's node as still running (its update not yet committed, READ COMMITTED) and
+    # neither would end the request: the finishers take turns on the request's row, so the
+    # second counts after the first has committed.
+    MoveRequest.objects.select_for_update().filter(pk=request_id).exists()
     counts = dict(
         MoveItem.objects.filter(request_id=request_id).values_list("state").annotate(n=Count("id"))
     )
