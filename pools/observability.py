@@ -8,7 +8,9 @@ here: portal/metrics_view.py reads them when Prometheus scrapes.
 Under gunicorn and Celery each process counts in its own files in PROMETHEUS_MULTIPROC_DIR
 (prometheus-client's multiprocess mode, chosen when that variable is set before the first
 import of prometheus_client); /metrics adds the files up. A gauge there keeps the most
-recent value any process set.
+recent value any process set. Every instrument has labels, so none opens a file before it
+is first used: a process may empty the directory after importing this module (the watcher
+does, as it starts) without losing a figure it holds open.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import ParamSpec, TypeVar
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -30,6 +32,10 @@ T = TypeVar("T")
 # the directory lives on an emptyDir (or /tmp) that nobody created beforehand.
 if _multiproc_dir := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     os.makedirs(_multiproc_dir, exist_ok=True)
+
+# The *_created series say when a series was first seen: the multiprocess mode never sends
+# them, so a single process does not either, and the two answer alike.
+disable_created_metrics()
 
 HTTP_REQUEST_SECONDS = Histogram(
     "portal_http_request_duration_seconds",
@@ -61,12 +67,15 @@ INVENTORY_SYNC_SECONDS = Histogram(
 )
 INVENTORY_SYNCED_AT = Gauge(
     "portal_inventory_last_sync_timestamp_seconds",
-    "When the last full inventory sync succeeded (Unix time).",
+    "When a full inventory sync last ended (Unix time), by outcome (ok or failed).",
+    ["outcome"],
     multiprocess_mode="mostrecent",
 )
 WATCH_LAG = Gauge(
     "portal_inventory_watch_lag_seconds",
-    "How far the inventory watch is behind the cluster: the age of the last change applied.",
+    "How far the inventory watch is behind the cluster: the age of the last change it "
+    "applied, by resource (nodes, pods).",
+    ["resource"],
     multiprocess_mode="mostrecent",
 )
 PROMQL_SECONDS = Histogram(
@@ -149,17 +158,18 @@ def inventory_sync_timed(sync: Callable[P, T]) -> Callable[P, T]:
         try:
             result = sync(*args, **kwargs)
             outcome = "ok"
-            INVENTORY_SYNCED_AT.set(time.time())
             return result
         finally:
             INVENTORY_SYNC_SECONDS.labels(outcome).observe(time.perf_counter() - started)
+            INVENTORY_SYNCED_AT.labels(outcome).set(time.time())
 
     return timed
 
 
-def watch_lag_set(seconds: float) -> None:
-    """For the inventory watch: how old the last change it applied was when it applied it."""
-    WATCH_LAG.set(max(0.0, seconds))
+def watch_lag_set(seconds: float, *, resource: str = "nodes") -> None:
+    """For the inventory watch: how old the last change to `resource` (nodes or pods) it
+    applied was when it applied it."""
+    WATCH_LAG.labels(resource).set(max(0.0, seconds))
 
 
 def promql_sent(kind: str, send: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -92,6 +92,13 @@ class _QuietHandler(WSGIRequestHandler):
         """A scrape every few seconds is not worth a line."""
 
 
+def metrics_process_start(*, what: str) -> ThreadingWSGIServer | None:
+    """For a process that is its own group (the inventory watcher), first thing: empty its
+    multiprocess directory, then serve its /metrics on METRICS_PORT."""
+    multiproc_dir_reset()
+    return metrics_server_start(what=what)
+
+
 def metrics_server_start(*, what: str) -> ThreadingWSGIServer | None:
     """Serve this process group's /metrics on METRICS_PORT in a background thread (`what`
     names the process in the log). Not served without METRICS_PORT or METRICS_TOKEN."""

@@ -5,6 +5,9 @@ a move, served on its own port."""
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,7 +23,7 @@ from tests.moves_helpers import FINAL, wait_for_state
 from tests.servers import RedisServer, free_port
 from tests.test_moves_e2e import approve, patches_by_node, request_move
 from tests.web_process import gunicorn
-from tests.workers import celery_worker
+from tests.workers import ROOT, celery_worker
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 UNMATCHED = {"view": "unmatched", "method": "GET", "status": "4xx"}
@@ -102,3 +105,48 @@ def test_a_worker_serves_its_figures_and_they_move_when_a_move_runs(
     # The web's /metrics reads the moves' states from the database.
     web = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert value(parse(web.content.decode()), "portal_moves", state="succeeded") == 1
+
+
+WATCHER = """
+import os, pathlib, urllib.request
+from pools import observability
+from portal.metrics_process import metrics_process_start
+
+directory = pathlib.Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+# Every instrument has labels: importing them opened no file of this process's.
+assert not list(directory.glob(f"*_{os.getpid()}.db")), list(directory.iterdir())
+metrics_process_start(what="inventory watcher")
+observability.watch_lag_set(3.5, resource="pods")
+request = urllib.request.Request(
+    f"http://127.0.0.1:{os.environ['METRICS_PORT']}/metrics",
+    headers={"Authorization": "Bearer " + os.environ["METRICS_TOKEN"]},
+)
+print(urllib.request.urlopen(request, timeout=10).read().decode())
+"""
+
+
+def test_a_watcher_empties_its_directory_and_serves_its_own_figures(tmp_path: Path) -> None:
+    directory = tmp_path / "watcher-multiproc"
+    directory.mkdir()
+    # Left by the previous container: the same pid may come back, its values must not.
+    (directory / "gauge_mostrecent_1.db").write_bytes(b"stale")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "PROMETHEUS_MULTIPROC_DIR": str(directory),
+        "METRICS_PORT": str(free_port()),
+        "METRICS_TOKEN": TOKEN,
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", WATCHER],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    served = parse(result.stdout[result.stdout.index("# HELP") :])
+    assert value(served, "portal_inventory_watch_lag_seconds", resource="pods") == 3.5
+    assert not (directory / "gauge_mostrecent_1.db").exists()
