@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from celery import Celery
 
+from portal.celery import app as celery_app
 from tests.kubesim_process import Kubesim
 from tests.servers import RedisServer, stop
 from tests.test_moves_e2e import patches_by_node
@@ -242,13 +242,18 @@ def test_two_webs_two_workers_and_a_beat_execute_each_move_once_and_share_sessio
         )
         assert decisions[0] == 302
         # Every execution message again, as a redelivery or the sweep would send it.
-        duplicates = Celery(broker=broker)
-        for move_id in ids:
-            duplicates.send_task("pools.tasks.execute_move", args=[move_id])
+        with celery_app.connection_for_write(broker) as connection:
+            for move_id in ids:
+                celery_app.send_task(
+                    "pools.tasks.execute_move", args=[move_id], connection=connection
+                )
         states = wait_until_final(webs[0], tokens["rita"], ids)
     assert states == ["succeeded"] * len(MOVES), states
     patched = patches_by_node(kubesim)
     assert patched == {node: [200] for nodes, _ in MOVES for node in nodes}, patched
-    received = [w.log.read_text().count("] received") for w in workers]
+    logs = [w.log.read_text() for w in workers]
+    received = [log.count("] received") for log in logs]
     assert all(received), f"each worker took tasks: {received}"
+    # Each move's execution was delivered twice, and ran once.
+    assert sum(log.count("Task pools.tasks.execute_move[") for log in logs) >= 2 * 2 * len(MOVES)
     print(f"scale-out on {vendor}: tasks received per worker {received}")

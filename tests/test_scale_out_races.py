@@ -81,8 +81,10 @@ def test_the_race_on_postgresql() -> None:
         ).close()
     except psycopg.OperationalError as exc:
         pytest.skip(f"no PostgreSQL reachable at {ADMIN_URL} (set PORTAL_TEST_POSTGRES_URL): {exc}")
+    # Its own Redis, its own queue: the broker URL this session set would be inherited.
+    inherited = {k: v for k, v in os.environ.items() if k != "CELERY_BROKER_URL"}
     env = {
-        **os.environ,
+        **inherited,
         "DATABASE_URL": f"{ADMIN_URL.rsplit('/', 1)[0]}/portal_ending_{uuid.uuid4().hex[:8]}",
         "PORTAL_TEST_REDIS_PORT": str(free_port()),
         "PORTAL_RACES_ON_POSTGRES": "1",
