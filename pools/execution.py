@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
+from pools import log_context, observability
 from pools.audit import audit
 from pools.core.checks import NodeFacts, PoolFacts, capacity_floor
 from pools.core.snapshot import node_record
@@ -46,6 +47,7 @@ ItemState = MoveItem.State
 def start_request(request_id: int, *, now: datetime | None = None) -> list[int]:
     """Claim an approved request for execution; the item ids to run (none if not ours)."""
     now = now or timezone.now()
+    log_context.bind(move_id=request_id)
     with transaction.atomic():
         if state_transition(request_id, [State.APPROVED], State.EXECUTING, started_at=now):
             audit("move.executing", request=MoveRequest.objects.get(pk=request_id))
@@ -238,6 +240,7 @@ def execute_item(item_id: int, *, final_attempt: bool = True) -> str | None:
     item = _claim(item_id, timezone.now())
     if item is None:
         return None
+    log_context.bind(move_id=item.request_id)
     cordon = _Cordon()
     try:
         return _apply(item, cordon)
@@ -321,6 +324,11 @@ def _finish(
 
 
 def _finish_request_if_done(request_id: int, now: datetime) -> None:
+    # Two workers finishing the request's last two nodes at once would each count the
+    # other's node as still running (its update not yet committed, READ COMMITTED) and
+    # neither would end the request: the finishers take turns on the request's row, so the
+    # second counts after the first has committed.
+    MoveRequest.objects.select_for_update().filter(pk=request_id).exists()
     counts = dict(
         MoveItem.objects.filter(request_id=request_id).values_list("state").annotate(n=Count("id"))
     )
@@ -335,6 +343,7 @@ def _finish_request_if_done(request_id: int, now: datetime) -> None:
     )
     if state_transition(request_id, [State.EXECUTING], final, finished_at=now):
         request = MoveRequest.objects.get(pk=request_id)
+        observability.move_finished(outcome=final, approved_at=request.decided_at, ended_at=now)
         release_nodes(request)
         audit(f"move.{final}", request=request, message=f"{ok} node(s) done, {failed} failed")
 

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from pools import observability
 from pools.core.desired import PoolSpec, drift_record
 from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
 from pools.kube import nodes as kube_nodes
@@ -95,6 +96,7 @@ def _active_pools() -> tuple[list[PoolSpec], dict[str, int]]:
     return [p.spec() for p in pools], {p.name: p.pk for p in pools}
 
 
+@observability.inventory_sync_timed
 def inventory_sync() -> SyncReport:
     """List the cluster and bring every Node row up to date."""
     started = time.monotonic()

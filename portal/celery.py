@@ -1,9 +1,12 @@
 """The Celery app, configured from Django settings (namespace ``CELERY_``)."""
 
+import logging.config
 import os
+from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 
+from pools import log_context
 from portal.env import settings_or_exit
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -24,3 +27,85 @@ app.autodiscover_tasks()
 # Tasks that change nodes are declared with these options (see pools/tasks.py): the message
 # is acknowledged only after the task returns, and a worker killed mid-task gives it back.
 NODE_CHANGING_TASK_OPTIONS = {"acks_late": True, "reject_on_worker_lost": True}
+
+
+@signals.setup_logging.connect
+@signals.celeryd_init.connect
+def _portal_logging(loglevel: int | str | None = None, **_: object) -> None:
+    # Connected to setup_logging, this receiver replaces Celery's own logging set-up (its
+    # handlers would carry neither the redaction filter nor the log context): the worker and
+    # beat log through settings.LOGGING like the web, at LOG_LEVEL or at the command's
+    # --loglevel when that says more. celeryd_init comes earlier, before the worker's first
+    # warnings (running as root, say).
+    from django.conf import settings
+
+    config = settings.LOGGING
+    wanted = logging.getLevelName(settings.LOG_LEVEL)
+    if isinstance(loglevel, int) and loglevel < wanted:
+        config = {**config, "root": {**config["root"], "level": logging.getLevelName(loglevel)}}
+    logging.config.dictConfig(config)
+    logging.captureWarnings(True)  # as Django does: a warning is an event too, not a bare line
+
+
+@signals.celeryd_after_setup.connect
+def _no_banner_in_json(instance: Any, **_: object) -> None:
+    from django.conf import settings
+
+    # The start-up banner is printed, not logged: in JSON it would be the only lines a log
+    # collector cannot parse. The same facts are in the "ready" event.
+    if settings.LOG_FORMAT == "json":
+        instance.quiet = True
+
+
+@signals.worker_ready.connect
+def _no_shutdown_print_in_json(sender: Any, **_: object) -> None:
+    from celery.apps.worker import install_worker_term_handler, install_worker_term_hard_handler
+    from django.conf import settings
+
+    if settings.LOG_FORMAT != "json":
+        return
+    # Celery prints "worker: Warm shutdown (MainProcess)" from its signal handlers; the same
+    # handlers without the print, and the fact logged as an event (below) instead.
+    worker = sender.controller
+    install_worker_term_handler(worker, verbose=False)
+    install_worker_term_hard_handler(worker, verbose=False)
+
+
+@signals.worker_shutting_down.connect
+def _log_shutdown(sig: str, how: str, **_: object) -> None:
+    logging.getLogger(__name__).info("worker: %s shutdown on %s", how.lower(), sig)
+
+
+@signals.worker_init.connect
+def _metrics_dir_reset(**_: object) -> None:
+    from portal.metrics_process import multiproc_dir_reset
+
+    multiproc_dir_reset()  # the main process, before it forks the pool
+
+
+@signals.worker_ready.connect
+def _metrics_serve(sender: Any, **_: object) -> None:
+    from django.conf import settings
+
+    from portal.metrics_process import metrics_server_start
+
+    if not settings.METRICS_PORT:
+        return
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # The pool's processes would each count alone, and the main process serve nothing.
+        logging.getLogger(__name__).warning(
+            "PROMETHEUS_MULTIPROC_DIR is not set: the worker does not serve /metrics"
+        )
+        return
+    metrics_server_start(what=f"celery worker {sender.hostname}")
+
+
+@signals.task_prerun.connect
+def _task_log_context(task_id: str, task: Any, **_: object) -> None:
+    log_context.clear()  # nothing from the previous task in this process
+    log_context.bind(task_id=task_id, task_name=task.name)
+
+
+@signals.task_postrun.connect
+def _task_log_context_end(**_: object) -> None:
+    log_context.clear()

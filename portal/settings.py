@@ -24,6 +24,7 @@ from portal.env import (
     env_time_zone,
     env_url,
 )
+from portal.logging_config import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -58,6 +59,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the request id, the request's time and its log line cover every other layer.
+    "portal.middleware.RequestObservationMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Before whitenoise, so the static files carry the policy too.
     "csp.middleware.CSPMiddleware",
@@ -68,6 +71,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Every view needs a login unless it says otherwise (@login_not_required).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    # After the login check, which has loaded the user: the user joins the log context.
+    "portal.middleware.UserLogContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -132,8 +137,9 @@ SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEBUG)
-# Kubelet probes speak plain HTTP to the pod; they must not be redirected.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# Kubelet probes and Prometheus's scrapes speak plain HTTP to the pod; they must not be
+# redirected.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int(
     "DJANGO_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0, maximum=63_072_000
 )
@@ -242,21 +248,14 @@ SPECTACULAR_SETTINGS = {
     "SECURITY": [{"bearerToken": []}],
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"redact": {"()": "pools.core.redact.RedactSecretsFilter"}},
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}
-    },
-    "root": {
-        "handlers": ["console"],
-        "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
-    },
-}
-# Reserved: json lines for a log collector (the formatter comes with structured logging).
+# One handler for Django, gunicorn and Celery, with the log context and the redaction filter
+# (portal/logging_config.py): readable lines, or one JSON event per line for a log collector.
+LOG_LEVEL = env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 LOG_FORMAT = env_choice("LOG_FORMAT", "text", ("text", "json"))
+LOGGING = logging_config(LOG_FORMAT, LOG_LEVEL)
+# Celery would otherwise replace the root logger's handlers with its own, unfiltered ones;
+# portal/celery.py applies LOGGING in the worker and beat instead.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Pools and the inventory ---
 # The node label that says which pool a node is in; many clusters already have one
@@ -289,8 +288,20 @@ GPU_HOT_CELSIUS = env_float("GPU_HOT_CELSIUS", 85.0, minimum=1.0, maximum=150.0)
 GPU_IDLE_WINDOW = env_promql_duration("GPU_IDLE_WINDOW", "1h")  # goes into PromQL as it is
 # How often the live parts of the pages refresh in the browser.
 LIVE_REFRESH_SECONDS = env_int("LIVE_REFRESH_SECONDS", 10, minimum=1, maximum=3600)
-# Reserved: a bearer token for scraping the portal's own /metrics (none: not exposed).
+# The bearer token Prometheus sends to scrape the portal's own /metrics; without one,
+# /metrics answers 404 (never public by accident).
 METRICS_TOKEN = env_secret("METRICS_TOKEN", min_length=16)
+# Where each process of gunicorn or Celery keeps its figures (prometheus-client's
+# multiprocess mode; prometheus_client reads the variable itself). Emptied when the process
+# group starts: gunicorn.conf.py, portal/celery.py.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+if PROMETHEUS_MULTIPROC_DIR and not Path(PROMETHEUS_MULTIPROC_DIR).is_absolute():
+    raise EnvError(
+        "PROMETHEUS_MULTIPROC_DIR", f"expected an absolute path, got {PROMETHEUS_MULTIPROC_DIR!r}"
+    )
+# The port a Celery worker or the inventory watcher serves its own /metrics on (the web
+# serves /metrics on its HTTP port); 0: not served.
+METRICS_PORT = env_port("METRICS_PORT", 0)
 
 # --- Moves ---
 # Then a request expires.

@@ -166,7 +166,14 @@ def test_a_cycle_would_be_found() -> None:
 # the Django project).
 LAYERS = {
     "core": ("pools", "pools.core"),
-    "edges": ("pools.kube", "pools.metrics", "pools.models"),
+    # The portal's own instruments and log context: the edges call them with one line.
+    "edges": (
+        "pools.kube",
+        "pools.metrics",
+        "pools.models",
+        "pools.observability",
+        "pools.log_context",
+    ),
     "domain": (
         "pools.errors",
         "pools.events",

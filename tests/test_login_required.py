@@ -9,8 +9,16 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-# The single sign-on start and callback are part of signing in (404 while it is off).
-PUBLIC = {"login", "healthz", "readyz", "oidc_authentication_init", "oidc_authentication_callback"}
+# The single sign-on start and callback are part of signing in (404 while it is off);
+# /metrics asks Prometheus for a bearer token instead (tests/test_metrics.py).
+PUBLIC = {
+    "login",
+    "healthz",
+    "readyz",
+    "metrics",
+    "oidc_authentication_init",
+    "oidc_authentication_callback",
+}
 # Sample values for route converters, so that parametrised routes are walked too.
 SAMPLES = {
     "int": "1",

@@ -16,6 +16,7 @@ from django.conf import settings
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from pools import observability
 from pools.core.snapshot import pod_gpus
 from pools.kube.nodes import Raw, core_api, pod_pages
 from pools.kube.retry import RetryPolicy
@@ -27,15 +28,14 @@ def set_unschedulable(name: str, value: bool) -> Raw:
     body = {"spec": {"unschedulable": True if value else None}}
     return policy.call(
         lambda: json.loads(
-            core_api()
-            .patch_node(
+            observability.kube_patch_sent(
+                core_api().patch_node,
                 name,
                 body,
                 _preload_content=False,
                 _content_type="application/strategic-merge-patch+json",
                 _request_timeout=settings.KUBE_TIMEOUT,
-            )
-            .data
+            ).data
         ),
         doing=f"{'cordoning' if value else 'uncordoning'} node {name}",
     )

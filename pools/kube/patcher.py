@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from kubernetes.client.exceptions import ApiException
 
+from pools import observability
 from pools.core.desired import (
     NodeDiff,
     NodeState,
@@ -107,7 +108,8 @@ def apply_pool(name: str, target: PoolSpec | None, pools: Sequence[PoolSpec]) ->
 
 def _send_patch(name: str, body: dict[str, Any]) -> Raw:
     # A dict body goes out as a strategic merge patch (the client's choice for dicts).
-    response = core_api().patch_node(
+    response = observability.kube_patch_sent(
+        core_api().patch_node,
         name,
         body,
         _preload_content=False,

@@ -15,6 +15,7 @@ from typing import TypeVar
 from django.conf import settings
 from kubernetes.client.exceptions import ApiException
 
+from pools import observability
 from pools.kube.client import translate
 from pools.kube.errors import KubeError, KubeUnavailable
 
@@ -49,6 +50,7 @@ class RetryPolicy:
                         ) from exc
                     raise error from exc
                 wait = self.delay(attempt, _retry_after(exc))
+                observability.kube_retry(exc)
                 log.warning(
                     "%s (attempt %d of %d); retrying in %.2fs",
                     error,

@@ -26,6 +26,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 
+from pools import observability
 from pools.core.figures import NodeMetrics, node_metrics_from_series
 from pools.metrics import queries, source
 from pools.metrics.dcgm import metric_labels
@@ -133,6 +134,7 @@ class NodeFigureCache:
     def get(self) -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
         key, promql = self._keys()
         entry = self._stored(key)
+        observability.cache_lookup("node_figures", hit=entry is not None)
         if entry is None:
             entry = self._refresh_once(key, promql)
         elif time.time() - entry[0] > REFRESH_AHEAD_AT * settings.METRICS_CACHE_SECONDS:

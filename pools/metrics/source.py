@@ -18,6 +18,7 @@ from django.core.cache import cache
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
+from pools import observability
 from pools.core.redact import redact_url
 from pools.metrics.results import InstantResult, RangeResult, Sample
 
@@ -84,7 +85,9 @@ def cache_key(kind: str, *parts: object) -> str:
 
 def _run_instant(promql: str) -> list[Sample]:
     server_timeout = f"{settings.PROMETHEUS_TIMEOUT:g}s"
-    raw = prometheus().custom_query(promql, params={"timeout": server_timeout})
+    raw = observability.promql_sent(
+        "instant", prometheus().custom_query, promql, params={"timeout": server_timeout}
+    )
     return [Sample(item.get("metric", {}), float(item["value"][1])) for item in raw]
 
 
@@ -95,6 +98,8 @@ def instant(queries: Mapping[str, str], *, use_cache: bool = True) -> InstantRes
         return InstantResult(error="PROMETHEUS_URL is not set")
     key = cache_key("instant", settings.PROMETHEUS_URL, sorted(queries.items()))
     cached = cache.get(key) if use_cache else None
+    if use_cache:
+        observability.cache_lookup("instant", hit=cached is not None)
     if cached is not None:
         return cached
     futures = {name: _POOL.submit(_run_instant, q) for name, q in queries.items()}
@@ -126,10 +131,13 @@ def history(
     end = now or datetime.now().astimezone()
     key = cache_key("range", settings.PROMETHEUS_URL, promql, span, step)
     cached = cache.get(key)
+    observability.cache_lookup("range", hit=cached is not None)
     if cached is not None:
         return cached
     try:
-        raw: list[dict[str, Any]] = prometheus().custom_query_range(
+        raw: list[dict[str, Any]] = observability.promql_sent(
+            "range",
+            prometheus().custom_query_range,
             promql,
             start_time=end - span,
             end_time=end,

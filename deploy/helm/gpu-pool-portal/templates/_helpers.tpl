@@ -100,7 +100,8 @@ OIDC_GROUPS_CLAIM: {{ .groupsClaim | quote }}
 
 {{/*
 The environment of every portal container: the ConfigMap, then each secret by reference.
-Call with (dict "root" $ "configMap" "<name>").
+Call with (dict "root" $ "configMap" "<name>"), adding "metrics" "dir" for a process group
+that counts metrics (the web), "metrics" "port" for one that also serves them itself.
 */}}
 {{- define "portal.env" -}}
 {{- $root := .root -}}
@@ -123,6 +124,17 @@ env:
   {{- include "portal.secretEnv" (dict "name" "CACHE_URL" "ref" $s.cacheUrl "path" "secrets.cacheUrl") | nindent 2 }}
   {{- if $root.Values.metrics.enabled }}
   {{- include "portal.secretEnv" (dict "name" "METRICS_TOKEN" "ref" $s.metricsToken "path" "secrets.metricsToken") | nindent 2 }}
+  {{- end }}
+  {{- if .metrics }}
+  # Each process's own figures, added up by /metrics (prometheus-client's multiprocess
+  # mode): on the pod's /tmp emptyDir, emptied when the pod's main process starts.
+  - name: PROMETHEUS_MULTIPROC_DIR
+    value: /tmp/prometheus-multiproc
+  {{- if and (eq .metrics "port") $root.Values.metrics.enabled }}
+  # A worker or the watcher serves its own /metrics here (the web on its HTTP port).
+  - name: METRICS_PORT
+    value: {{ $root.Values.metrics.port | quote }}
+  {{- end }}
   {{- end }}
   {{- if $root.Values.oidc.enabled }}
   {{- include "portal.secretEnv" (dict "name" "OIDC_RP_CLIENT_SECRET" "ref" $s.oidcClientSecret "path" "secrets.oidcClientSecret") | nindent 2 }}

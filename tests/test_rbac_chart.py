@@ -1,0 +1,219 @@
+"""Least privilege, proved: the chart's own ServiceAccount, ClusterRole and ClusterRoleBinding
+(rendered by the real helm) loaded into kubesim, and the portal run with that account's
+token alone. The inventory sync and the moves (leave-running and drain-first, by a real
+Celery worker) succeed; a write outside the role is refused with 403 and the API server's
+message; `kubectl auth can-i --list` shows exactly the role's rules. If the portal needed a
+verb the role lacks, the moves or the sync would fail here: fix the chart, not this test."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from pools.inventory import inventory_sync
+from pools.models import MoveRequest, Node
+from tests.deploy.chart import NAMESPACE, default_docs, of_kind
+from tests.kubesim.conftest import kubectl, needs_kubectl
+from tests.kubesim_process import Kubesim, kubesim_server
+from tests.moves_helpers import FINAL, wait_for_state
+from tests.servers import RedisServer
+from tests.test_moves_e2e import approve, request_move, wait_out_terminating_pods
+from tests.workers import celery_worker
+
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+# A row of `kubectl auth can-i --list`: a resource, or (blank) non-resource URLs.
+CAN_I_ROW = re.compile(
+    r"(?P<resource>\S*)\s+\[(?P<urls>[^\]]*)\]\s+\[(?P<names>[^\]]*)\]\s+\[(?P<verbs>[^\]]*)\]"
+)
+Doc = dict[str, Any]
+
+
+def chart_rbac() -> list[Doc]:
+    """The RBAC objects as `helm install --namespace` creates them: helm template leaves a
+    namespaced object's namespace to the install, which puts it in the release's."""
+    docs = default_docs()
+    found = [dict(doc) for kind in RBAC_KINDS for doc in of_kind(docs, kind)]
+    assert [d["kind"] for d in found] == list(RBAC_KINDS), "the chart renders one of each"
+    found[0] = {**found[0], "metadata": {"namespace": NAMESPACE, **found[0]["metadata"]}}
+    return found
+
+
+def account_user() -> str:
+    (account,) = of_kind(default_docs(), "ServiceAccount")
+    return f"system:serviceaccount:{NAMESPACE}:{account['metadata']['name']}"
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubesim]:
+    """One cluster for the module (over TLS: kubectl sends tokens only there), knowing the
+    chart's RBAC objects and nothing else of the release."""
+    workdir = tmp_path_factory.mktemp("rbac-kubesim")
+    rbac = workdir / "chart-rbac.yaml"
+    rbac.write_text(yaml.safe_dump_all(chart_rbac()))
+    with kubesim_server(workdir, tls=True, extra=["--rbac", str(rbac)]) as sim:
+        yield sim
+
+
+@pytest.fixture
+def as_the_portal(limited: Kubesim, settings) -> Kubesim:  # type: ignore[no-untyped-def]
+    """The portal (this process and the workers it starts) with the chart's account only."""
+    settings.KUBECONFIG = str(limited.kubeconfig)
+    settings.KUBE_CONTEXT = account_user()
+    settings.KUBE_IN_CLUSTER = False
+    settings.PATCH_BACKOFF_SECONDS = 0.01
+    return limited
+
+
+def portal_client(sim: Kubesim) -> client.CoreV1Api:
+    return client.CoreV1Api(
+        config.new_client_from_config(config_file=str(sim.kubeconfig), context=account_user())
+    )
+
+
+def requests_by_the_portal(sim: Kubesim) -> list[Doc]:
+    return [e for e in sim.audit_events() if e["user"]["username"] == account_user()]
+
+
+def granted(role: Doc) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def used(event: Doc) -> tuple[str, str, str]:
+    ref = event["objectRef"]
+    resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+    return (ref.get("apiGroup", ""), resource, event["verb"])
+
+
+def test_the_sync_and_both_kinds_of_move_run_with_the_charts_account_alone(
+    as_the_portal: Kubesim, redis: RedisServer, tmp_path: Path
+) -> None:
+    report = inventory_sync()
+    assert report.gpu_nodes == Node.objects.count() > 0
+    leave = request_move(["a100-reserve-000"], "training")
+    drain = request_move(
+        ["a100-infer-004"], "mixed", drain_policy="drain-first", drain_deadline_seconds=30
+    )
+    with celery_worker(tmp_path, name="limited"):
+        approve(leave)
+        approve(drain, name="arne")
+        leave = wait_for_state(leave, FINAL)
+        wait_out_terminating_pods(as_the_portal, "a100-infer-004", 3)
+        drain = wait_for_state(drain, FINAL)
+    assert leave.state == MoveRequest.State.SUCCEEDED, leave.items.get().error
+    assert drain.state == MoveRequest.State.SUCCEEDED, drain.items.get().error
+    admin = as_the_portal.core()
+    assert admin.read_node("a100-reserve-000").metadata.labels["gpu-pool"] == "training"
+    assert admin.read_node("a100-infer-004").metadata.labels["gpu-pool"] == "mixed"
+    events = requests_by_the_portal(as_the_portal)
+    assert [e for e in events if e["responseStatus"]["code"] in (401, 403)] == []
+    (role,) = of_kind(default_docs(), "ClusterRole")
+    calls = {used(e) for e in events}
+    # Every kind of call the portal made, and the role allows each.
+    assert {
+        ("", "nodes", "list"),
+        ("", "pods", "list"),
+        ("", "nodes", "get"),
+        ("", "nodes", "patch"),
+        ("", "pods/eviction", "create"),
+    } <= calls
+    assert calls <= granted(role)
+
+
+def forbidden(call) -> Doc:  # type: ignore[no-untyped-def]
+    with pytest.raises(ApiException) as caught:
+        call()
+    assert caught.value.status == 403
+    status = json.loads(caught.value.body)
+    assert (status["kind"], status["reason"], status["code"]) == ("Status", "Forbidden", 403)
+    return status
+
+
+def test_writes_outside_the_role_are_refused_with_the_api_servers_message(
+    limited: Kubesim,
+) -> None:
+    core, user = portal_client(limited), account_user()
+    assert core.read_node("gpu-new-000").metadata.name == "gpu-new-000"  # the token works
+    status = forbidden(lambda: core.delete_node("gpu-new-000"))
+    assert status["message"] == (
+        f'nodes "gpu-new-000" is forbidden: User "{user}" cannot delete resource "nodes" '
+        'in API group "" at the cluster scope'
+    )
+    pod = (
+        limited.core()
+        .list_pod_for_all_namespaces(field_selector="spec.nodeName=gpu-new-000")
+        .items[0]
+    )
+    name, namespace = pod.metadata.name, pod.metadata.namespace
+    status = forbidden(
+        lambda: core.patch_namespaced_pod(name, namespace, {"metadata": {"labels": {"x": "y"}}})
+    )
+    assert status["message"] == (
+        f'pods "{name}" is forbidden: User "{user}" cannot patch resource "pods" '
+        f'in API group "" in the namespace "{namespace}"'
+    )
+    status = forbidden(lambda: core.read_namespaced_pod(name, namespace))  # list, not get
+    assert status["message"].endswith(
+        f'cannot get resource "pods" in API group "" in the namespace "{namespace}"'
+    )
+    status = forbidden(lambda: core.delete_namespaced_pod(name, namespace))  # evict instead
+    assert status["message"] == (
+        f'pods "{name}" is forbidden: User "{user}" cannot delete resource "pods" '
+        f'in API group "" in the namespace "{namespace}"'
+    )
+    assert limited.core().read_node("gpu-new-000")  # still there
+    assert limited.core().read_namespaced_pod(name, namespace).metadata.labels.get("x") is None
+
+
+@needs_kubectl
+def test_kubectl_refuses_and_lists_exactly_the_roles_rules(limited: Kubesim) -> None:
+    user = account_user()
+    refused = kubectl(limited, "delete", "node", "gpu-new-001", context=user, check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        f'Error from server (Forbidden): nodes "gpu-new-001" is forbidden: User "{user}" '
+        'cannot delete resource "nodes" in API group "" at the cluster scope'
+    )
+    listed = kubectl(limited, "auth", "can-i", "--list", context=user).stdout
+    header, *lines = listed.splitlines()
+    assert header.split() == ["Resources", "Non-Resource", "URLs", "Resource", "Names", "Verbs"]
+    resource_rows, url_rows = set(), set()
+    for line in lines:
+        match = CAN_I_ROW.fullmatch(line.rstrip())
+        assert match, line
+        verbs = tuple(sorted(match["verbs"].split()))
+        if match["resource"]:
+            assert match["names"] == "", line  # no rule narrowed to named objects
+            resource_rows.add((match["resource"], verbs))
+        else:
+            url_rows.add((match["urls"], verbs))
+    (role,) = of_kind(default_docs(), "ClusterRole")
+    expected = {
+        (resource if not group else f"{resource}.{group}", tuple(sorted(rule["verbs"])))
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    # What every signed-in user may do on any cluster (system:basic-user and
+    # system:discovery): ask what it may do, and read the discovery documents.
+    everyone = {
+        ("selfsubjectaccessreviews.authorization.k8s.io", ("create",)),
+        ("selfsubjectrulesreviews.authorization.k8s.io", ("create",)),
+    }
+    assert resource_rows == expected | everyone, listed
+    assert {verbs for _, verbs in url_rows} == {("get",)}
+    assert {"/api", "/apis", "/version"} <= {urls for urls, _ in url_rows}
