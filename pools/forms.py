@@ -114,4 +114,4 @@ class LoanChangeForm(forms.Form):
     until = forms.DateTimeField(
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
-    reason = forms.CharField()
+    reason = forms.CharField(error_messages={"required": "A loan change needs a reason."})

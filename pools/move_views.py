@@ -181,12 +181,17 @@ def loans(request: HttpRequest) -> HttpResponse:
     )
 
 
+LOAN_FIELDS = {"until": "Extend until", "reason": "Reason"}
+
+
 @require_POST
 @require(ACTION_CAPABILITY[Action.END_LOAN])
 def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
     form = LoanChangeForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "A loan change needs a reason.")
+        # Each field says what is wrong with it: an unreadable date is not a missing reason.
+        for field, errors in form.errors.items():
+            messages.error(request, f"{LOAN_FIELDS.get(field, field)}: {' '.join(errors)}")
         return redirect("loans")
     action = Action.END_LOAN if "end" in request.POST else Action.EXTEND_LOAN
     _decide(
