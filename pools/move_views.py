@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from pools import selectors, workflow
 from pools.errors import WorkflowError
-from pools.filters import ACTIVE, AuditFilter, MoveFilter
+from pools.filters import ACTIVE, AuditFilter, MoveFilter, page_queryset
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
 from pools.roles import Capability, require
@@ -84,12 +84,15 @@ def move_list(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state", MoveRequest.State.PENDING)
     query = request.GET.copy()
     query.setlist("state", [] if state == ALL else [state])
-    moves = MoveFilter(query, queryset=selectors.moves_for_list(), request=request).qs
+    moves, status = page_queryset(
+        MoveFilter(query, queryset=selectors.moves_for_list(), request=request), request
+    )
     page = Paginator(moves, 50).get_page(request.GET.get("page"))
     return render(
         request,
         "pools/move_list.html",
         {"page": page, "state": state, "states": [ACTIVE, *MoveRequest.State.values, ALL]},
+        status=status,
     )
 
 
@@ -202,7 +205,9 @@ def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require(Capability.VIEW)
 def audit_log(request: HttpRequest) -> HttpResponse:
-    events = AuditFilter(request.GET, queryset=AuditEvent.objects.all()).qs
+    events, status = page_queryset(
+        AuditFilter(request.GET, queryset=AuditEvent.objects.all()), request
+    )
     page = Paginator(events, 100).get_page(request.GET.get("page"))
     filters = {name: request.GET.get(name, "").strip() for name in AuditFilter.base_filters}
-    return render(request, "pools/audit.html", {"page": page, "filters": filters})
+    return render(request, "pools/audit.html", {"page": page, "filters": filters}, status=status)

@@ -225,7 +225,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["pools.api.parsers.StrictJSONParser"],
     "DEFAULT_THROTTLE_CLASSES": ["pools.api.permissions.ApiTokenThrottle"],
     "DEFAULT_THROTTLE_RATES": {"token": env_rate("API_TOKEN_RATE", "1200/min")},
     "EXCEPTION_HANDLER": "pools.api.errors.exception_handler",
