@@ -45,24 +45,29 @@ def move_new(request: HttpRequest) -> HttpResponse:
     plan = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        plan = workflow.move_plan(
+        ask = workflow.MoveAsk(
             node_names=data["nodes"],
             destination=data["destination"],
-            reconcile=data["reconcile"],
+            reason=data["reason"] or "",
+            drain_policy=data["drain_policy"],
+            drain_deadline_seconds=data["drain_deadline_minutes"] * 60,
+            loan_until=data["loan_until"],
             health_override=data["health_override"],
+            reconcile=data["reconcile"],
         )
+        plan = workflow.move_plan(ask=ask, now=timezone.now())
         if "submit" in request.POST:
             try:
                 move = workflow.move_request_create(
                     requested_by=request.user,
-                    node_names=data["nodes"],
-                    destination=data["destination"],
-                    reason=data["reason"] or "",
-                    drain_policy=data["drain_policy"],
-                    drain_deadline_seconds=data["drain_deadline_minutes"] * 60,
-                    loan_until=data["loan_until"],
-                    health_override=data["health_override"],
-                    reconcile=data["reconcile"],
+                    node_names=ask.node_names,
+                    destination=ask.destination,
+                    reason=ask.reason,
+                    drain_policy=ask.drain_policy,
+                    drain_deadline_seconds=ask.drain_deadline_seconds,
+                    loan_until=ask.loan_until,
+                    health_override=ask.health_override,
+                    reconcile=ask.reconcile,
                     now=timezone.now(),
                 )
             except WorkflowError as exc:

@@ -190,6 +190,9 @@ class CheckSerializer(serializers.Serializer):  # type: ignore[type-arg]
     node = serializers.CharField(allow_null=True)
     code = serializers.CharField()
     message = serializers.CharField()
+    field = serializers.CharField(
+        allow_null=True, help_text="The input field at fault (the request would be a 400)."
+    )
 
 
 class PlannedNodeSerializer(serializers.Serializer):  # type: ignore[type-arg]
