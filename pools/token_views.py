@@ -5,12 +5,14 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from pools.forms import TokenForm
 from pools.models import ApiToken
 from pools.roles import Capability, require
-from pools.tokens import token_create, token_revoke
+from pools.tokens import TokenInvalid, token_create, token_revoke
 
 
 @never_cache  # it shows a new token's secret: no browser or proxy may keep a copy
@@ -18,17 +20,26 @@ from pools.tokens import token_create, token_revoke
 def tokens(request: HttpRequest) -> HttpResponse:
     new_secret = None
     if request.method == "POST":
-        name = request.POST.get("name", "").strip()
-        if not name:
-            messages.error(request, "Give the token a name (what will use it?).")
+        form = TokenForm(request.POST)
+        if not form.is_valid():
+            for field, errors in form.errors.items():
+                messages.error(request, f"{form.fields[field].label}: {' '.join(errors)}")
         else:
-            _, new_secret = token_create(user=request.user, name=name)
+            try:
+                _, new_secret = token_create(
+                    user=request.user,
+                    name=form.cleaned_data["name"],
+                    expires_at=form.cleaned_data["expires_at"],
+                )
+            except TokenInvalid as exc:
+                messages.error(request, f"Expires: {exc}")
     return render(
         request,
         "pools/tokens.html",
         {
             "tokens": ApiToken.objects.filter(user=request.user),
             "new_secret": new_secret,
+            "now": timezone.now(),
         },
     )
 

@@ -179,9 +179,15 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True  # the database is the record of what a task did
-CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 900, minimum=10, maximum=86_400)
+# A drain-first node runs in one task: its drain deadline must end before the soft limit
+# (pools.core.checks.max_drain_seconds refuses a longer one), so the default leaves room for
+# the form's default 30-minute drain.
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 2400, minimum=10, maximum=86_400)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int(
-    "CELERY_TASK_SOFT_TIME_LIMIT", min(840, CELERY_TASK_TIME_LIMIT - 1), minimum=1, maximum=86_400
+    "CELERY_TASK_SOFT_TIME_LIMIT",
+    max(1, CELERY_TASK_TIME_LIMIT - 60),
+    minimum=1,
+    maximum=86_400,
 )
 if CELERY_TASK_SOFT_TIME_LIMIT >= CELERY_TASK_TIME_LIMIT:
     # The soft limit is the task's chance to record what it did before the hard kill.
@@ -225,7 +231,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["pools.api.parsers.StrictJSONParser"],
     "DEFAULT_THROTTLE_CLASSES": ["pools.api.permissions.ApiTokenThrottle"],
     "DEFAULT_THROTTLE_RATES": {"token": env_rate("API_TOKEN_RATE", "1200/min")},
     "EXCEPTION_HANDLER": "pools.api.errors.exception_handler",

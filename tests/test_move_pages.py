@@ -183,3 +183,36 @@ def test_reconcile_a_selection_and_see_it_on_the_node_page(inventory: dict[str, 
     assert move.kind == "reconcile"
     node_page = client_for("viewers").get("/nodes/a100-train-drift-000/").content.decode()
     assert "Recent audit events" in node_page and "put the taint back" in node_page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("until", "said"),
+    [
+        ("", "Say until when the loan is extended."),
+        ("next tuesday", "Enter a valid date/time."),
+    ],
+)
+def test_extend_without_a_valid_date_keeps_the_loan(
+    inventory: dict[str, Node], until: str, said: str
+) -> None:
+    now = timezone.now()
+    loan = workflow.move_request_create(
+        requested_by=user_in("requesters", "rita"),
+        node_names=["a100-reserve-000"],
+        destination=Pool.objects.get(name="shared"),
+        reason="burst",
+        now=now,
+        loan_until=now + timedelta(hours=5),
+    )
+    end = loan.loan_until
+    arno = client_for("approvers", "arno")
+    response = arno.post(
+        f"/loans/{loan.pk}/change/",
+        {"reason": "more time", "until": until, "extend": "1"},
+        follow=True,
+    )
+    html = response.content.decode()
+    assert said in html and "needs a reason" not in html
+    loan.refresh_from_db()
+    assert loan.loan_until == end and loan.loan_return_requested_at is None

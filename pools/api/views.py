@@ -232,17 +232,17 @@ class MoveViewSet(
     )
     @idempotent
     def create(self, request: Request) -> Response:
-        data = _valid(s.MoveCreateSerializer, request)
+        ask = _ask(_valid(s.MoveCreateSerializer, request))
         move = workflow.move_request_create(
             requested_by=request.user,
-            node_names=data["nodes"],
-            destination=data["destination"],
-            reason=data["reason"],
-            drain_policy=data["drain_policy"],
-            drain_deadline_seconds=data["drain_deadline_seconds"],
-            loan_until=data.get("loan_until"),
-            health_override=data["health_override"],
-            reconcile=data["reconcile"],
+            node_names=ask.node_names,
+            destination=ask.destination,
+            reason=ask.reason,
+            drain_policy=ask.drain_policy,
+            drain_deadline_seconds=ask.drain_deadline_seconds,
+            loan_until=ask.loan_until,
+            health_override=ask.health_override,
+            reconcile=ask.reconcile,
             now=timezone.now(),
         )
         return Response(
@@ -257,13 +257,7 @@ class MoveViewSet(
     )
     @action(detail=False, methods=["post"], url_path="dry-run")
     def dry_run(self, request: Request) -> Response:
-        data = _valid(s.DryRunSerializer, request)
-        plan = workflow.move_plan(
-            node_names=data["nodes"],
-            destination=data["destination"],
-            reconcile=data["reconcile"],
-            health_override=data["health_override"],
-        )
+        plan = workflow.move_plan(ask=_ask(_valid(s.DryRunSerializer, request)), now=timezone.now())
         return Response(
             s.DryRunResultSerializer(
                 {
@@ -321,6 +315,19 @@ class MoveViewSet(
     @idempotent
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         return self._decide(request, workflow.Action.CANCEL)
+
+
+def _ask(data: dict[str, Any]) -> workflow.MoveAsk:
+    return workflow.MoveAsk(
+        node_names=data["nodes"],
+        destination=data["destination"],
+        reason=data.get("reason", ""),
+        drain_policy=data["drain_policy"],
+        drain_deadline_seconds=data["drain_deadline_seconds"],
+        loan_until=data.get("loan_until"),
+        health_override=data["health_override"],
+        reconcile=data["reconcile"],
+    )
 
 
 def _valid(serializer_class: type, request: Request) -> dict[str, Any]:
