@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from pools import selectors, services
 from pools.core import charts, figures
 from pools.core.snippets import scheduling_block
+from pools.errors import MetricsUnavailable
 from pools.filters import NodeFilter, page_queryset
 from pools.forms import PoolForm
 from pools.models import AuditEvent, Node, Pool
@@ -49,12 +50,17 @@ def _pool_or_unassigned(name: str) -> Pool | None:
 @require(Capability.VIEW)
 def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     pool = _pool_or_unassigned(name)
-    shown, status = page_queryset(
-        NodeFilter(request.GET, queryset=selectors.pool_nodes(pool)), request
-    )
+    filter_error = None
+    try:
+        shown, status = page_queryset(
+            NodeFilter(request.GET, queryset=selectors.pool_nodes(pool)), request
+        )
+    except MetricsUnavailable as exc:  # a health filter without metrics: no guessed rows
+        shown, status, filter_error = selectors.pool_nodes(pool).none(), 200, exc.message
     page = selectors.pool_page(pool, shown=shown, sort=request.GET.get("sort", "name"))
     context = {
         "page": page,
+        "filter_error": filter_error,
         "pool": pool,
         "slug": name,
         "live_seconds": settings.LIVE_REFRESH_SECONDS,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pools.core.names import label_key_problem
+from pools.guarded_cache import caches_setting
 from portal.env import (
     EnvError,
     env_bool,
@@ -62,6 +63,8 @@ MIDDLEWARE = [
     # First: the request id, the request's time and its log line cover every other layer.
     "portal.middleware.RequestObservationMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Before the sessions and the throttle: what they cannot reach is recorded per request.
+    "portal.middleware.OutsideSystemsMiddleware",
     # Before whitenoise, so the static files carry the policy too.
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -164,13 +167,8 @@ if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
 
 # --- Cache: the metrics cache lives here (Redis in production). ---
 _cache_url = env_url("CACHE_URL", None, schemes={"redis", "rediss"})
-CACHES = {
-    "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
-        if _cache_url
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-    )
-}
+# Guarded: with Redis down, pages and the API answer without the cache and say so.
+CACHES = caches_setting(_cache_url)
 
 # --- Celery (namespace CELERY_, read by portal/celery.py). ---
 CELERY_BROKER_URL = env_redis_url("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")

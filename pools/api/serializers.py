@@ -154,6 +154,11 @@ class NodeDetailSerializer(NodeSerializer):
     metrics_error = serializers.CharField(
         allow_null=True, read_only=True, source="detail_metrics_error"
     )
+    metrics_available = serializers.BooleanField(
+        read_only=True,
+        source="detail_metrics_available",
+        help_text="false: Prometheus could not answer; metrics and gpus are unknown, not empty.",
+    )
 
     class Meta(NodeSerializer.Meta):
         fields = [
@@ -164,6 +169,7 @@ class NodeDetailSerializer(NodeSerializer):
             "gpus",
             "managed_labels",
             "metrics_error",
+            "metrics_available",
         ]
 
 
