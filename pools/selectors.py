@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from pools.core import figures
 from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
@@ -17,7 +17,7 @@ from pools.metrics import dcgm
 from pools.metrics.node_figures import latest_node_metrics
 from pools.metrics.results import RangeResult
 from pools.models import MoveRequest, Node, NodeQuerySet, Pool
-from pools.workflow.rules import OPEN_LOAN_STATES
+from pools.workflow.rules import OPEN_LOAN_STATES, Action, allowed_actions
 
 UNASSIGNED = "unassigned"
 HISTORY_SPANS = {
@@ -205,6 +205,12 @@ class PoolImpact:
     nodes_in_pool: int
 
 
+def pools_for_list(*, retired: bool) -> QuerySet[Pool]:
+    """Active (or retired) pools with how many present nodes each holds: the pools page."""
+    pools = Pool.objects.retired() if retired else Pool.objects.active()
+    return pools.annotate(node_count=Count("nodes", filter=Q(nodes__gone_at__isnull=True)))
+
+
 def pool_change_impact(candidate: Pool) -> PoolImpact:
     """Which nodes a pool definition (unsaved) would make drifted, and which it would fix.
     The definition replaces the saved one of the same pool, if any."""
@@ -226,6 +232,13 @@ def pool_change_impact(candidate: Pool) -> PoolImpact:
 
 
 # --- moves and loans ---
+
+
+def single_source_pool(node_names: list[str]) -> str | None:
+    """The pool all these nodes are in, when it is one pool (the move form leaves it out of
+    the destinations); None for none, several, or unassigned nodes."""
+    pools = set(Node.objects.filter(name__in=node_names).values_list("pool__name", flat=True))
+    return next(iter(pools)) if len(pools) == 1 else None
 
 
 def drifted_node_names(pool: Pool) -> list[str]:
@@ -250,6 +263,15 @@ def active_loans() -> list[MoveRequest]:
         .annotate(nodes=Count("items"))
         .order_by("loan_until")
     )
+
+
+def moves_awaiting_decision_count(user: Any) -> int:
+    """The pending requests `user` may approve, by the workflow's own rule (so never their
+    own): the navigation's badge. One query."""
+    pending = MoveRequest.objects.filter(state=MoveRequest.State.PENDING).only(
+        "id", "state", "requested_by_id", "loan_until", "loan_return_requested_at"
+    )
+    return sum(Action.APPROVE in allowed_actions(user, move) for move in pending)
 
 
 def moves_for_list() -> QuerySet[MoveRequest]:

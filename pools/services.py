@@ -33,6 +33,19 @@ def pool_save(*, pool: Pool) -> PoolSaved:
 
 
 @transaction.atomic
+def pool_restore(*, pool: Pool) -> Pool:
+    """Bring a retired pool back as it was; refused (ValidationError) when its definition
+    now clashes with an active pool's, as a new pool would be."""
+    locked = Pool.objects.select_for_update().get(pk=pool.pk)
+    if locked.retired_at is not None:
+        locked.retired_at = None
+        locked.full_clean()
+        locked.save(update_fields=["retired_at", "updated_at"])
+        drift_recompute()
+    return locked
+
+
+@transaction.atomic
 def pool_retire(*, pool: Pool) -> Pool:
     locked = Pool.objects.select_for_update().get(pk=pool.pk)
     holding = Node.objects.present().filter(pool=locked).count()

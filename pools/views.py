@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
@@ -147,14 +149,45 @@ def pool_edit(request: HttpRequest, name: str) -> HttpResponse:
     return _pool_form_page(request, get_object_or_404(Pool.objects.active(), name=name))
 
 
+@require(Capability.VIEW)
+def pool_list(request: HttpRequest) -> HttpResponse:
+    retired = request.GET.get("retired") == "1"
+    return render(
+        request,
+        "pools/pool_list.html",
+        {
+            "pools": selectors.pools_for_list(retired=retired),
+            "retired": retired,
+            "can_edit": has_capability(request.user, Capability.EDIT_POOLS),
+        },
+    )
+
+
 @require(Capability.EDIT_POOLS)
-@require_POST
 def pool_retire(request: HttpRequest, name: str) -> HttpResponse:
+    """GET asks for confirmation (what retiring does, and that it can be undone); POST
+    retires."""
     pool = get_object_or_404(Pool.objects.active(), name=name)
+    if request.method != "POST":
+        holding = Node.objects.present().filter(pool=pool).count()
+        return render(request, "pools/pool_retire.html", {"pool": pool, "holding": holding})
     try:
         services.pool_retire(pool=pool)
     except services.PoolInUse as exc:
         messages.error(request, exc.messages[0])
         return redirect("pool-detail", name=name)
-    messages.success(request, f"Pool {name} retired.")
-    return redirect("home")
+    messages.success(request, f"Pool {name} retired. It can be restored from the retired pools.")
+    return redirect(f"{reverse('pool-list')}?retired=1")
+
+
+@require(Capability.EDIT_POOLS)
+@require_POST
+def pool_restore(request: HttpRequest, name: str) -> HttpResponse:
+    pool = get_object_or_404(Pool.objects.retired(), name=name)
+    try:
+        services.pool_restore(pool=pool)
+    except ValidationError as exc:
+        messages.error(request, f"Pool {name} cannot be restored: {' '.join(exc.messages)}")
+        return redirect(f"{reverse('pool-list')}?retired=1")
+    messages.success(request, f"Pool {name} restored.")
+    return redirect("pool-detail", name=name)

@@ -114,7 +114,31 @@ def test_retiring_a_pool_that_holds_nodes_is_refused_with_the_count(cluster: Kub
     response = admin.post("/pools/training/retire/", follow=True)
     assert "Pool &#x27;training&#x27; still holds 5 nodes" in response.content.decode()
     assert Pool.objects.get(name="training").retired_at is None
+    confirm = admin.get("/pools/shared/retire/").content.decode()
+    assert 'id="retire-confirm"' in confirm and Pool.objects.get(name="shared").retired_at is None
     response = admin.post("/pools/shared/retire/", follow=True)
     assert "Pool shared retired." in response.content.decode()
     assert Pool.objects.get(name="shared").retired_at is not None
     assert admin.get("/pools/shared/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_retired_pools_are_listed_restored_and_keep_their_name_with_a_reason() -> None:
+    admin = user_in("pool-admins")
+    assert admin.post("/pools/shared/retire/").status_code == 302
+    active = admin.get("/pools/").content.decode()
+    assert 'data-pool-row="training"' in active and 'data-pool-row="shared"' not in active
+    retired = admin.get("/pools/?retired=1").content.decode()
+    assert 'data-pool-row="shared"' in retired and 'data-pool-row="training"' not in retired
+    assert 'action="/pools/shared/restore/"' in retired
+    # A new pool cannot take the name, and the page says which pool holds it.
+    taken = admin.post("/pools/new/", {**FORM, "name": "shared", "taint_key": "x", "preview": "1"})
+    assert "taken by the retired pool" in taken.content.decode()
+    # Viewers see the list, without the button; only pool admins restore.
+    viewer = user_in("viewers")
+    assert "restore/" not in viewer.get("/pools/?retired=1").content.decode()
+    assert viewer.post("/pools/shared/restore/").status_code == 403
+    response = admin.post("/pools/shared/restore/", follow=True)
+    assert "Pool shared restored." in response.content.decode()
+    assert Pool.objects.get(name="shared").retired_at is None
+    assert admin.get("/pools/shared/").status_code == 200

@@ -20,8 +20,8 @@ class PoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     class Meta:
         model = Pool
-        fields = [*Pool.EDITABLE_FIELDS, "node_count", "created_at", "updated_at"]
-        read_only_fields = ["created_at", "updated_at"]
+        fields = [*Pool.EDITABLE_FIELDS, "node_count", "created_at", "updated_at", "retired_at"]
+        read_only_fields = ["created_at", "updated_at", "retired_at"]
         # Uniqueness and every other rule are checked by the model (pools.models), so the
         # API and the pages refuse the same definitions with the same messages.
         extra_kwargs = {"name": {"validators": []}}
@@ -203,7 +203,8 @@ class DryRunResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 class ApprovalSerializer(serializers.Serializer):  # type: ignore[type-arg]
     approver = serializers.CharField(source="approver.username")
-    comment = serializers.CharField(allow_blank=True)
+    reason = serializers.CharField(source="comment", allow_blank=True)
+    comment = serializers.CharField(allow_blank=True, help_text="Deprecated: same as reason.")
     created_at = serializers.DateTimeField()
 
 
@@ -261,13 +262,26 @@ class MoveSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class DecisionSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    comment = serializers.CharField(
+    reason = serializers.CharField(
         required=False,
         allow_blank=True,
         default="",
         max_length=2000,
-        help_text="Required to reject.",
+        help_text="Why: required to reject, optional to approve or cancel.",
     )
+    comment = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        write_only=True,
+        help_text="Deprecated: the former name of `reason`, read only when `reason` is absent.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        comment = attrs.pop("comment", None)
+        if "reason" not in self.initial_data and comment is not None:
+            attrs["reason"] = comment
+        return attrs
 
 
 class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
