@@ -307,11 +307,18 @@ class FiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]
     cordoned = serializers.IntegerField()
     gpus = serializers.IntegerField()
     allocated = serializers.IntegerField()
-    unallocated = serializers.IntegerField(help_text="GPUs no pod holds.")
+    unallocated = serializers.IntegerField(
+        help_text="GPUs no pod holds on nodes that take pods now (Ready, not cordoned)."
+    )
+    unschedulable_gpus = serializers.IntegerField(
+        help_text="GPUs no pod holds on NotReady or cordoned nodes: free, but unusable now. "
+        "gpus = allocated + unallocated + unschedulable_gpus."
+    )
+    unschedulable_nodes = serializers.IntegerField(help_text="NotReady or cordoned nodes.")
     idle = serializers.IntegerField(
         source="unallocated",
-        help_text="Deprecated, the same number as unallocated (GPUs no pod holds; "
-        "idle_held_gpus are held but unused).",
+        help_text="Deprecated, the same number as unallocated (idle_held_gpus are the GPUs "
+        "held by a pod but unused).",
     )
     free_whole_nodes = serializers.IntegerField()
     largest_free_block = serializers.IntegerField()
@@ -320,7 +327,7 @@ class FiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]
     fb_percent = serializers.FloatField(allow_null=True)
     xid_gpus = serializers.IntegerField()
     hot_gpus = serializers.IntegerField()
-    idle_held_gpus = serializers.IntegerField()
+    idle_held_gpus = serializers.IntegerField(help_text="GPUs a pod holds but does not use.")
     nodes_without_metrics = serializers.IntegerField()
 
 
