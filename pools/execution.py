@@ -22,6 +22,7 @@ from django.utils import timezone
 from pools import log_context, observability
 from pools.audit import audit
 from pools.core.checks import NodeFacts, PoolFacts, capacity_floor
+from pools.core.labels import counted
 from pools.core.snapshot import node_record
 from pools.errors import (
     CapacityFloorReached,
@@ -218,7 +219,7 @@ def _apply(item: MoveItem, cordon: _Cordon) -> str:
     result = apply_pool(name, destination, pools)
     state = ItemState.DONE if result.patched else ItemState.UNCHANGED
     message = result.diff.summary() + (
-        f" ({result.conflicts} conflict(s) re-read)" if result.conflicts else ""
+        f" ({counted(result.conflicts, 'conflict')} re-read)" if result.conflicts else ""
     )
     raw = result.raw
     after = node_record(raw)
@@ -372,7 +373,9 @@ def _finish_request_if_done(request_id: int, now: datetime) -> None:
         request = MoveRequest.objects.get(pk=request_id)
         observability.move_finished(outcome=final, approved_at=request.decided_at, ended_at=now)
         release_nodes(request)
-        audit(f"move.{final}", request=request, message=f"{ok} node(s) done, {failed} failed")
+        audit(
+            f"move.{final}", request=request, message=f"{counted(ok, 'node')} done, {failed} failed"
+        )
 
 
 def sweep(*, now: datetime) -> dict[str, list[int]]:

@@ -115,6 +115,7 @@ def move_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ).prefetch_related(
             Prefetch("items", MoveItem.objects.select_related("node", "source_pool")),
             "approvals__approver",
+            "children",
         ),
         pk=pk,
     )
@@ -190,6 +191,7 @@ def loans(request: HttpRequest) -> HttpResponse:
                 (loan, workflow.allowed_actions(request.user, loan))
                 for loan in selectors.active_loans()
             ],
+            "ended": selectors.ended_loans(),
             "now": timezone.now(),
         },
     )

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from pools.core import figures
 from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
@@ -16,7 +16,7 @@ from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.metrics import dcgm
 from pools.metrics.node_figures import latest_node_metrics
 from pools.metrics.results import RangeResult
-from pools.models import MoveRequest, Node, NodeQuerySet, Pool
+from pools.models import MoveItem, MoveRequest, Node, NodeQuerySet, Pool
 from pools.workflow.rules import OPEN_LOAN_STATES, Action, allowed_actions
 
 UNASSIGNED = "unassigned"
@@ -251,17 +251,42 @@ def drifted_node_names(pool: Pool) -> list[str]:
     )
 
 
-def active_loans() -> list[MoveRequest]:
-    """Open loans, the soonest to end first, with their node counts."""
-    return list(
-        MoveRequest.objects.filter(
-            loan_until__isnull=False,
-            loan_return_requested_at__isnull=True,
-            state__in=OPEN_LOAN_STATES,
-        )
+def _loans() -> QuerySet[MoveRequest]:
+    """Loans with what the loans page shows: each node and the pool it came from, the
+    destination, and the return moves that point back to them."""
+    return (
+        MoveRequest.objects.filter(loan_until__isnull=False)
         .select_related("destination", "requested_by")
+        .prefetch_related(
+            Prefetch(
+                "items",
+                MoveItem.objects.select_related("node", "source_pool").order_by("node__name"),
+            ),
+            Prefetch(
+                "children",
+                MoveRequest.objects.filter(kind=MoveRequest.Kind.LOAN_RETURN).order_by("id"),
+                to_attr="returns",
+            ),
+        )
         .annotate(nodes=Count("items"))
+    )
+
+
+def active_loans() -> list[MoveRequest]:
+    """Open loans, the soonest to end first."""
+    return list(
+        _loans()
+        .filter(loan_return_requested_at__isnull=True, state__in=OPEN_LOAN_STATES)
         .order_by("loan_until")
+    )
+
+
+def ended_loans(*, limit: int = 50) -> list[MoveRequest]:
+    """Loans whose nodes went back (or that never lent anything), the latest first."""
+    return list(
+        _loans()
+        .exclude(loan_return_requested_at__isnull=True, state__in=OPEN_LOAN_STATES)
+        .order_by("-loan_until", "-id")[:limit]
     )
 
 

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from pools import selectors, services
@@ -132,7 +133,12 @@ def _pool_form_page(request: HttpRequest, pool: Pool | None) -> HttpResponse:
             messages.success(
                 request,
                 f"Pool {saved.pool.name} saved. No node was changed; "
-                f"{saved.drifted_nodes} node(s) are now drifted and can be reconciled.",
+                + ngettext(
+                    "%(n)d node is now drifted and can be reconciled.",
+                    "%(n)d nodes are now drifted and can be reconciled.",
+                    saved.drifted_nodes,
+                )
+                % {"n": saved.drifted_nodes},
             )
             return redirect("pool-detail", name=saved.pool.name)
         impact = selectors.pool_change_impact(candidate)

@@ -235,3 +235,46 @@ def test_the_approvals_badge_counts_only_what_you_may_approve(inventory: dict[st
     assert 'class="badge"' not in pat.get("/moves/").content.decode()
     arno = client_for("approvers", "arno")
     assert '<span class="badge">1</span>' in arno.get("/moves/").content.decode()
+
+
+@pytest.mark.django_db
+def test_loans_page_lists_nodes_sources_history_and_the_automatic_return(
+    inventory: dict[str, Node],
+) -> None:
+    now = timezone.now()
+    loan = workflow.move_request_create(
+        requested_by=user_in("requesters", "rita"),
+        node_names=["a100-reserve-000", "a100-reserve-001"],
+        destination=Pool.objects.get(name="shared"),
+        reason="burst",
+        now=now,
+        loan_until=now + timedelta(hours=2),
+    )
+    viewer = client_for("viewers")
+    active = viewer.get("/loans/").content.decode()
+    row = re.search(rf'<tr data-loan="{loan.pk}">(.*?)</tr>', active, re.S).group(1)  # type: ignore[union-attr]
+    assert "a100-reserve-000</a>" in row and "a100-reserve-001</a>" in row
+    assert row.count(">mixed</span>") == 2 and ">shared</span>" in row  # from, and lent to
+    assert "in 1\xa0hour" in row  # the countdown
+    # The loan was carried out (as a worker would record it), then its time came.
+    loan.items.update(state="done", active=False)
+    MoveRequest.objects.filter(pk=loan.pk).update(state="succeeded")
+    (back,) = workflow.loans_return_due(now=now + timedelta(hours=2, seconds=1))
+    ended = viewer.get("/loans/").content.decode()
+    assert f'data-loan="{loan.pk}"' not in ended
+    history = re.search(rf'<tr data-ended-loan="{loan.pk}">(.*?)</tr>', ended, re.S).group(1)  # type: ignore[union-attr]
+    assert f'href="/moves/{back.pk}/" data-return-of="{loan.pk}">#{back.pk}</a>' in history
+    detail = viewer.get(f"/moves/{loan.pk}/").content.decode()
+    assert f'data-return-of="{loan.pk}">move #{back.pk}</a>' in detail
+    listed = viewer.get("/moves/?state=all").content.decode()
+    back_row = re.search(rf'<tr data-move="{back.pk}">(.*?)</tr>', listed, re.S).group(1)  # type: ignore[union-attr]
+    assert f'Loan return <span class="small">of <a href="/moves/{loan.pk}/">' in back_row
+    assert "automatic" in back_row and "0/0" not in back_row and "0 of 0" not in back_row
+
+
+@pytest.mark.django_db
+def test_states_read_as_words_in_the_move_list(inventory: dict[str, Node]) -> None:
+    html = client_for("viewers").get("/moves/?state=all").content.decode()
+    tabs = re.search(r'<nav class="tabs">(.*?)</nav>', html, re.S).group(1)  # type: ignore[union-attr]
+    assert ">Partially failed</a>" in tabs and "partially_failed</a>" not in tabs
+    assert ">Pending approval</a>" in tabs

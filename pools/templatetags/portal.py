@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import template
 
+from pools.core import labels
 from pools.xid import xid_meaning as _xid_meaning
 
 register = template.Library()
@@ -28,6 +29,19 @@ def gib(mib: float | None) -> str:
 @register.filter
 def xid_meaning(code: int | None) -> str:
     return "" if code is None else _xid_meaning(int(code))
+
+
+@register.filter
+def human(code: str | None) -> str:
+    """A state or kind code as people read it (`partially_failed` -> `Partially failed`)."""
+    return "" if code is None else labels.human_label(str(code))
+
+
+@register.filter
+def drift_text(drift: dict[str, object] | None) -> str:
+    """A drifted node's differences, joined, ending with a full stop."""
+    phrases = labels.drift_phrases(drift or {})
+    return "; ".join(phrases) + "." if phrases else ""
 
 
 @register.filter

@@ -53,3 +53,19 @@ def test_every_gpu_is_counted_once_and_the_free_figures_agree(
     assert f.gpus == f.allocated + f.unallocated + f.unschedulable_gpus
     assert f.largest_free_block <= f.unallocated
     assert f.unschedulable_nodes == sum(1 for r in rows if not r.schedulable)
+
+
+def test_labels_read_as_words_and_counts_agree_in_number() -> None:
+    from pools.core.labels import counted, drift_phrases, human_label
+
+    assert human_label("partially_failed") == "Partially failed"
+    assert human_label("loan_return") == "Loan return"
+    assert human_label("something_new") == "Something new"
+    assert (counted(1, "node"), counted(0, "node"), counted(2, "GPU")) == (
+        "1 node",
+        "0 nodes",
+        "2 GPUs",
+    )
+    assert drift_phrases(
+        {"labels_added": {"a": "1"}, "taints_added": ["t=1:NoSchedule"], "labels_removed": []}
+    ) == ["missing label a=1", "missing taint t=1:NoSchedule"]
