@@ -4,6 +4,7 @@ from typing import Any
 
 from django import forms
 
+from pools.core.palette import colour_pick
 from pools.models import Pool
 
 
@@ -39,6 +40,7 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
     class Meta:
         model = Pool
         fields = Pool.EDITABLE_FIELDS
+        widgets = {"colour": forms.TextInput(attrs={"type": "color"})}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -48,6 +50,8 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
             f"{k}={v}" for k, v in sorted((self.instance.labels or {}).items())
         )
         self.initial["accepted_gpu_models"] = "\n".join(self.instance.accepted_gpu_models or [])
+        if not self.instance.colour:  # a new pool: the first colour no other pool uses
+            self.initial["colour"] = colour_pick(Pool.objects.values_list("colour", flat=True))
 
     def clean_labels(self) -> dict[str, str]:
         return parse_labels(self.cleaned_data.get("labels") or "")

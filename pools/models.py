@@ -53,6 +53,11 @@ class Pool(models.Model):
     requires_healthy_nodes = models.BooleanField(
         default=False, help_text="Refuse nodes with XID errors or without metrics."
     )
+    colour = models.CharField(
+        max_length=7,
+        blank=True,
+        help_text="#rrggbb on chips and cards; empty picks the first free palette colour.",
+    )
     retired_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -72,6 +77,7 @@ class Pool(models.Model):
         "accepted_gpu_models",
         "approvals_required",
         "requires_healthy_nodes",
+        "colour",
     )
 
     class Meta:

@@ -5,6 +5,7 @@ from pools import move_views, token_views, views
 urlpatterns = [
     path("", views.home, name="home"),
     path("pools/", views.pool_list, name="pool-list"),
+    path("pool-colours.css", views.pool_colours, name="pool-colours"),
     path("pools/new/", views.pool_create, name="pool-create"),
     path("pools/<str:name>/", views.pool_detail, name="pool-detail"),
     path("pools/<str:name>/edit/", views.pool_edit, name="pool-edit"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
@@ -9,12 +11,13 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.cache import get_conditional_response, quote_etag
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from pools import selectors, services
-from pools.core import charts, figures
+from pools.core import charts, figures, palette
 from pools.core.snippets import scheduling_block
 from pools.filters import NodeFilter
 from pools.forms import PoolForm
@@ -153,6 +156,18 @@ def pool_create(request: HttpRequest) -> HttpResponse:
 @require(Capability.EDIT_POOLS)
 def pool_edit(request: HttpRequest, name: str) -> HttpResponse:
     return _pool_form_page(request, get_object_or_404(Pool.objects.active(), name=name))
+
+
+@require(Capability.VIEW)
+def pool_colours(request: HttpRequest) -> HttpResponse:
+    """Every pool's colour as a style sheet (a class per pool): colours are data, and the
+    CSP allows no inline style. Revalidated on each page (ETag), so an edit shows at once."""
+    css = palette.style_sheet(Pool.objects.values_list("name", "colour"))
+    etag = quote_etag(hashlib.sha256(css.encode()).hexdigest()[:32])
+    response = HttpResponse(css, content_type="text/css; charset=utf-8")
+    response["ETag"] = etag
+    response["Cache-Control"] = "private, no-cache"
+    return get_conditional_response(request, etag=etag, response=response)
 
 
 @require(Capability.VIEW)

@@ -142,3 +142,29 @@ def test_retired_pools_are_listed_restored_and_keep_their_name_with_a_reason() -
     assert "Pool shared restored." in response.content.decode()
     assert Pool.objects.get(name="shared").retired_at is None
     assert admin.get("/pools/shared/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_pools_have_colours_picked_from_the_palette_editable_and_served_as_css() -> None:
+    from pools.core.palette import PALETTE
+
+    known = dict(Pool.objects.values_list("name", "colour"))
+    assert known["training"] == "#d9822b" and known["inference"] == "#2b7bd9"
+    admin = user_in("pool-admins")
+    form = admin.get("/pools/new/").content.decode()
+    free = next(c for c in PALETTE if c not in known.values())
+    assert f'type="color" name="colour" value="{free}"' in form
+    new = {**FORM, "name": "batch", "taint_key": "dedicated", "labels": "", "save": "1"}
+    assert admin.post("/pools/new/", {**new, "colour": free}).status_code == 302
+    assert Pool.objects.get(name="batch").colour == free
+    bad = admin.post("/pools/batch/edit/", {**new, "name": "batch", "colour": "red"})
+    assert "must be a colour written #rrggbb" in bad.content.decode()
+    admin.post("/pools/batch/edit/", {**new, "name": "batch", "colour": "#123456"})
+    css = admin.get("/pool-colours.css")
+    assert css["Content-Type"].startswith("text/css")
+    assert ".pool-colour-batch { --pool-colour: #123456; }" in css.content.decode()
+    again = admin.get("/pool-colours.css", HTTP_IF_NONE_MATCH=css["ETag"])
+    assert again.status_code == 304  # revalidated, not downloaded again
+    page = admin.get("/").content.decode()
+    assert '<link rel="stylesheet" href="/pool-colours.css">' in page
+    assert 'class="card pool-colour-batch"' in page and "style=" not in page

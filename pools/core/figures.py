@@ -136,8 +136,7 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
             largest = max(largest, row.unallocated)
             unallocated += row.unallocated
         else:
-            # Free, but no new pod lands there: counted apart, so "unallocated" and "largest
-            # free block" speak of the same GPUs.
+            # Free, but no pod lands there: apart, as "largest free block" leaves them out.
             unschedulable_nodes += 1
             unschedulable_gpus += row.unallocated
         m = row.metrics

@@ -8,7 +8,6 @@ from pools.core import labels
 from pools.xid import xid_meaning as _xid_meaning
 
 register = template.Library()
-KNOWN_POOL_COLOURS = {"training", "inference", "mixed", "shared"}
 
 
 @register.filter
@@ -46,9 +45,8 @@ def drift_text(drift: dict[str, object] | None) -> str:
 
 @register.filter
 def pool_class(name: str | None) -> str:
-    if not name:
-        return "pool-unassigned"
-    return f"pool-{name}" if name in KNOWN_POOL_COLOURS else "pool-other"
+    """The class that gives a pool's chip or card its colour (pools.views.pool_colours)."""
+    return f"pool-colour-{name}" if name else "pool-unassigned"
 
 
 @register.simple_tag(takes_context=True)
