@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import filters, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -102,13 +107,18 @@ class BaseView:
 
 
 @extend_schema_view(
-    list=extend_schema(responses={200: s.PoolSerializer(many=True), **READ_ERRORS}),
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter("retired", bool, description="true: the retired pools instead")
+        ],
+        responses={200: s.PoolSerializer(many=True), **READ_ERRORS},
+    ),
     retrieve=extend_schema(responses={200: s.PoolSerializer, **READ_ERRORS, **errors(404)}),
     create=extend_schema(responses={201: s.PoolSerializer, **WRITE_ERRORS}),
     update=extend_schema(responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)}),
     partial_update=extend_schema(responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)}),
     destroy=extend_schema(
-        description="Retire the pool (refused while it holds nodes).",
+        description="Retire the pool (refused while it holds nodes); `restore` undoes it.",
         responses={204: None, **WRITE_ERRORS, **errors(404)},
     ),
 )
@@ -122,12 +132,25 @@ class PoolViewSet(BaseView, viewsets.ModelViewSet):  # type: ignore[type-arg]
         "update": Capability.EDIT_POOLS,
         "partial_update": Capability.EDIT_POOLS,
         "destroy": Capability.EDIT_POOLS,
+        "restore": Capability.EDIT_POOLS,
     }
 
     def get_queryset(self) -> QuerySet[Pool]:
-        return Pool.objects.active().annotate(
-            node_count=Count("nodes", filter=Q(nodes__gone_at__isnull=True))
-        )
+        # The retired pools: with ?retired=true, and the one a restore names.
+        retired = self.action == "restore" or self.request.query_params.get("retired") == "true"
+        return selectors.pools_for_list(retired=retired)
+
+    @extend_schema(
+        request=None,
+        description="Bring a retired pool back as it was (refused when its definition now "
+        "clashes with an active pool's).",
+        responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)},
+    )
+    @action(detail=True, methods=["post"])
+    def restore(self, request: Request, name: str | None = None) -> Response:
+        pool = services.pool_restore(pool=self.get_object())
+        restored = selectors.pools_for_list(retired=False).get(pk=pool.pk)
+        return Response(s.PoolSerializer(restored).data)
 
     def perform_create(self, serializer: s.PoolSerializer) -> None:
         pool = Pool(**serializer.validated_data)
@@ -312,7 +335,7 @@ class MoveViewSet(
             move=move,
             user=request.user,
             action=action,
-            comment=_valid(s.DecisionSerializer, request)["comment"],
+            reason=_valid(s.DecisionSerializer, request)["reason"],
             now=timezone.now(),
         )
         return Response(s.MoveSerializer(self.get_queryset().get(pk=move.pk)).data)
