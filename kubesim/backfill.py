@@ -23,6 +23,8 @@ from typing import IO
 
 from kubesim import dcgm, mig
 from kubesim.dcgm_counters import xid_message
+from kubesim.scheduling import node_gpus
+from kubesim.store import key_of
 from kubesim.workload_runner import WorkloadRunner
 
 
@@ -62,16 +64,16 @@ def holdings(
             held.setdefault((record.node, slot), []).append(
                 Holding(max(began, start), min(finished, end), labels, load)
             )
-    # The scenario's own pods hold their GPUs all along.
+    # The scenario's own pods hold their GPUs all along (on the slots the exporter gives
+    # them: asking assigns them on nodes no one has asked about yet).
     cluster = runner.cluster
-    for node, slots in cluster.device_slots.items():
-        for slot, key in enumerate(slots):
-            if key is None or key in runner.records:
-                continue
-            found = cluster.pods_on_node.get(node, {}).get(key)
+    for node, found_node in cluster.store.objects["nodes"].items():
+        for slot, found in enumerate(cluster.gpu_holders(node, node_gpus(found_node.obj))):
             if found is None:
                 continue
             meta = found.obj["metadata"]
+            if key_of(meta["namespace"], meta["name"]) in runner.records:
+                continue
             load = (meta.get("annotations") or {}).get(dcgm.LOAD_ANNOTATION) or "inference"
             container = found.obj["spec"]["containers"][0].get("name", "")
             labels = _pod_labels(meta["namespace"], meta["name"], container)

@@ -26,10 +26,12 @@ from typing import Any
 
 import pytest
 
-from kubesim import workload
+from kubesim import backfill, workload
 from kubesim.clock import Clock, parse_rfc3339
 from kubesim.cluster import Cluster
+from kubesim.dcgm import Exporter
 from kubesim.scenario import load_scenario
+from kubesim.scheduling import node_gpus
 from kubesim.seeding import seed
 from kubesim.store import Store
 from kubesim.workload_runner import WorkloadRunner
@@ -458,3 +460,25 @@ def test_backfilled_history_is_queryable_in_prometheus(sim: Kubesim, tmp_path: P
         assert {r["metric"]["exported_namespace"] for r in held} >= {"team-queue"}
         faults = query('count(last_over_time(DCGM_FI_DEV_XID_ERRORS{err_code!="0"}[3d]))')
         assert int(faults[0]["value"][1]) >= 1
+
+
+def test_the_backfill_ends_where_the_live_exporter_goes_on() -> None:
+    """Each GPU's last backfilled holder is the pod the exporter reports on it now (the demo's
+    own pods included, on nodes no job was ever bound to): the same series carry on."""
+    cluster = in_process(DEMO, "demo", 1)
+    runner = cluster.runner  # type: ignore[attr-defined]
+    end = START + DAY
+    exporter = Exporter(cluster)
+    taken = backfill.snapshot(
+        runner, exporter, start=START, end=end, step=300, target_labels={"job": "dcgm-exporter"}
+    )
+    checked = 0
+    for name, found in cluster.store.objects["nodes"].items():
+        holders = exporter.holders(name, node_gpus(found.obj))
+        for slot, holder in enumerate(holders):
+            spans = [h for h in taken.held.get((name, slot), []) if h.start <= end - 1 < h.end]
+            backfilled = re.search(r'exported_pod="([^"]+)"', spans[0].labels) if spans else None
+            live = holder.obj["metadata"]["name"] if holder else None
+            assert (backfilled.group(1) if backfilled else None) == live, (name, slot)
+            checked += 1
+    assert checked == 192
