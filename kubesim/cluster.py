@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import copy
-import json
 import threading
 import zlib
 from collections.abc import Callable
@@ -84,6 +83,11 @@ class Cluster:
         self.pods_by_namespace: dict[str, set[str]] = collections.defaultdict(set)
         # pending pod -> (resourceVersion, what the scheduler's filters read of it)
         self._signatures: dict[str, tuple[str, str]] = {}
+        # A count of node writes, and per ask (_static_signature) the nodes that passed the
+        # filters before resources at that count, and why the others did not.
+        self._nodes_version = 0
+        self._static: dict[str, tuple[int, list[tuple[str, int]], collections.Counter[str], int]]
+        self._static = {}
 
     def settle(self) -> None:
         """Let the controllers react to what was just written (and to their own writes)."""
@@ -109,8 +113,10 @@ class Cluster:
             else:
                 self._account(new)
                 self.pods_by_namespace[new.obj["metadata"].get("namespace") or ""].add(key)
-        elif resource == "nodes" and type_ != "DELETED":
-            self._wake.set()  # a node change may make a pending pod schedulable
+        elif resource == "nodes":
+            self._nodes_version += 1
+            if type_ != "DELETED":
+                self._wake.set()  # a node change may make a pending pod schedulable
         self.lifecycle.note(resource, type_, new, old)
         self.disruption.note(resource, type_, new, old)
 
@@ -170,8 +176,19 @@ class Cluster:
             return self.store.create("pods", pod, dry_run=dry_run)
 
     def _choose(self, pod: dict[str, Any]) -> tuple[str | None, str]:
-        _, nodes = self.store.list("nodes", None)
-        return scheduling.choose_node(pod, [n.obj for n in nodes], self.allocated)
+        # The filters before resources depend on the pod's ask and the nodes only: kept per
+        # ask until a node changes, so a thousand-node cluster counts GPUs on what is left.
+        key = _static_signature(pod)
+        cached = self._static.get(key)
+        if cached is None or cached[0] != self._nodes_version:
+            if len(self._static) > 1000:
+                self._static.clear()  # asks seen once (a test's pods) do not pile up
+            _, nodes = self.store.list("nodes", None)
+            eligible, reasons = scheduling.static_filter(pod, [n.obj for n in nodes])
+            capacities = [(n["metadata"]["name"], scheduling.node_gpus(n)) for n in eligible]
+            cached = self._static[key] = (self._nodes_version, capacities, reasons, len(nodes))
+        _, capacities, reasons, total = cached
+        return scheduling.choose_among(pod, capacities, reasons, total, self.allocated)
 
     def gpu_holders(self, name: str, devices: int) -> list[Entry | None]:
         """The pod holding each of the node's `devices` GPU slots (None: free); a newcomer
@@ -352,18 +369,16 @@ def pod_defaults(pod: dict[str, Any]) -> None:
         spec["serviceAccount"] = spec["serviceAccountName"]
 
 
+def _static_signature(pod: dict[str, Any]) -> str:
+    """What the scheduler's filters before resources read of a pod."""
+    spec = pod.get("spec") or {}
+    # repr, not JSON: a cache key needs no canonical form, and pods from one template repeat it.
+    return repr((spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")))
+
+
 def _scheduling_signature(pod: dict[str, Any]) -> str:
     """What the scheduler's filters read of a pod."""
-    spec = pod.get("spec") or {}
-    return json.dumps(
-        [
-            spec.get("nodeSelector"),
-            spec.get("affinity"),
-            spec.get("tolerations"),
-            scheduling.gpu_request(pod),
-        ],
-        sort_keys=True,
-    )
+    return f"{_static_signature(pod)}/{scheduling.gpu_request(pod)}"
 
 
 def qos_class(pod: dict[str, Any]) -> str:
