@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("pools", "0006_loan_return_requested_at"),
+        ("pools", "0007_pod_inventory"),
     ]
 
     operations = [
