@@ -14,7 +14,7 @@ from pools.core import figures
 from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
 from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.metrics import dcgm
-from pools.metrics.node_figures import latest_node_metrics
+from pools.metrics.node_figures import latest_node_metrics, reads_recorded
 from pools.metrics.results import RangeResult
 from pools.models import MoveRequest, Node, NodeQuerySet, Pool
 from pools.workflow.rules import OPEN_LOAN_STATES
@@ -149,7 +149,9 @@ def pool_page(pool: Pool | None, *, shown: QuerySet[Node], sort: str = "name") -
 def pool_history(pool: Pool | None, span: str) -> RangeResult:
     length, step = HISTORY_SPANS.get(span, HISTORY_SPANS["24h"])
     names = list(pool_nodes(pool).values_list("name", flat=True))
-    return dcgm.utilisation_history(names, span=length, step=step)
+    # Read after the page's node figures, which found out whether the rules are loaded.
+    recorded = reads_recorded("gpus_reporting") and reads_recorded("util")
+    return dcgm.utilisation_history(names, span=length, step=step, recorded=recorded)
 
 
 # --- the node page ---
