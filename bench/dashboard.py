@@ -131,7 +131,10 @@ def main() -> None:
             work = Path(tmp) / str(size)
             counters = ",".join(PER_GPU_METRICS)
             with kubesim_server(
-                work / "sim", nodes=size, extra=["--exporter-counters", counters]
+                work / "sim",
+                nodes=size,
+                extra=["--exporter-counters", counters],
+                start_timeout=900,
             ) as sim:
                 settings.KUBECONFIG = str(sim.kubeconfig)
                 Node.objects.all().delete()

@@ -68,14 +68,16 @@ def overview() -> Overview:
     rows = node_rows(Node.objects.present().values_list(*_ROW_FIELDS), metrics)
     groups = figures.group_by_pool(rows)
     available = result.available
-    cards = [
-        PoolCard(pool, figures.pool_figures(groups.get(pool.name, []), metrics_available=available))
-        for pool in pools
-    ]
-    cards.append(
-        PoolCard(None, figures.pool_figures(groups.get(None, []), metrics_available=available))
-    )
-    return Overview(figures.pool_figures(rows, metrics_available=available), cards, result.error)
+    # One pass over the rows: each group's figures, and the cluster's merged from them.
+    by_group = {
+        name: figures.pool_figures(members, metrics_available=available)
+        for name, members in groups.items()
+    }
+    empty = figures.pool_figures([], metrics_available=available)
+    cards = [PoolCard(pool, by_group.get(pool.name, empty)) for pool in pools]
+    cards.append(PoolCard(None, by_group.get(None, empty)))
+    cluster = figures.merge_figures(by_group.values(), metrics_available=available)
+    return Overview(cluster, cards, result.error)
 
 
 # --- the pool page ---

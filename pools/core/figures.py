@@ -70,6 +70,8 @@ class PoolFigures:
     idle_held_gpus: int = 0
     nodes_without_metrics: int = 0
     gpu_models: tuple[str, ...] = field(default_factory=tuple)
+    # The GPUs avg_util averages over: what merging figures weighs it by.
+    util_gpus: float = 0.0
 
     @property
     def unallocated(self) -> int:
@@ -177,6 +179,42 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
         idle_held_gpus=idle_held,
         nodes_without_metrics=without if metrics_available else 0,
         gpu_models=tuple(sorted(models)),
+        util_gpus=util_gpus if metrics_available else 0.0,
+    )
+
+
+_SUMMED = (
+    "nodes",
+    "ready",
+    "not_ready",
+    "cordoned",
+    "gpus",
+    "allocated",
+    "free_whole_nodes",
+    "drifted",
+    "fb_used",
+    "fb_total",
+    "xid_gpus",
+    "hot_gpus",
+    "idle_held_gpus",
+    "nodes_without_metrics",
+    "util_gpus",
+)
+
+
+def merge_figures(parts: Iterable[PoolFigures], *, metrics_available: bool) -> PoolFigures:
+    """The figures of the union of disjoint sets of nodes, from each set's figures: what
+    pool_figures over all their rows gives, without a second pass over the rows."""
+    parts = list(parts)
+    totals = {name: sum(getattr(p, name) for p in parts) for name in _SUMMED}
+    weighted = sum((p.avg_util or 0.0) * p.util_gpus for p in parts)
+    util_gpus = totals["util_gpus"]
+    return PoolFigures(
+        **totals,
+        largest_free_block=max((p.largest_free_block for p in parts), default=0),
+        metrics_available=metrics_available,
+        avg_util=(weighted / util_gpus) if (metrics_available and util_gpus) else None,
+        gpu_models=tuple(sorted({m for p in parts for m in p.gpu_models})),
     )
 
 
