@@ -203,6 +203,11 @@ def main(argv: list[str] | None = None) -> int:
         help="label GPUs a pod holds with its pod_uid, as the exporter does with "
         "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID",
     )
+    serve.add_argument(
+        "--exporter-counters",
+        help="the DCGM fields the exporter collects, comma-separated (as dcgm-exporter's "
+        "counters file chooses them); all the default ones unless given",
+    )
     serve.add_argument("--readonly-token", help="a read-only bearer token (random by default)")
     serve.add_argument(
         "--rbac",
@@ -284,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         hostname_is_pod=args.hostname_is_pod,
         hostname_label=args.hostname_label,
         pod_uid=args.kubernetes_enable_pod_uid,
+        counters=args.exporter_counters.split(",") if args.exporter_counters else None,
     )
     if runner is not None and history:
         replay_history(cluster, runner, exporter, args, history)
