@@ -193,3 +193,17 @@ def test_one_watcher_writes_and_the_other_takes_over_when_it_dies(
             eventually(lambda: pool_of("gpu-new-000") == "x", "the second watcher's write")
     # The first only listed once, while it led; the second listed after taking over.
     assert cluster.count("list", resource="nodes") == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_periodic_sync_asks_the_watcher_to_list_again(cluster: Kubesim, tmp_path: Path) -> None:
+    from pools import tasks
+
+    with watcher(tmp_path) as w:
+        eventually(lambda: listed(w), "the first list")
+        answer = tasks.sync_inventory()
+        holder = f"watcher:{os.uname().nodename}:{w.process.pid}"
+        assert answer == f"asked the inventory watcher {holder} to list again"
+        eventually(lambda: w.text().count("listed pods at resourceVersion") == 2, "the re-list")
+        assert "a full sync asked for a re-list" in w.text()
+    assert cluster.count("list", resource="nodes") == 2

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
@@ -54,13 +55,14 @@ from pools.inventory.rows import (
 from pools.kube.errors import KubeError
 from pools.kube.nodes import Raw, core_api
 from pools.kube.watching import WatchExpired, list_pages, watch_events
-from pools.models import GpuPod, Node
+from pools.models import Node
 
 log = logging.getLogger(__name__)
 
 # Writes are batched: at most this often, however busy the cluster.
 FLUSH_SECONDS = 0.5
 BACKOFF_MAX = 10.0
+LOGGED_BATCH = 1000  # a list's writes are logged, the watch's small batches are not
 
 
 class LeaseLost(Exception):
@@ -74,7 +76,7 @@ class Batch:
     nodes: list[NodeSnapshot]
     pods_by_node: dict[str, list[PodSummary]]
     gone: set[str]
-    pod_rows: list[GpuPod]
+    pod_rows: list[dict[str, Any]]
     pods_deleted: set[str]
     received: dict[str, float]  # resource -> when its newest change arrived (monotonic)
     # After a full list of the nodes: the rows of nodes not seen since then are gone.
@@ -95,7 +97,7 @@ class WatchState:
     versions: dict[str, str] = field(default_factory=dict)  # resource -> resourceVersion
     dirty: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
-    pod_rows: dict[str, GpuPod] = field(default_factory=dict)
+    pod_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     pods_deleted: set[str] = field(default_factory=set)
     received: dict[str, float] = field(default_factory=dict)
     relist: set[str] = field(default_factory=set)  # resources to list again
@@ -152,7 +154,7 @@ class WatchState:
                     self.pod_rows[uid] = self._pod_row(raw, requests, now)
             self._changed("pods")
 
-    def _pod_row(self, raw: Raw, requests: Resources, now: datetime) -> GpuPod:
+    def _pod_row(self, raw: Raw, requests: Resources, now: datetime) -> dict[str, Any]:
         node_pools = {
             name: snap.labels.get(settings.POOL_LABEL_KEY, "") for name, snap in self._node_of(raw)
         }
@@ -361,7 +363,17 @@ class Leader:
             raise LeaseLost("the lease may have expired: not writing")
         batch = self.state.take()
         if len(batch) or batch.sweep_before is not None:
+            started = time.monotonic()
             flush(batch, timezone.now())
+            if len(batch) >= LOGGED_BATCH:
+                log.info(
+                    "wrote %d nodes (%d gone), %d pods (%d deleted) in %.2fs",
+                    len(batch.nodes),
+                    len(batch.gone),
+                    len(batch.pod_rows),
+                    len(batch.pods_deleted),
+                    time.monotonic() - started,
+                )
         self.flushed = time.monotonic()
 
 
