@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from kubesim import backfill, persistence
+from kubesim.churn import Churn
 from kubesim.clock import Clock
 from kubesim.cluster import Cluster
 from kubesim.dcgm import (
@@ -230,6 +231,13 @@ def main(argv: list[str] | None = None) -> int:
         "POST /kubesim/clock also advances it",
     )
     add_workload_options(serve)
+    serve.add_argument(
+        "--churn",
+        type=float,
+        default=0.0,
+        help="pod events a second: a workload pod is deleted and replaced on its node, "
+        "two events each time (a busy cluster's traffic, for benchmarks)",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -306,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     threading.Thread(target=cluster.run_scheduler, args=(stop,), daemon=True).start()
     threading.Thread(target=cluster.timers.run_forever, args=(stop,), daemon=True).start()
+    if args.churn > 0:
+        threading.Thread(target=Churn(cluster, args.churn).run, args=(stop,), daemon=True).start()
     serve_forever_in_thread(exporter_server)
     port = server.server_address[1]
     url = args.server_url or f"{scheme}://{args.host}:{port}"
