@@ -135,4 +135,18 @@ class LoanChangeForm(forms.Form):
     until = forms.DateTimeField(
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
-    reason = forms.CharField()
+    reason = forms.CharField(error_messages={"required": "A loan change needs a reason."})
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(
+        label="Name",
+        max_length=100,
+        error_messages={"required": "Give the token a name (what will use it?)."},
+    )
+    expires_at = forms.DateTimeField(
+        label="Expires",
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        help_text="Optional (UTC): the token is refused from then on.",
+    )

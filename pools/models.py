@@ -327,6 +327,11 @@ class MoveItem(models.Model):
     )
     source_label = models.CharField(max_length=63, blank=True)
     planned_diff = models.JSONField(default=dict)
+    # The node's labels and taints as the plan saw them (the inventory's row at the request).
+    planned_before = models.JSONField(default=dict, blank=True)
+    # What the move was approved to make the node carry (pools.core.desired.Target.as_dict):
+    # execution applies exactly this, whatever the pool definitions say by then.
+    desired = models.JSONField(default=dict, blank=True)
     gpu_pods = models.JSONField(default=list)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     # True while the request may still change the node: at most one such item per node.
@@ -335,6 +340,11 @@ class MoveItem(models.Model):
     before = models.JSONField(default=dict, blank=True)
     after = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    # While the Kubernetes API is unavailable: what the node waits for, shown on the move page.
+    waiting = models.CharField(max_length=500, blank=True)
+    # Drain-first: the portal cordoned the node (it was schedulable before), so only then is
+    # it uncordoned at the end; kept in the row so a resumed item knows it too.
+    cordoned_by_portal = models.BooleanField(default=False)
     attempts = models.PositiveIntegerField(default=0)
     lease_until = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -430,6 +440,8 @@ class ApiToken(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # Optional: after this the token is refused (401) as a revoked one is.
+    expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

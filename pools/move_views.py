@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from pools import selectors, workflow
 from pools.errors import WorkflowError
-from pools.filters import ACTIVE, AuditFilter, MoveFilter
+from pools.filters import ACTIVE, AuditFilter, MoveFilter, page_queryset
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
 from pools.roles import Capability, require
@@ -60,24 +60,29 @@ def move_new(request: HttpRequest) -> HttpResponse:
     plan = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        plan = workflow.move_plan(
+        ask = workflow.MoveAsk(
             node_names=data["nodes"],
             destination=data["destination"],
-            reconcile=data["reconcile"],
+            reason=data["reason"] or "",
+            drain_policy=data["drain_policy"],
+            drain_deadline_seconds=data["drain_deadline_minutes"] * 60,
+            loan_until=data.get("loan_until"),
             health_override=data["health_override"],
+            reconcile=data["reconcile"],
         )
+        plan = workflow.move_plan(ask=ask, now=timezone.now())
         if "submit" in request.POST:
             try:
                 move = workflow.move_request_create(
                     requested_by=request.user,
-                    node_names=data["nodes"],
-                    destination=data["destination"],
-                    reason=data["reason"] or "",
-                    drain_policy=data["drain_policy"],
-                    drain_deadline_seconds=data["drain_deadline_minutes"] * 60,
-                    loan_until=data.get("loan_until"),
-                    health_override=data["health_override"],
-                    reconcile=data["reconcile"],
+                    node_names=ask.node_names,
+                    destination=ask.destination,
+                    reason=ask.reason,
+                    drain_policy=ask.drain_policy,
+                    drain_deadline_seconds=ask.drain_deadline_seconds,
+                    loan_until=ask.loan_until,
+                    health_override=ask.health_override,
+                    reconcile=ask.reconcile,
                     now=timezone.now(),
                 )
             except WorkflowError as exc:
@@ -99,12 +104,15 @@ def move_list(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state", MoveRequest.State.PENDING)
     query = request.GET.copy()
     query.setlist("state", [] if state == ALL else [state])
-    moves = MoveFilter(query, queryset=selectors.moves_for_list(), request=request).qs
+    moves, status = page_queryset(
+        MoveFilter(query, queryset=selectors.moves_for_list(), request=request), request
+    )
     page = Paginator(moves, 50).get_page(request.GET.get("page"))
     return render(
         request,
         "pools/move_list.html",
         {"page": page, "state": state, "states": [ACTIVE, *MoveRequest.State.values, ALL]},
+        status=status,
     )
 
 
@@ -204,12 +212,17 @@ def loans(request: HttpRequest) -> HttpResponse:
     )
 
 
+LOAN_FIELDS = {"until": "Extend until", "reason": "Reason"}
+
+
 @require_POST
 @require(ACTION_CAPABILITY[Action.END_LOAN])
 def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
     form = LoanChangeForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "A loan change needs a reason.")
+        # Each field says what is wrong with it: an unreadable date is not a missing reason.
+        for field, errors in form.errors.items():
+            messages.error(request, f"{LOAN_FIELDS.get(field, field)}: {' '.join(errors)}")
         return redirect("loans")
     action = Action.END_LOAN if "end" in request.POST else Action.EXTEND_LOAN
     _decide(
@@ -220,7 +233,9 @@ def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require(Capability.VIEW)
 def audit_log(request: HttpRequest) -> HttpResponse:
-    events = AuditFilter(request.GET, queryset=AuditEvent.objects.all()).qs
+    events, status = page_queryset(
+        AuditFilter(request.GET, queryset=AuditEvent.objects.all()), request
+    )
     page = Paginator(events, 100).get_page(request.GET.get("page"))
     filters = {name: request.GET.get(name, "").strip() for name in AuditFilter.base_filters}
-    return render(request, "pools/audit.html", {"page": page, "filters": filters})
+    return render(request, "pools/audit.html", {"page": page, "filters": filters}, status=status)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from pools.forms import TokenForm
 from pools.models import ApiToken
 from pools.roles import Capability, require
-from pools.tokens import token_create, token_revoke
+from pools.tokens import TokenInvalid, token_create, token_revoke
 
 # Where a new secret waits, between the POST that made it and the page that shows it once.
 SHOW_ONCE_SESSION_KEY = "new_api_token"
@@ -21,11 +23,19 @@ SHOW_ONCE_SESSION_KEY = "new_api_token"
 def tokens(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         # Post, redirect, get: a reload of the page does not make a second token.
-        name = request.POST.get("name", "").strip()
-        if not name:
-            messages.error(request, "Give the token a name (what will use it?).")
+        form = TokenForm(request.POST)
+        if not form.is_valid():
+            for field, errors in form.errors.items():
+                messages.error(request, f"{form.fields[field].label}: {' '.join(errors)}")
         else:
-            _, request.session[SHOW_ONCE_SESSION_KEY] = token_create(user=request.user, name=name)
+            try:
+                _, request.session[SHOW_ONCE_SESSION_KEY] = token_create(
+                    user=request.user,
+                    name=form.cleaned_data["name"],
+                    expires_at=form.cleaned_data["expires_at"],
+                )
+            except TokenInvalid as exc:
+                messages.error(request, f"Expires: {exc}")
         return redirect("tokens")
     return render(
         request,
@@ -33,6 +43,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
         {
             "tokens": ApiToken.objects.filter(user=request.user),
             "new_secret": request.session.pop(SHOW_ONCE_SESSION_KEY, None),
+            "now": timezone.now(),
         },
     )
 

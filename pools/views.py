@@ -19,7 +19,8 @@ from django.views.decorators.http import require_POST
 from pools import selectors, services
 from pools.core import charts, figures, palette
 from pools.core.snippets import scheduling_block
-from pools.filters import NodeFilter
+from pools.errors import MetricsUnavailable
+from pools.filters import NodeFilter, page_queryset
 from pools.forms import PoolForm
 from pools.models import AuditEvent, Node, Pool
 from pools.roles import Capability, has_capability, require
@@ -55,10 +56,17 @@ def _pool_or_unassigned(name: str) -> Pool | None:
 @require(Capability.VIEW)
 def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     pool = _pool_or_unassigned(name)
-    shown = NodeFilter(request.GET, queryset=selectors.pool_nodes(pool)).qs
+    filter_error = None
+    try:
+        shown, status = page_queryset(
+            NodeFilter(request.GET, queryset=selectors.pool_nodes(pool)), request
+        )
+    except MetricsUnavailable as exc:  # a health filter without metrics: no guessed rows
+        shown, status, filter_error = selectors.pool_nodes(pool).none(), 200, exc.message
     page = selectors.pool_page(pool, shown=shown, sort=request.GET.get("sort", "name"))
     context = {
         "page": page,
+        "filter_error": filter_error,
         "pool": pool,
         "slug": name,
         "live_seconds": settings.LIVE_REFRESH_SECONDS,
@@ -66,7 +74,7 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         "health": figures.HEALTH,
     }
     if _live(request):
-        return render(request, "pools/_pool_live.html", context)
+        return render(request, "pools/_pool_live.html", context, status=status)
     span = request.GET.get("span", "24h")
     span = span if span in selectors.HISTORY_SPANS else "24h"
     history = selectors.pool_history(pool, span)
@@ -86,7 +94,7 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         context["snippet"] = scheduling_block(
             pool.spec(), pool_key=settings.POOL_LABEL_KEY, gpu_models=[model] if model else None
         )
-    return render(request, "pools/pool.html", context)
+    return render(request, "pools/pool.html", context, status=status)
 
 
 @require(Capability.VIEW)

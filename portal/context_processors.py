@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.http import HttpRequest
 
+from pools import guarded_cache
 from pools.roles import Capability, has_capability
 from pools.selectors import moves_awaiting_decision_count
 
@@ -12,6 +13,8 @@ def portal(request: HttpRequest) -> dict[str, object]:
         "pending_moves": moves_awaiting_decision_count(request.user) if approver else 0,
         "cluster_configured": bool(settings.KUBECONFIG or settings.KUBE_IN_CLUSTER),
         "metrics_configured": bool(settings.PROMETHEUS_URL),
+        # What this request could not reach (Redis): the page says so.
+        "degraded": guarded_cache.degraded(),
         "perms_edit_pools": has_capability(request.user, Capability.EDIT_POOLS),
         "perms_request_move": has_capability(request.user, Capability.REQUEST_MOVE),
         "perms_approve_move": has_capability(request.user, Capability.APPROVE_MOVE),

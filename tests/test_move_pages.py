@@ -278,3 +278,36 @@ def test_states_read_as_words_in_the_move_list(inventory: dict[str, Node]) -> No
     tabs = re.search(r'<nav class="tabs">(.*?)</nav>', html, re.S).group(1)  # type: ignore[union-attr]
     assert ">Partially failed</a>" in tabs and "partially_failed</a>" not in tabs
     assert ">Pending approval</a>" in tabs
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("until", "said"),
+    [
+        ("", "Say until when the loan is extended."),
+        ("next tuesday", "Enter a valid date/time."),
+    ],
+)
+def test_extend_without_a_valid_date_keeps_the_loan(
+    inventory: dict[str, Node], until: str, said: str
+) -> None:
+    now = timezone.now()
+    loan = workflow.move_request_create(
+        requested_by=user_in("requesters", "rita"),
+        node_names=["a100-reserve-000"],
+        destination=Pool.objects.get(name="shared"),
+        reason="burst",
+        now=now,
+        loan_until=now + timedelta(hours=5),
+    )
+    end = loan.loan_until
+    arno = client_for("approvers", "arno")
+    response = arno.post(
+        f"/loans/{loan.pk}/change/",
+        {"reason": "more time", "until": until, "extend": "1"},
+        follow=True,
+    )
+    html = response.content.decode()
+    assert said in html and "needs a reason" not in html
+    loan.refresh_from_db()
+    assert loan.loan_until == end and loan.loan_return_requested_at is None

@@ -3,19 +3,27 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from pools.api.fields import StrictCharField
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 
 
 class PoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    # The model's text columns come in as strings only (pools/api/fields.py).
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.CharField: StrictCharField,
+        models.TextField: StrictCharField,
+    }
     labels = serializers.DictField(
-        child=serializers.CharField(allow_blank=True),
+        child=StrictCharField(allow_blank=True),
         required=False,
         help_text="Labels besides the pool key.",
     )
-    accepted_gpu_models = serializers.ListField(child=serializers.CharField(), required=False)
+    accepted_gpu_models = serializers.ListField(child=StrictCharField(), required=False)
     node_count = serializers.SerializerMethodField(help_text="GPU nodes in the pool now.")
 
     class Meta:
@@ -146,6 +154,11 @@ class NodeDetailSerializer(NodeSerializer):
     metrics_error = serializers.CharField(
         allow_null=True, read_only=True, source="detail_metrics_error"
     )
+    metrics_available = serializers.BooleanField(
+        read_only=True,
+        source="detail_metrics_available",
+        help_text="false: Prometheus could not answer; metrics and gpus are unknown, not empty.",
+    )
 
     class Meta(NodeSerializer.Meta):
         fields = [
@@ -156,34 +169,36 @@ class NodeDetailSerializer(NodeSerializer):
             "gpus",
             "managed_labels",
             "metrics_error",
+            "metrics_available",
         ]
 
 
 class MoveCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     nodes = serializers.ListField(
-        child=serializers.CharField(max_length=253), min_length=1, max_length=5000
+        child=StrictCharField(max_length=253), min_length=1, max_length=5000
     )
     destination = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.active())
-    reason = serializers.CharField(max_length=2000)
+    reason = StrictCharField(max_length=2000)
     drain_policy = serializers.ChoiceField(
         choices=MoveRequest.DrainPolicy.choices, default=MoveRequest.DrainPolicy.LEAVE_RUNNING
     )
     drain_deadline_seconds = serializers.IntegerField(min_value=10, max_value=86_400, default=1800)
     loan_until = serializers.DateTimeField(required=False, allow_null=True)
-    health_override = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=2000
-    )
+    health_override = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)
     reconcile = serializers.BooleanField(default=False)
 
 
 class DryRunSerializer(MoveCreateSerializer):
-    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    reason = StrictCharField(max_length=2000, required=False, allow_blank=True)
 
 
 class CheckSerializer(serializers.Serializer):  # type: ignore[type-arg]
     node = serializers.CharField(allow_null=True)
     code = serializers.CharField()
     message = serializers.CharField()
+    field = serializers.CharField(
+        allow_null=True, help_text="The input field at fault (the request would be a 400)."
+    )
 
 
 class PlannedNodeSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -262,14 +277,14 @@ class MoveSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class DecisionSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    reason = serializers.CharField(
+    reason = StrictCharField(
         required=False,
         allow_blank=True,
         default="",
         max_length=2000,
         help_text="Why: required to reject, optional to approve or cancel.",
     )
-    comment = serializers.CharField(
+    comment = StrictCharField(
         required=False,
         allow_blank=True,
         max_length=2000,

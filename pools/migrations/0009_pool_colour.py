@@ -40,7 +40,7 @@ class Migration(migrations.Migration):
     """Pools have a colour (picked from a palette, editable), served as a style sheet."""
 
     dependencies = [
-        ("pools", "0007_pod_inventory"),
+        ("pools", "0008_hardening"),
     ]
 
     operations = [
