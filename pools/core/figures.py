@@ -129,12 +129,39 @@ def node_metrics_from_series(
     return {node: NodeMetrics(*row) for node, row in node_metric_rows(series, node_label).items()}
 
 
+def _metric_sums(metrics: Iterable[NodeMetrics | None], *, available: bool) -> dict[str, Any]:
+    """The metric half of a pool's figures, summed over its nodes' metrics."""
+    util_weighted = util_gpus = fb_used = fb_total = 0.0
+    xid = hot = idle_held = without = 0
+    for m in metrics:
+        if m is None:
+            without += 1
+            continue
+        if m.util is not None:
+            util_weighted += m.util * m.gpus_reporting
+            util_gpus += m.gpus_reporting
+        fb_used += m.fb_used or 0.0
+        fb_total += m.fb_total or 0.0
+        xid += m.xid_gpus
+        hot += m.hot_gpus
+        idle_held += m.idle_held_gpus
+    return {
+        "metrics_available": available,
+        "avg_util": (util_weighted / util_gpus) if (available and util_gpus) else None,
+        "fb_used": fb_used,
+        "fb_total": fb_total,
+        "xid_gpus": xid,
+        "hot_gpus": hot,
+        "idle_held_gpus": idle_held,
+        "nodes_without_metrics": without if available else 0,
+        "util_gpus": util_gpus if available else 0.0,
+    }
+
+
 def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFigures:
+    rows = list(rows)
     nodes = ready = cordoned = gpus = allocated = whole = largest = drifted = 0
     unallocated = unschedulable_gpus = unschedulable_nodes = 0
-    util_weighted = util_gpus = 0.0
-    fb_used = fb_total = 0.0
-    xid = hot = idle_held = without = 0
     models: set[str] = set()
     for row in rows:
         nodes += 1
@@ -154,18 +181,6 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
             # Free, but no pod lands there: apart, as "largest free block" leaves them out.
             unschedulable_nodes += 1
             unschedulable_gpus += row.unallocated
-        m = row.metrics
-        if m is None:
-            without += 1
-            continue
-        if m.util is not None:
-            util_weighted += m.util * m.gpus_reporting
-            util_gpus += m.gpus_reporting
-        fb_used += m.fb_used or 0.0
-        fb_total += m.fb_total or 0.0
-        xid += m.xid_gpus
-        hot += m.hot_gpus
-        idle_held += m.idle_held_gpus
     return PoolFigures(
         nodes=nodes,
         ready=ready,
@@ -179,16 +194,8 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
         free_whole_nodes=whole,
         largest_free_block=largest,
         drifted=drifted,
-        metrics_available=metrics_available,
-        avg_util=(util_weighted / util_gpus) if (metrics_available and util_gpus) else None,
-        fb_used=fb_used,
-        fb_total=fb_total,
-        xid_gpus=xid,
-        hot_gpus=hot,
-        idle_held_gpus=idle_held,
-        nodes_without_metrics=without if metrics_available else 0,
         gpu_models=tuple(sorted(models)),
-        util_gpus=util_gpus if metrics_available else 0.0,
+        **_metric_sums((row.metrics for row in rows), available=metrics_available),
     )
 
 
@@ -199,6 +206,9 @@ _SUMMED = (
     "cordoned",
     "gpus",
     "allocated",
+    "unallocated",
+    "unschedulable_gpus",
+    "unschedulable_nodes",
     "free_whole_nodes",
     "drifted",
     "fb_used",
