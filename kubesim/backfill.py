@@ -153,7 +153,8 @@ def snapshot(
 
 def write_files(directory: Path, taken: Snapshot) -> dict[str, int]:
     """One OpenMetrics file a metric in `directory` (promtool can read them side by side),
-    then `complete` (the counts, as JSON); the samples written to each."""
+    then `complete` (JSON: the samples written to each file, and the history's start and
+    end in seconds); the samples written to each."""
     directory.mkdir(parents=True, exist_ok=True)
     writers = {
         "gpu_util.om": lambda out: _write_util(out, taken.gpus, taken.held, taken.times),
@@ -167,7 +168,9 @@ def write_files(directory: Path, taken: Snapshot) -> dict[str, int]:
             written[name] = write(out)
             out.write("# EOF\n")
         tmp.replace(directory / name)
-    (directory / COMPLETE).write_text(json.dumps(written))
+    times = taken.times
+    summary = {"samples": written, "start": times.start, "end": times.stop}
+    (directory / COMPLETE).write_text(json.dumps(summary))
     return written
 
 

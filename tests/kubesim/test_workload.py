@@ -431,7 +431,8 @@ def test_backfilled_history_is_queryable_in_prometheus(sim: Kubesim, tmp_path: P
     history = sim.kubeconfig.parent / "history"
     wait_for(lambda: (history / "complete").exists(), timeout=120, what="the history's samples")
     written = json.loads((history / "complete").read_text())
-    assert written["gpu_util.om"] > 0
+    assert written["samples"]["gpu_util.om"] > 0
+    assert written["start"] < written["end"]
     data = tmp_path / "prom" / "data"
     for source in sorted(history.glob("*.om")):
         argv = [promtool, "tsdb", "create-blocks-from", "openmetrics"]
