@@ -9,7 +9,6 @@ and frees every port. A second run reuses the database and the demo users.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -18,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -340,50 +338,10 @@ class Backfill:
             f"demo: {HISTORY_DAYS} days of DCGM history imported into Prometheus "
             f"({time.monotonic() - began:.0f} s after the portal started)"
         )
-        summary = json.loads(done.read_text())
-        if self._record_history(int(summary["start"]), int(summary["end"])):
-            say(
-                "demo: the recording rules evaluated over the history "
-                f"({time.monotonic() - began:.0f} s after the portal started)"
-            )
 
     def _move(self, blocks: Path) -> None:
         for block in blocks.iterdir():
             shutil.move(str(block), self.config.prometheus_data / block.name)
-
-    def _record_history(self, start: int, end: int) -> bool:
-        """Prometheus evaluates its recording rules from its start on: the history gets
-        theirs from `promtool tsdb create-blocks-from rules`, once Prometheus has loaded the
-        imported samples (at its next block reload). Every 5 minutes of the history; a rule
-        that reads another rule's series sees none there (promtool's limit)."""
-        url = f"http://127.0.0.1:{self.config.prometheus}"
-        probe = f"{url}/api/v1/query?" + urllib.parse.urlencode(
-            {"query": "count(DCGM_FI_DEV_GPU_UTIL)", "time": str(start + 86400)}
-        )
-        deadline = time.monotonic() + 180
-        while not _has_result(probe):
-            if self.stopping.wait(2.0) or time.monotonic() > deadline:
-                return False
-        blocks = self.config.history / "rule-blocks"
-        shutil.rmtree(blocks, ignore_errors=True)
-        argv = ["promtool", "tsdb", "create-blocks-from", "rules", "--quiet"]
-        argv += [f"--start={start}", f"--end={end}", f"--url={url}", "--eval-interval=5m"]
-        argv += [f"--output-dir={blocks}", str(RULES)]
-        with (self.config.logs / "promtool.log").open("ab") as log:
-            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-            self.processes.append(process)
-            if process.wait() != 0 or self.stopping.is_set():
-                return False
-        self._move(blocks)
-        return True
-
-
-def _has_result(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:  # noqa: S310 -- loopback only
-            return bool(json.loads(answer.read())["data"]["result"])
-    except (OSError, ValueError, KeyError):
-        return False
 
 
 def start_everything(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
