@@ -42,6 +42,7 @@ from kubesim.workload_scenarios import (
     INSIGHTS,
     INSIGHTS_ANSWERS,
     INSIGHTS_SEED,
+    serve_arguments,
 )
 from tests.kubesim.conftest import http
 from tests.kubesim_process import Kubesim, kubesim_server
@@ -56,9 +57,9 @@ START = 1_790_035_200.0  # a UTC midnight (a Monday)
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubesim]:
     """The insights scenario with two days (and today so far) of its workload run."""
     workdir = tmp_path_factory.mktemp("workload")
-    extra = ["--workload", "insights", "--workload-seed", str(INSIGHTS_SEED)]
-    extra += ["--history-days", "2", "--retention-days", "5"]
-    extra += ["--history-openmetrics", str(workdir / "history")]
+    extra = serve_arguments(
+        "insights", days=2, retention_days=5, openmetrics=str(workdir / "history")
+    )
     with kubesim_server(workdir, scenario="insights", extra=extra) as server:
         yield server
 
