@@ -335,6 +335,32 @@ def test_the_clock_brings_new_jobs(sim: Kubesim) -> None:
     assert len({int(r["created"]) for r in new}) > 1
 
 
+def test_a_fast_clock_runs_the_workload_live(sim: Kubesim) -> None:
+    """At 3,600 times real speed the timer thread, the scheduler and the kubelet go on by
+    themselves: jobs arrive, bind and end without anyone advancing the clock."""
+    before = {r["name"]: r for r in records(sim)}
+    http(sim, "POST", "/kubesim/clock", {"scale": 3600})
+    try:
+
+        def moved() -> bool:
+            now = records(sim)
+            new = [r for r in now if r["name"] not in before]
+            ended = [r for r in new if r["finished"]]
+            return bool(ended)
+
+        wait_for(moved, timeout=60, what="jobs arriving and ending on a fast clock")
+    finally:
+        http(sim, "POST", "/kubesim/clock", {"scale": 1})
+    pod = next(
+        p
+        for p in pods(sim).values()
+        if p["metadata"]["name"] not in before
+        and p["metadata"].get("labels", {}).get(workload.CLASS_LABEL)
+        and p["status"]["phase"] in ("Succeeded", "Failed")
+    )
+    assert condition(pod, "PodScheduled")["status"] == "True"  # type: ignore[index]
+
+
 # --- the scenarios' known answers ---
 
 
