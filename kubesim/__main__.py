@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from kubesim import backfill, persistence
+from kubesim.churn import Churn
 from kubesim.clock import Clock
 from kubesim.cluster import Cluster
 from kubesim.dcgm import (
@@ -203,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         help="label GPUs a pod holds with its pod_uid, as the exporter does with "
         "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID",
     )
+    serve.add_argument(
+        "--exporter-counters",
+        help="the DCGM fields the exporter collects, comma-separated (as dcgm-exporter's "
+        "counters file chooses them); all the default ones unless given",
+    )
     serve.add_argument("--readonly-token", help="a read-only bearer token (random by default)")
     serve.add_argument(
         "--rbac",
@@ -225,6 +231,13 @@ def main(argv: list[str] | None = None) -> int:
         "POST /kubesim/clock also advances it",
     )
     add_workload_options(serve)
+    serve.add_argument(
+        "--churn",
+        type=float,
+        default=0.0,
+        help="pod events a second: a workload pod is deleted and replaced on its node, "
+        "two events each time (a busy cluster's traffic, for benchmarks)",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -284,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         hostname_is_pod=args.hostname_is_pod,
         hostname_label=args.hostname_label,
         pod_uid=args.kubernetes_enable_pod_uid,
+        counters=args.exporter_counters.split(",") if args.exporter_counters else None,
     )
     if runner is not None and history:
         replay_history(cluster, runner, exporter, args, history)
@@ -300,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     threading.Thread(target=cluster.run_scheduler, args=(stop,), daemon=True).start()
     threading.Thread(target=cluster.timers.run_forever, args=(stop,), daemon=True).start()
+    if args.churn > 0:
+        threading.Thread(target=Churn(cluster, args.churn).run, args=(stop,), daemon=True).start()
     serve_forever_in_thread(exporter_server)
     port = server.server_address[1]
     url = args.server_url or f"{scheme}://{args.host}:{port}"

@@ -14,6 +14,7 @@ import hashlib
 import math
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -217,9 +218,16 @@ class Exporter:
         hostname_is_pod: bool = False,
         hostname_label: str = "Hostname",
         pod_uid: bool = False,
+        counters: Collection[str] | None = None,
     ) -> None:
         if hostname_label not in HOSTNAME_LABELS:
             raise ValueError(f"hostname_label must be one of {', '.join(HOSTNAME_LABELS)}")
+        unknown = set(counters or ()) - {c.name for c in COUNTERS}
+        if unknown:
+            raise ValueError(f"unknown DCGM counters: {', '.join(sorted(unknown))}")
+        # The fields collected, as dcgm-exporter's counters file (-f) chooses them: all the
+        # default ones unless told.
+        self.counters = [c for c in COUNTERS if counters is None or c.name in counters]
         self.cluster = cluster
         self.boot = time.time() - 86_400
         # Without the node name passed in (NODE_NAME), dcgm-exporter reports its own pod's
@@ -316,7 +324,7 @@ class Exporter:
             ]
         samples = [(head, tail, s.values(), is_mig) for head, tail, s, is_mig in per_node]
         out: list[str] = []
-        for counter in COUNTERS:
+        for counter in self.counters:
             out.append(
                 f"# HELP {counter.name} {counter.help}\n# TYPE {counter.name} {counter.kind}\n"
             )

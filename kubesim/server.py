@@ -379,6 +379,9 @@ class Handler(BaseHTTPRequestHandler):
             raise errors.too_many_requests(1)
         if outcome == 503:
             raise errors.service_unavailable()
+        if outcome == 410:
+            # What a list or watch from a resourceVersion older than the history meets.
+            raise errors.gone("too old resource version: injected fault")
         raise errors.internal_error("injected fault")
 
     def _route(self, method: str, path: str, query: dict[str, str]) -> Request | None:

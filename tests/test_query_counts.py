@@ -46,7 +46,7 @@ BASELINES: dict[str, int] = {
     "/api/v1/moves/{move}/": 6,
     "/api/v1/audit-events/": 3,
 }
-SIZES = {"small": (10, 3), "large": (500, 12)}  # extra nodes, moves
+SIZES = {"small": (10, 3), "large": (1000, 12)}  # extra nodes, moves
 
 
 def build_world(extra_nodes: int, moves: int) -> dict[str, str]:
