@@ -510,3 +510,24 @@ def test_the_backfill_ends_where_the_live_exporter_goes_on() -> None:
             assert (backfilled.group(1) if backfilled else None) == live, (name, slot)
             checked += 1
     assert checked == 192
+
+
+def test_the_backfill_has_only_the_fields_the_exporter_collects(tmp_path: Path) -> None:
+    cluster = in_process(INSIGHTS, "insights", 0.25)
+    exporter = Exporter(cluster, counters=["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS"])
+    taken = backfill.snapshot(
+        cluster.runner,  # type: ignore[attr-defined]
+        exporter,
+        start=START,
+        end=START + DAY / 4,
+        step=300,
+        target_labels={"job": "dcgm-exporter"},
+    )
+    written = backfill.write_files(tmp_path, taken)
+    assert set(written) == {"gpu_util.om", "xid_errors.om"}
+    assert sorted(p.name for p in tmp_path.glob("*.om")) == ["gpu_util.om", "xid_errors.om"]
+    # 112 GPUs, one sample each 5 minutes of the 6 hours.
+    assert written["gpu_util.om"] == 112 * 72
+    text = (tmp_path / "gpu_util.om").read_text()
+    assert text.endswith("# EOF\n")
+    assert text.count("DCGM_FI_DEV_GPU_UTIL{") == 112 * 72
