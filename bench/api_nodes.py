@@ -117,6 +117,7 @@ def main() -> None:
                 tmp / "sim",
                 nodes=args.nodes,
                 extra=["--exporter-counters", ",".join(PER_GPU_METRICS)],
+                start_timeout=900,
             ) as sim,
             prometheus_server(
                 tmp / "prom",
