@@ -156,6 +156,7 @@ def main() -> None:
                 start_timeout=900,
             ) as sim:
                 settings.KUBECONFIG = str(sim.kubeconfig)
+                settings.KUBE_TIMEOUT = 60.0  # kubesim lists slowly on a busy machine
                 Node.objects.all().delete()
                 started = time.perf_counter()
                 inventory_sync()
