@@ -44,7 +44,6 @@ from pools.inventory.rows import (
     active_pools,
     build_node,
     gpu_pod_from_raw,
-    gpu_pods_deleted,
     gpu_pods_pool_fill,
     gpu_pods_unseen_deleted,
     gpu_pods_upsert,
@@ -77,13 +76,12 @@ class Batch:
     pods_by_node: dict[str, list[PodSummary]]
     gone: set[str]
     pod_rows: list[dict[str, Any]]
-    pods_deleted: set[str]
     received: dict[str, float]  # resource -> when its newest change arrived (monotonic)
     # After a full list of the nodes: the rows of nodes not seen since then are gone.
     sweep_before: datetime | None = None
 
     def __len__(self) -> int:
-        return len(self.nodes) + len(self.gone) + len(self.pod_rows) + len(self.pods_deleted)
+        return len(self.nodes) + len(self.gone) + len(self.pod_rows)
 
 
 @dataclass
@@ -98,7 +96,6 @@ class WatchState:
     dirty: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
     pod_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
-    pods_deleted: set[str] = field(default_factory=set)
     received: dict[str, float] = field(default_factory=dict)
     relist: set[str] = field(default_factory=set)  # resources to list again
     sweep_before: datetime | None = None
@@ -113,12 +110,11 @@ class WatchState:
                 pods_by_node={n: list(self.pods.get(n, {}).values()) for n in self.dirty},
                 gone=self.gone - self.nodes.keys(),
                 pod_rows=list(self.pod_rows.values()),
-                pods_deleted=set(self.pods_deleted),
                 received=dict(self.received),
                 sweep_before=self.sweep_before,
             )
             self.dirty, self.gone, self.pod_rows = set(), set(), {}
-            self.pods_deleted, self.received, self.sweep_before = set(), {}, None
+            self.received, self.sweep_before = {}, None
             self.changed.clear()
         return batch
 
@@ -147,11 +143,10 @@ class WatchState:
                     on_node[uid] = summary
                 self.dirty.add(summary.node)
             if is_gpu_pod(requests):
-                if kind == "DELETED":
-                    self.pod_rows.pop(uid, None)
-                    self.pods_deleted.add(uid)
-                else:
-                    self.pod_rows[uid] = self._pod_row(raw, requests, now)
+                # A deleted pod's row is written with its last state and when it went, even
+                # when it came and went between two flushes.
+                row = self._pod_row(raw, requests, now)
+                self.pod_rows[uid] = {**row, "deleted_at": now} if kind == "DELETED" else row
             self._changed("pods")
 
     def _pod_row(self, raw: Raw, requests: Resources, now: datetime) -> dict[str, Any]:
@@ -203,7 +198,6 @@ def flush(batch: Batch, now: datetime) -> None:
         if batch.gone:
             Node.objects.filter(name__in=batch.gone, gone_at__isnull=True).update(gone_at=now)
         gpu_pods_upsert(batch.pod_rows)
-        gpu_pods_deleted(batch.pods_deleted, now)
         if batch.pod_rows:
             gpu_pods_pool_fill()
     applied = time.monotonic()
@@ -235,7 +229,7 @@ def pods_relist(state: WatchState, leading: threading.Event) -> None:
     by_node: dict[str, dict[str, PodSummary]] = collections.defaultdict(dict)
     version, written = "", 0
     with state.lock:
-        state.pod_rows, state.pods_deleted = {}, set()  # the list rewrites them all
+        state.pod_rows = {}  # the list rewrites them all
     for page in list_pages("pods"):
         version = page.resource_version
         rows = []
@@ -367,11 +361,10 @@ class Leader:
             flush(batch, timezone.now())
             if len(batch) >= LOGGED_BATCH:
                 log.info(
-                    "wrote %d nodes (%d gone), %d pods (%d deleted) in %.2fs",
+                    "wrote %d nodes (%d gone), %d pods in %.2fs",
                     len(batch.nodes),
                     len(batch.gone),
                     len(batch.pod_rows),
-                    len(batch.pods_deleted),
                     time.monotonic() - started,
                 )
         self.flushed = time.monotonic()
