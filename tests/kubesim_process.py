@@ -85,6 +85,8 @@ def kubesim_server(
     extra: list[str] | None = None,
     start_timeout: float = 120,
 ) -> Iterator[Kubesim]:
+    """kubesim serving `scenario` or `nodes` generated nodes; a large cluster seeds for
+    minutes on a busy machine (`start_timeout`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     options = ["--nodes", str(nodes)] if nodes else ["--scenario", scenario]
     options += ["--tls"] if tls else []
@@ -147,7 +149,7 @@ def _wait_serving(
     metrics_port: int,
     *,
     last: bool,
-    timeout: float = 120,
+    timeout: float,
 ) -> bool:
     """True once kubesim serves; False when a port was taken meanwhile (try again)."""
     kubeconfig = workdir / "kubeconfig"

@@ -155,7 +155,7 @@ def test_a_410_gone_lists_that_resource_again(cluster: Kubesim, tmp_path: Path) 
 def kubesim_on(workdir: Path, port: int, metrics_port: int, state: Path) -> Iterator[None]:
     process, log = _start(workdir, port, metrics_port, ["--state", str(state)])
     try:
-        assert _wait_serving(workdir, process, port, metrics_port, last=True)
+        assert _wait_serving(workdir, process, port, metrics_port, last=True, timeout=60)
         yield
     finally:
         stop(process)  # SIGTERM: kubesim saves its state
