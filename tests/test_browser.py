@@ -196,6 +196,10 @@ WALK = (
     "/loans/",
     "/audit/",
     "/tokens/",
+    "/pools/new/",
+    "/pools/training/edit/",
+    "/pools/shared/retire/",
+    "/moves/{move}/",
 )
 
 
@@ -214,13 +218,20 @@ def test_pages_fit_the_screen_from_phone_to_desktop_without_errors(
     settings.PROMETHEUS_URL = prom.url
     inventory_sync()
     User.objects.create_superuser("ada", password="walk-the-pools-1")
+    move = workflow.move_request_create(
+        requested_by=user_in("requesters", "rita"),
+        node_names=["a100-reserve-000", "a100-reserve-001"],
+        destination=Pool.objects.get(name="training"),
+        reason="more training capacity for the launch",
+        now=timezone.now(),
+    )
     phone = viewport is PHONE
     for dark in (False, True):
         watched = Watched(chromium_browser, viewport=viewport, dark=dark)
         watched.log_in(live_server.url, "ada", "walk-the-pools-1")
         page = watched.page
         for path in WALK:
-            page.goto(f"{live_server.url}{path}")
+            page.goto(f"{live_server.url}{path.format(move=move.pk)}")
             page.wait_for_load_state("networkidle")
             assert watched.no_sideways_scroll(), (path, viewport, watched.too_wide())
             # Every link of the navigation sits on the dark bar (not white on white).
