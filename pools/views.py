@@ -11,7 +11,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
 from pools import selectors, services
-from pools.core import charts, figures
+from pools.core import charts, figures, links
 from pools.core.snippets import scheduling_block
 from pools.filters import NodeFilter
 from pools.forms import PoolForm
@@ -26,6 +26,11 @@ def _chart(points: list[tuple[float, float]], **options: object) -> SafeString:
 
 # The filters of pools.filters.NodeFilter the pool page offers (the pool is the page's).
 POOL_PAGE_FILTERS = ("gpu_model", "ready", "cordoned", "drifted", "health")
+
+
+def _grafana(template: str | None, placeholder: str, value: str | None) -> str | None:
+    """The link out to the team's dashboard, where one is configured (GRAFANA_*_URL)."""
+    return links.link(template, placeholder, value) if template and value else None
 
 
 def _live(request: HttpRequest) -> bool:
@@ -74,6 +79,7 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         }
     )
     if pool is not None:
+        context["grafana_url"] = _grafana(settings.GRAFANA_POOL_URL, "pool", pool.name)
         context["pool_key_label"] = f"{settings.POOL_LABEL_KEY}={pool.name}"
         model = request.GET.get("snippet_model", "")
         context["snippet_model"] = model
@@ -91,6 +97,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     if _live(request):
         return render(request, "pools/_node_live.html", context)
     history = selectors.node_history(node)
+    context["grafana_url"] = _grafana(settings.GRAFANA_NODE_URL, "node", node.name)
     context["charts"] = {
         name: _chart(
             result.points,

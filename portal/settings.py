@@ -12,6 +12,7 @@ from portal.env import (
     env_database,
     env_float,
     env_int,
+    env_link_template,
     env_list,
     env_origins,
     env_port,
@@ -210,6 +211,10 @@ KUBECONFIG = env_str("KUBECONFIG", "")
 KUBE_CONTEXT = env_str("KUBE_CONTEXT", "")
 KUBE_IN_CLUSTER = env_bool("KUBE_IN_CLUSTER", False)
 KUBE_TIMEOUT = env_float("KUBE_TIMEOUT", 5.0, minimum=0.1, maximum=300.0)
+
+# Links out to the team's dashboards, shown on the node and pool pages where set.
+GRAFANA_NODE_URL = env_link_template("GRAFANA_NODE_URL", "node")
+GRAFANA_POOL_URL = env_link_template("GRAFANA_POOL_URL", "pool")
 
 # Which readiness checks make /readyz answer 503 when they fail.
 READYZ_REQUIRED = env_list(
