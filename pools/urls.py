@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pools import move_views, token_views, views
+from pools import move_views, search_views, token_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -18,6 +18,7 @@ urlpatterns = [
     path("loans/", move_views.loans, name="loans"),
     path("loans/<int:pk>/change/", move_views.loan_change, name="loan-change"),
     path("audit/", move_views.audit_log, name="audit-log"),
+    path("search/", search_views.search_page, name="search"),
     path("tokens/", token_views.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", token_views.token_revoke_view, name="token-revoke"),
 ]
