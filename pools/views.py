@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.db.models import Q
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
@@ -51,6 +51,20 @@ def _pool_or_unassigned(name: str) -> Pool | None:
     return get_object_or_404(Pool.objects.active(), name=name)
 
 
+def _node_export_query(request: HttpRequest, pool: Pool | None) -> str:
+    """The CSV export's filters: the page's own, its pool, and present nodes only."""
+    query = QueryDict(mutable=True)
+    for key in POOL_PAGE_FILTERS:
+        if request.GET.get(key):
+            query[key] = request.GET[key]
+    if pool is None:
+        query["unassigned"] = "true"
+    else:
+        query["pool"] = pool.name
+    query["gone"] = "false"
+    return query.urlencode()
+
+
 @require(Capability.VIEW)
 def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     pool = _pool_or_unassigned(name)
@@ -62,6 +76,7 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         "slug": name,
         "live_seconds": settings.LIVE_REFRESH_SECONDS,
         "filters": {key: request.GET.get(key, "") for key in POOL_PAGE_FILTERS},
+        "export_query": _node_export_query(request, pool),
         "health": figures.HEALTH,
     }
     if _live(request):

@@ -34,7 +34,7 @@ BASELINES: dict[str, int] = {
     "/moves/?state=all": 6,
     "/moves/{move}/": 8,
     "/loans/": 4,
-    "/audit/": 5,
+    "/audit/": 6,
     "/tokens/": 4,
     "/search/?q=a100": 6,
     "/search/?q=%23{move}": 7,
