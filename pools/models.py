@@ -122,6 +122,13 @@ class Node(models.Model):
     drifted = models.BooleanField(default=False)
     drift = models.JSONField(default=dict, blank=True)
     pods = models.JSONField(default=list)
+    # Numeric twins of the allocatable strings and the sums requested by the pods bound to
+    # the node (all pods, not only GPU pods: a CPU-only pod still takes CPU a GPU job needs),
+    # so the fit check and the figures compare numbers without parsing quantities per read.
+    cpu_allocatable_milli = models.BigIntegerField(default=0)
+    memory_allocatable_bytes = models.BigIntegerField(default=0)
+    cpu_requested_milli = models.BigIntegerField(default=0)
+    memory_requested_bytes = models.BigIntegerField(default=0)
     resource_version = models.CharField(max_length=64, blank=True)
     last_seen = models.DateTimeField()
     gone_at = models.DateTimeField(null=True, blank=True)
@@ -137,6 +144,79 @@ class Node(models.Model):
 
     def taint_objects(self) -> list[Taint]:
         return [Taint.from_api(t) for t in self.taints]
+
+
+class GpuPodQuerySet(models.QuerySet["GpuPod"]):
+    def live(self) -> GpuPodQuerySet:
+        """Pods that still exist and have not ended (Pending or Running)."""
+        return self.filter(deleted_at__isnull=True, finished_at__isnull=True)
+
+    def pending(self) -> GpuPodQuerySet:
+        return self.live().filter(phase=GpuPod.Phase.PENDING)
+
+
+class GpuPod(models.Model):
+    """One GPU pod as the inventory saw it, kept after it ends (for POD_HISTORY_DAYS) so the
+    pool insights can measure queue times, run times and failure reasons.
+
+    ``pool_label`` is the pool key's value on the pod's node when the pod was bound, so a
+    later move of the node does not rewrite where the pod ran."""
+
+    class Phase(models.TextChoices):
+        PENDING = "Pending"
+        RUNNING = "Running"
+        SUCCEEDED = "Succeeded"
+        FAILED = "Failed"
+        UNKNOWN = "Unknown"
+
+    uid = models.CharField(max_length=64, unique=True)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    node_name = models.CharField(max_length=253, blank=True)
+    pool_label = models.CharField(max_length=63, blank=True)
+    phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.PENDING)
+    gpus = models.PositiveIntegerField(default=0)
+    cpu_milli = models.BigIntegerField(default=0)
+    memory_bytes = models.BigIntegerField(default=0)
+    owner_kind = models.CharField(max_length=63, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+    workload_type = models.CharField(max_length=63, blank=True)
+    team = models.CharField(max_length=63, blank=True)
+    priority_class = models.CharField(max_length=253, blank=True)
+    priority = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    terminating_since = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    termination_reason = models.CharField(max_length=128, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    termination_message = models.TextField(blank=True)
+    unschedulable_message = models.TextField(blank=True)
+    waiting_reason = models.CharField(max_length=128, blank=True)
+    restarts = models.PositiveIntegerField(default=0)
+    # The scheduling block as submitted, for the fit check's verdicts and fixes.
+    node_selector = models.JSONField(default=dict, blank=True)
+    affinity = models.JSONField(default=dict, blank=True)
+    tolerations = models.JSONField(default=list, blank=True)
+    resource_version = models.CharField(max_length=64, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = GpuPodQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        indexes = [
+            models.Index(fields=["node_name"]),
+            models.Index(fields=["phase", "deleted_at"]),
+            models.Index(fields=["pool_label", "finished_at"]),
+            models.Index(fields=["created_at"]),
+            models.Index(fields=["namespace", "name"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 class MoveRequest(models.Model):
