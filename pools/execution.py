@@ -22,6 +22,7 @@ from django.utils import timezone
 from pools import log_context, observability
 from pools.audit import audit
 from pools.core.checks import NodeFacts, PoolFacts, capacity_floor
+from pools.core.notices import Event
 from pools.core.snapshot import node_record
 from pools.errors import (
     CapacityFloorReached,
@@ -29,6 +30,7 @@ from pools.errors import (
     NodeMovedSinceRequest,
     NodeNotMoved,
 )
+from pools.events import announce_event_after_commit
 from pools.inventory import inventory_refresh_node
 from pools.kube import drain
 from pools.kube.errors import KubeError
@@ -346,6 +348,7 @@ def _finish_request_if_done(request_id: int, now: datetime) -> None:
         observability.move_finished(outcome=final, approved_at=request.decided_at, ended_at=now)
         release_nodes(request)
         audit(f"move.{final}", request=request, message=f"{ok} node(s) done, {failed} failed")
+        announce_event_after_commit(request_id, Event.FINISHED)
 
 
 def sweep(*, now: datetime) -> dict[str, list[int]]:

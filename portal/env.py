@@ -341,3 +341,19 @@ def env_link_template(
     if problem is not None:
         raise EnvError(name, f"{problem}, got {value!r}")
     return value
+
+
+_EMAIL = re.compile(r"[^@\s<>]+@[^@\s<>]+")
+
+
+def env_email(name: str, default: str, environ_: dict[str, str] | None = None) -> str:
+    """An address (``portal@example.com``) or a name with one (``GPU portal <portal@…>``)."""
+    value = _raw(name, environ_)
+    if value is None:
+        return default
+    inner = value[value.find("<") + 1 : -1] if value.endswith(">") and "<" in value else value
+    if not _EMAIL.fullmatch(inner.strip()):
+        raise EnvError(
+            name, f"expected an address like portal@example.com or Name <portal@…>, got {value!r}"
+        )
+    return value
