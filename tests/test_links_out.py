@@ -42,7 +42,7 @@ def test_the_variable_is_checked_at_start_up() -> None:
     assert env_link_template("GRAFANA_NODE_URL", "node", {}) is None
     assert env_link_template("GRAFANA_NODE_URL", "node", {"GRAFANA_NODE_URL": NODE_URL}) == NODE_URL
     with pytest.raises(EnvError, match=r"^GRAFANA_POOL_URL: expected the placeholder \{pool\}"):
-        env_link_template("GRAFANA_POOL_URL", "pool", {"GRAFANA_POOL_URL": "https://g/{node}"})
+        env_link_template("GRAFANA_POOL_URL", "pool", {"GRAFANA_POOL_URL": "https://g/d/pools"})
 
 
 def _grafana_href(page: str) -> str | None:
