@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from pools.core.search import MAX_QUERY_LENGTH
+from pools.core.search import MAX_QUERY_LENGTH, query_problem
 from pools.roles import Capability, require
 from pools.search import search
 
@@ -13,7 +13,7 @@ from pools.search import search
 @require(Capability.VIEW)
 def search_page(request: HttpRequest) -> HttpResponse:
     text = request.GET.get("q", "").strip()
-    if len(text) > MAX_QUERY_LENGTH:
-        context = {"q": text[:MAX_QUERY_LENGTH], "error": f"At most {MAX_QUERY_LENGTH} characters."}
+    if problem := query_problem(text):
+        context = {"q": text[:MAX_QUERY_LENGTH].replace("\x00", ""), "error": problem}
         return render(request, "pools/search.html", context, status=400)
     return render(request, "pools/search.html", {"q": text, "results": search(text=text)})

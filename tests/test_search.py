@@ -95,6 +95,19 @@ def test_page_groups_nodes_pods_moves_and_pools(viewer: Client) -> None:
 
 
 @pytest.mark.django_db
+def test_a_query_too_long_or_with_a_null_character_is_a_400(viewer: Client) -> None:
+    for bad, says in (("x" * 201, "At most 200 characters."), ("a\x00b", "Null characters")):
+        response = viewer.get("/search/", {"q": bad})
+        assert response.status_code == 400
+        assert says in response.content.decode()
+    assert api_status("/api/v1/search/?q=a%00b") == 400
+
+
+def api_status(path: str) -> int:
+    return api(token_create(user=user_in("viewers", "vic"), name="t")[1]).get(path).status_code
+
+
+@pytest.mark.django_db
 def test_the_box_is_on_every_page(viewer: Client) -> None:
     demo_inventory()
     for url in ("/", "/pools/training/", "/nodes/gpu-new-000/", "/moves/", "/audit/"):

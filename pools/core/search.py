@@ -29,6 +29,15 @@ class Query:
         return self.label_value if self.label_value is not None else self.text
 
 
+def query_problem(text: str) -> str | None:
+    """Why `text` cannot be searched for, or None."""
+    if len(text) > MAX_QUERY_LENGTH:
+        return f"At most {MAX_QUERY_LENGTH} characters."
+    if "\x00" in text:  # PostgreSQL refuses it in any string
+        return "Null characters are not allowed."
+    return None
+
+
 def parse_query(text: str) -> Query:
     text = text.strip()
     number = _MOVE_NUMBER.fullmatch(text)
