@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from datetime import timedelta
 
@@ -14,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from pools import workflow
+from pools.audit import audit
 from pools.core.csv_cells import cell
 from pools.models import AuditEvent, MoveRequest, Pool
 from tests.factories import Group, demo_inventory, node_and_pods, store
@@ -112,11 +114,15 @@ def test_audit_export_and_page_filter_by_time_actor_node_and_type(viewer: Client
     workflow.move_reject(
         request=move, approver=user_in("approvers", "abe"), reason="no", now=timezone.now()
     )
+    audit("node.patched", node_name="a100-reserve-000", before={"labels": {"a": "1"}}, after={})
+    (patched,) = download(viewer, "/export/audit.csv?action=node.patched")
+    assert json.loads(patched["before"]) == {"labels": {"a": "1"}} and patched["after"] == ""
     rows = download(viewer, "/export/audit.csv?actor=abe")
     assert [(r["action"], r["move"], r["message"]) for r in rows] == [
         ("move.rejected", str(move.pk), "no")
     ]
-    assert len(download(viewer, "/export/audit.csv?action=move.")) == AuditEvent.objects.count()
+    moves_only = AuditEvent.objects.filter(action__startswith="move.").count()
+    assert len(download(viewer, "/export/audit.csv?action=move.")) == moves_only
     future = (timezone.now() + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
     assert download(viewer, f"/export/audit.csv?since={future}") == []
     assert len(download(viewer, f"/export/audit.csv?until={future}")) == AuditEvent.objects.count()

@@ -15,6 +15,8 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def cell(value: object) -> object:
+    if type(value) is str:  # most cells: the fast path first
+        return "'" + value if value.startswith(_FORMULA_START) else value
     if value is None:
         return ""
     if isinstance(value, bool):
