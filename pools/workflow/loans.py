@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import F
 
 from pools.audit import audit
+from pools.core.labels import counted
 from pools.core.notices import Event
 from pools.errors import InvalidMove, WorkflowError
 from pools.events import announce_event_after_commit, announce_execution_after_commit
@@ -89,7 +90,7 @@ def _return_move(loan: MoveRequest, items: list[MoveItem], now: datetime) -> Mov
     audit(
         "loan.returning",
         request=back,
-        message=f"{len(items)} node(s) back to {back.destination.name} "
+        message=f"{counted(len(items), 'node')} back to {back.destination.name} "
         f"(loan of move #{loan.pk} ended)",
     )
     announce_execution_after_commit(back.pk)

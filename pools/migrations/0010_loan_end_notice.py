@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("pools", "0007_pod_inventory"),
+        ("pools", "0009_pool_colour"),
     ]
 
     operations = [
