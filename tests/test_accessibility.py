@@ -1,5 +1,6 @@
 """Accessibility: axe-core (vendored from the npm registry, no CDN) finds no serious or
-critical violation on any page, at desktop and phone widths."""
+critical violation on any page, at desktop and phone widths; and the walk meets no console
+error and no failed request."""
 
 from __future__ import annotations
 
@@ -73,6 +74,9 @@ def test_no_serious_violations_on_any_page(
         now=timezone.now(),
     )
     page.set_viewport_size({"width": width, "height": 900})
+    problems: list[str] = []
+    page.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text}"))
+    page.on("response", lambda r: r.status >= 400 and problems.append(f"{r.status} {r.url}"))
     found = {}
     for path in _pages(move.pk):
         page.goto(f"{live_server.url}{path}")
@@ -80,5 +84,6 @@ def test_no_serious_violations_on_any_page(
         violations = page.evaluate(RUN_AXE)
         if violations:
             found[path] = violations
+    assert not problems, "\n".join(problems)
     report = [f"{path}: {v}" for path, violations in found.items() for v in violations]
     assert not report, "\n".join(report)
