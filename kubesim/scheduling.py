@@ -93,8 +93,9 @@ def _taint_text(taint: dict[str, Any]) -> str:
     return f"{{{taint.get('key')}: {taint.get('value') or ''}}}"
 
 
-def failure_reason(pod: dict[str, Any], node: dict[str, Any], allocated: int) -> str | None:
-    """The first filter that rejects the node, in the default scheduler's plugin order."""
+def static_reason(pod: dict[str, Any], node: dict[str, Any]) -> str | None:
+    """The first filter that rejects the node before resources are counted, in the default
+    scheduler's plugin order (unschedulable, taints, node affinity)."""
     spec = node.get("spec") or {}
     if spec.get("unschedulable"):
         return "node(s) were unschedulable"
@@ -105,10 +106,32 @@ def failure_reason(pod: dict[str, Any], node: dict[str, Any], allocated: int) ->
     labels = (node.get("metadata") or {}).get("labels") or {}
     if not matches_affinity(pod, labels):
         return "node(s) didn't match Pod's node affinity/selector"
+    return None
+
+
+def failure_reason(pod: dict[str, Any], node: dict[str, Any], allocated: int) -> str | None:
+    """The first filter that rejects the node, in the default scheduler's plugin order."""
+    reason = static_reason(pod, node)
+    if reason:
+        return reason
     wanted = gpu_request(pod)
     if wanted and node_gpus(node) - allocated < wanted:
         return f"Insufficient {GPU}"
     return None
+
+
+def static_filter(
+    pod: dict[str, Any], nodes: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], collections.Counter[str]]:
+    """The nodes that pass the filters before resources, and why the others did not."""
+    eligible, reasons = [], collections.Counter[str]()
+    for node in nodes:
+        reason = static_reason(pod, node)
+        if reason:
+            reasons[reason] += 1
+        else:
+            eligible.append(node)
+    return eligible, reasons
 
 
 def choose_node(
@@ -116,20 +139,35 @@ def choose_node(
 ) -> tuple[str | None, str]:
     """The node to bind to (the one with the least free GPUs that fits: bin-packing keeps whole
     nodes free for gang jobs), or None and the Unschedulable message."""
-    reasons: collections.Counter[str] = collections.Counter()
+    eligible, reasons = static_filter(pod, nodes)
+    capacities = [(n["metadata"]["name"], node_gpus(n)) for n in eligible]
+    return choose_among(pod, capacities, reasons, len(nodes), allocated)
+
+
+def choose_among(
+    pod: dict[str, Any],
+    capacities: list[tuple[str, int]],
+    static_reasons: collections.Counter[str],
+    total: int,
+    allocated: dict[str, int],
+) -> tuple[str | None, str]:
+    """`choose_node` once the filters before resources have run: `capacities` are the
+    (name, GPUs) of the nodes that passed them."""
+    wanted = gpu_request(pod)
     best: tuple[int, str] | None = None
-    for node in nodes:
-        name = node["metadata"]["name"]
-        reason = failure_reason(pod, node, allocated.get(name, 0))
-        if reason:
-            reasons[reason] += 1
+    short = 0
+    for name, capacity in capacities:
+        free = capacity - allocated.get(name, 0)
+        if wanted and free < wanted:
+            short += 1
             continue
-        free = node_gpus(node) - allocated.get(name, 0)
         if best is None or (free, name) < best:
             best = (free, name)
     if best is not None:
         return best[1], ""
-    total = len(nodes)
+    reasons = collections.Counter(static_reasons)
+    if short:
+        reasons[f"Insufficient {GPU}"] += short
     listed = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
     message = (
         f"0/{total} nodes are available: {listed}."

@@ -18,7 +18,7 @@ from django.utils import timezone
 from pools import execution, notifications, workflow
 from pools.events import execution_wanted, move_event
 from pools.idempotency import idempotency_records_purge
-from pools.inventory import inventory_sync
+from pools.inventory.sync import inventory_safety_net
 from pools.kube.errors import KubeUnavailable
 from pools.notify.errors import NotificationFailed
 from portal.celery import NODE_CHANGING_TASK_OPTIONS
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 @shared_task(ignore_result=True)
 def sync_inventory() -> str:
-    return str(inventory_sync())
+    return inventory_safety_net()
 
 
 @shared_task(ignore_result=True, **NODE_CHANGING_TASK_OPTIONS)

@@ -19,6 +19,7 @@ from tests.moves_helpers import user_in
 from tests.test_browser_features import log_in
 
 stack = test_browser.stack
+chromium_browser = test_browser.chromium_browser
 browser_page = test_browser.browser_page
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 AXE = Path(__file__).resolve().parent.parent / "static" / "vendor" / "axe-core" / "axe.min.js"

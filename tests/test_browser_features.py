@@ -18,6 +18,7 @@ from tests import test_browser
 
 # The stack (kubesim and a Prometheus scraping it) and the page of tests/test_browser.py.
 stack = test_browser.stack
+chromium_browser = test_browser.chromium_browser
 browser_page = test_browser.browser_page
 pytestmark = test_browser.pytestmark
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

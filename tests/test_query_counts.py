@@ -49,7 +49,7 @@ BASELINES: dict[str, int] = {
     "/api/v1/audit-events/": 3,
     "/api/v1/search/?q=a100": 5,
 }
-SIZES = {"small": (10, 3), "large": (500, 12)}  # extra nodes, moves
+SIZES = {"small": (10, 3), "large": (1000, 12)}  # extra nodes, moves
 
 
 def build_world(extra_nodes: int, moves: int) -> dict[str, str]:

@@ -1,7 +1,8 @@
 // "Updated n s ago" beside every live part of a page, and "Stale" when its refresh failed
-// or has not happened for three intervals (a laptop asleep, a server down). It watches what
-// live.js does (data-live-updated on success, the live-stale class on failure), so the two
-// stay independent.
+// or has not happened for three intervals (a laptop asleep, a server down); "Final" once the
+// part said it is done (a move that ended) and live.js stopped refreshing it. It watches
+// what live.js does (data-live-updated on success, the live-stale class on failure,
+// data-live-stopped when done), so the two stay independent.
 (function () {
   "use strict";
   function ago(seconds) {
@@ -17,6 +18,12 @@
     label.setAttribute("data-live-age", "");
     element.parentNode.insertBefore(label, element);
     function show() {
+      if (element.hasAttribute("data-live-stopped")) {
+        label.textContent = "Final: updated at " + new Date(updated).toLocaleTimeString();
+        label.classList.remove("live-age-stale");
+        label.setAttribute("data-stale", "false");
+        return;
+      }
       var seconds = Math.max(0, Math.round((Date.now() - updated) / 1000));
       var stale = element.classList.contains("live-stale") || seconds > 3 * interval + 2;
       label.textContent = stale
@@ -31,7 +38,7 @@
         if (change.attributeName === "data-live-updated") { updated = Date.now(); }
       });
       show();
-    }).observe(element, { attributes: true, attributeFilter: ["data-live-updated", "class"] });
+    }).observe(element, { attributes: true, attributeFilter: ["data-live-updated", "data-live-stopped", "class"] });
     show();
     setInterval(show, 1000);
   });

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("pools", "0009_pool_colour"),
+        ("pools", "0010_inventory_lease"),
     ]
 
     operations = [
