@@ -3,6 +3,7 @@ approvals, the append-only audit log, API tokens and idempotency records."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +18,9 @@ from pools.core.pool_definition import definition_errors
 class PoolQuerySet(models.QuerySet["Pool"]):
     def active(self) -> PoolQuerySet:
         return self.filter(retired_at__isnull=True)
+
+    def retired(self) -> PoolQuerySet:
+        return self.filter(retired_at__isnull=False)
 
 
 class Pool(models.Model):
@@ -49,6 +53,11 @@ class Pool(models.Model):
     requires_healthy_nodes = models.BooleanField(
         default=False, help_text="Refuse nodes with XID errors or without metrics."
     )
+    colour = models.CharField(
+        max_length=7,
+        blank=True,
+        help_text="#rrggbb on chips and cards; empty picks the first free palette colour.",
+    )
     retired_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -68,6 +77,7 @@ class Pool(models.Model):
         "accepted_gpu_models",
         "approvals_required",
         "requires_healthy_nodes",
+        "colour",
     )
 
     class Meta:
@@ -84,6 +94,21 @@ class Pool(models.Model):
 
     def spec(self) -> PoolSpec:
         return PoolSpec(self.name, dict(self.labels), self.taint)
+
+    def validate_unique(self, exclude: Collection[str] | None = None) -> None:
+        # A retired pool keeps its name (its moves and audit events refer to it): say so,
+        # rather than "already exists" about a pool nobody sees.
+        retired = Pool.objects.retired().filter(name=self.name).exclude(pk=self.pk).first()
+        if retired is not None and not (exclude and "name" in exclude):
+            raise ValidationError(
+                {
+                    "name": f"The name {self.name!r} is taken by the retired pool "
+                    f"{retired.display_name!r} (retired {retired.retired_at:%Y-%m-%d}): "
+                    "restore it, or choose another name."
+                },
+                code="retired_name",
+            )
+        super().validate_unique(exclude=exclude)
 
     def clean(self) -> None:
         errors = definition_errors(
@@ -122,6 +147,13 @@ class Node(models.Model):
     drifted = models.BooleanField(default=False)
     drift = models.JSONField(default=dict, blank=True)
     pods = models.JSONField(default=list)
+    # Numeric twins of the allocatable strings and the sums requested by the pods bound to
+    # the node (all pods, not only GPU pods: a CPU-only pod still takes CPU a GPU job needs),
+    # so the fit check and the figures compare numbers without parsing quantities per read.
+    cpu_allocatable_milli = models.BigIntegerField(default=0)
+    memory_allocatable_bytes = models.BigIntegerField(default=0)
+    cpu_requested_milli = models.BigIntegerField(default=0)
+    memory_requested_bytes = models.BigIntegerField(default=0)
     resource_version = models.CharField(max_length=64, blank=True)
     last_seen = models.DateTimeField()
     gone_at = models.DateTimeField(null=True, blank=True)
@@ -137,6 +169,79 @@ class Node(models.Model):
 
     def taint_objects(self) -> list[Taint]:
         return [Taint.from_api(t) for t in self.taints]
+
+
+class GpuPodQuerySet(models.QuerySet["GpuPod"]):
+    def live(self) -> GpuPodQuerySet:
+        """Pods that still exist and have not ended (Pending or Running)."""
+        return self.filter(deleted_at__isnull=True, finished_at__isnull=True)
+
+    def pending(self) -> GpuPodQuerySet:
+        return self.live().filter(phase=GpuPod.Phase.PENDING)
+
+
+class GpuPod(models.Model):
+    """One GPU pod as the inventory saw it, kept after it ends (for POD_HISTORY_DAYS) so the
+    pool insights can measure queue times, run times and failure reasons.
+
+    ``pool_label`` is the pool key's value on the pod's node when the pod was bound, so a
+    later move of the node does not rewrite where the pod ran."""
+
+    class Phase(models.TextChoices):
+        PENDING = "Pending"
+        RUNNING = "Running"
+        SUCCEEDED = "Succeeded"
+        FAILED = "Failed"
+        UNKNOWN = "Unknown"
+
+    uid = models.CharField(max_length=64, unique=True)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    node_name = models.CharField(max_length=253, blank=True)
+    pool_label = models.CharField(max_length=63, blank=True)
+    phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.PENDING)
+    gpus = models.PositiveIntegerField(default=0)
+    cpu_milli = models.BigIntegerField(default=0)
+    memory_bytes = models.BigIntegerField(default=0)
+    owner_kind = models.CharField(max_length=63, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+    workload_type = models.CharField(max_length=63, blank=True)
+    team = models.CharField(max_length=63, blank=True)
+    priority_class = models.CharField(max_length=253, blank=True)
+    priority = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    terminating_since = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    termination_reason = models.CharField(max_length=128, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    termination_message = models.TextField(blank=True)
+    unschedulable_message = models.TextField(blank=True)
+    waiting_reason = models.CharField(max_length=128, blank=True)
+    restarts = models.PositiveIntegerField(default=0)
+    # The scheduling block as submitted, for the fit check's verdicts and fixes.
+    node_selector = models.JSONField(default=dict, blank=True)
+    affinity = models.JSONField(default=dict, blank=True)
+    tolerations = models.JSONField(default=list, blank=True)
+    resource_version = models.CharField(max_length=64, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = GpuPodQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        indexes = [
+            models.Index(fields=["node_name"]),
+            models.Index(fields=["phase", "deleted_at"]),
+            models.Index(fields=["pool_label", "finished_at"]),
+            models.Index(fields=["created_at"]),
+            models.Index(fields=["namespace", "name"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 class MoveRequest(models.Model):
@@ -222,6 +327,11 @@ class MoveItem(models.Model):
     )
     source_label = models.CharField(max_length=63, blank=True)
     planned_diff = models.JSONField(default=dict)
+    # The node's labels and taints as the plan saw them (the inventory's row at the request).
+    planned_before = models.JSONField(default=dict, blank=True)
+    # What the move was approved to make the node carry (pools.core.desired.Target.as_dict):
+    # execution applies exactly this, whatever the pool definitions say by then.
+    desired = models.JSONField(default=dict, blank=True)
     gpu_pods = models.JSONField(default=list)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     # True while the request may still change the node: at most one such item per node.
@@ -230,6 +340,11 @@ class MoveItem(models.Model):
     before = models.JSONField(default=dict, blank=True)
     after = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    # While the Kubernetes API is unavailable: what the node waits for, shown on the move page.
+    waiting = models.CharField(max_length=500, blank=True)
+    # Drain-first: the portal cordoned the node (it was schedulable before), so only then is
+    # it uncordoned at the end; kept in the row so a resumed item knows it too.
+    cordoned_by_portal = models.BooleanField(default=False)
     attempts = models.PositiveIntegerField(default=0)
     lease_until = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -325,6 +440,8 @@ class ApiToken(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # Optional: after this the token is refused (401) as a revoked one is.
+    expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -351,3 +468,21 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.status or 'in progress'})"
+
+
+class InventoryLease(models.Model):
+    """Who writes the inventory: one row per lease, held by one process until it expires.
+
+    The watcher holds it for as long as it runs, renewing it; a second watcher waits and
+    takes it over once it expires (the first died or hung). The periodic full sync takes it
+    for one sync, or, while a watcher holds it, asks the watcher to re-list instead."""
+
+    name = models.CharField(max_length=63, unique=True)
+    holder = models.CharField(max_length=255, blank=True)
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    renewed_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField()
+    relist_requested_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder or 'free'}"

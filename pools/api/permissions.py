@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
 from pools import guarded_cache
-from pools.roles import Capability, has_capability
+from pools.roles import Capability, has_capability, refusal_reason
 
 
 class HasCapability(permissions.BasePermission):
@@ -25,7 +25,7 @@ class HasCapability(permissions.BasePermission):
         action = getattr(view, "action", None)
         capability = needed.get(action or "", needed.get(request.method or "", Capability.VIEW))
         if not has_capability(request.user, capability):
-            self.message = f"This needs the {capability.value} permission."
+            self.message = refusal_reason(capability)
             return False
         return True
 

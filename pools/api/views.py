@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import filters, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -102,13 +107,18 @@ class BaseView:
 
 
 @extend_schema_view(
-    list=extend_schema(responses={200: s.PoolSerializer(many=True), **READ_ERRORS}),
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter("retired", bool, description="true: the retired pools instead")
+        ],
+        responses={200: s.PoolSerializer(many=True), **READ_ERRORS},
+    ),
     retrieve=extend_schema(responses={200: s.PoolSerializer, **READ_ERRORS, **errors(404)}),
     create=extend_schema(responses={201: s.PoolSerializer, **WRITE_ERRORS}),
     update=extend_schema(responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)}),
     partial_update=extend_schema(responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)}),
     destroy=extend_schema(
-        description="Retire the pool (refused while it holds nodes).",
+        description="Retire the pool (refused while it holds nodes); `restore` undoes it.",
         responses={204: None, **WRITE_ERRORS, **errors(404)},
     ),
 )
@@ -122,12 +132,25 @@ class PoolViewSet(BaseView, viewsets.ModelViewSet):  # type: ignore[type-arg]
         "update": Capability.EDIT_POOLS,
         "partial_update": Capability.EDIT_POOLS,
         "destroy": Capability.EDIT_POOLS,
+        "restore": Capability.EDIT_POOLS,
     }
 
     def get_queryset(self) -> QuerySet[Pool]:
-        return Pool.objects.active().annotate(
-            node_count=Count("nodes", filter=Q(nodes__gone_at__isnull=True))
-        )
+        # The retired pools: with ?retired=true, and the one a restore names.
+        retired = self.action == "restore" or self.request.query_params.get("retired") == "true"
+        return selectors.pools_for_list(retired=retired)
+
+    @extend_schema(
+        request=None,
+        description="Bring a retired pool back as it was (refused when its definition now "
+        "clashes with an active pool's).",
+        responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)},
+    )
+    @action(detail=True, methods=["post"])
+    def restore(self, request: Request, name: str | None = None) -> Response:
+        pool = services.pool_restore(pool=self.get_object())
+        restored = selectors.pools_for_list(retired=False).get(pk=pool.pk)
+        return Response(s.PoolSerializer(restored).data)
 
     def perform_create(self, serializer: s.PoolSerializer) -> None:
         pool = Pool(**serializer.validated_data)
@@ -260,17 +283,17 @@ class MoveViewSet(
     )
     @idempotent
     def create(self, request: Request) -> Response:
-        data = _valid(s.MoveCreateSerializer, request)
+        ask = _ask(_valid(s.MoveCreateSerializer, request))
         move = workflow.move_request_create(
             requested_by=request.user,
-            node_names=data["nodes"],
-            destination=data["destination"],
-            reason=data["reason"],
-            drain_policy=data["drain_policy"],
-            drain_deadline_seconds=data["drain_deadline_seconds"],
-            loan_until=data.get("loan_until"),
-            health_override=data["health_override"],
-            reconcile=data["reconcile"],
+            node_names=ask.node_names,
+            destination=ask.destination,
+            reason=ask.reason,
+            drain_policy=ask.drain_policy,
+            drain_deadline_seconds=ask.drain_deadline_seconds,
+            loan_until=ask.loan_until,
+            health_override=ask.health_override,
+            reconcile=ask.reconcile,
             now=timezone.now(),
         )
         return Response(
@@ -285,13 +308,7 @@ class MoveViewSet(
     )
     @action(detail=False, methods=["post"], url_path="dry-run")
     def dry_run(self, request: Request) -> Response:
-        data = _valid(s.DryRunSerializer, request)
-        plan = workflow.move_plan(
-            node_names=data["nodes"],
-            destination=data["destination"],
-            reconcile=data["reconcile"],
-            health_override=data["health_override"],
-        )
+        plan = workflow.move_plan(ask=_ask(_valid(s.DryRunSerializer, request)), now=timezone.now())
         return Response(
             s.DryRunResultSerializer(
                 {
@@ -318,7 +335,7 @@ class MoveViewSet(
             move=move,
             user=request.user,
             action=action,
-            comment=_valid(s.DecisionSerializer, request)["comment"],
+            reason=_valid(s.DecisionSerializer, request)["reason"],
             now=timezone.now(),
         )
         return Response(s.MoveSerializer(self.get_queryset().get(pk=move.pk)).data)
@@ -351,6 +368,19 @@ class MoveViewSet(
         return self._decide(request, workflow.Action.CANCEL)
 
 
+def _ask(data: dict[str, Any]) -> workflow.MoveAsk:
+    return workflow.MoveAsk(
+        node_names=data["nodes"],
+        destination=data["destination"],
+        reason=data.get("reason", ""),
+        drain_policy=data["drain_policy"],
+        drain_deadline_seconds=data["drain_deadline_seconds"],
+        loan_until=data.get("loan_until"),
+        health_override=data["health_override"],
+        reconcile=data["reconcile"],
+    )
+
+
 def _valid(serializer_class: type, request: Request) -> dict[str, Any]:
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
@@ -380,7 +410,10 @@ class InventorySyncView(BaseView, APIView):
     @extend_schema(
         request=None,
         responses={202: s.QueuedSerializer, **errors(401, 403, 429)},
-        description="Queue an inventory sync now (it also runs every 30 s).",
+        description=(
+            "Queue a full inventory sync now (it also runs every INVENTORY_SYNC_SECONDS; with "
+            "a watcher running, the watcher lists everything again)."
+        ),
     )
     def post(self, request: Request) -> Response:
         tasks.sync_inventory.delay()

@@ -42,7 +42,7 @@ class NodeRow:
 
     @property
     def unallocated(self) -> int:
-        """GPUs no pod holds (whether or not the node accepts pods now)."""
+        """GPUs no pod holds on this node (whether or not it accepts pods now)."""
         return max(0, self.gpus - self.allocated)
 
     @property
@@ -58,6 +58,11 @@ class PoolFigures:
     cordoned: int = 0
     gpus: int = 0
     allocated: int = 0
+    # Every GPU is one of: allocated (a pod holds it), unallocated (free on a node that
+    # takes pods now), or unschedulable (free, on a NotReady or cordoned node).
+    unallocated: int = 0
+    unschedulable_gpus: int = 0
+    unschedulable_nodes: int = 0
     free_whole_nodes: int = 0
     largest_free_block: int = 0
     drifted: int = 0
@@ -72,11 +77,6 @@ class PoolFigures:
     gpu_models: tuple[str, ...] = field(default_factory=tuple)
     # The GPUs avg_util averages over: what merging figures weighs it by.
     util_gpus: float = 0.0
-
-    @property
-    def unallocated(self) -> int:
-        """GPUs no pod holds; not to be confused with idle_held_gpus (held, yet unused)."""
-        return max(0, self.gpus - self.allocated)
 
     @property
     def fb_percent(self) -> float | None:
@@ -129,11 +129,39 @@ def node_metrics_from_series(
     return {node: NodeMetrics(*row) for node, row in node_metric_rows(series, node_label).items()}
 
 
-def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFigures:
-    nodes = ready = cordoned = gpus = allocated = whole = largest = drifted = 0
-    util_weighted = util_gpus = 0.0
-    fb_used = fb_total = 0.0
+def _metric_sums(metrics: Iterable[NodeMetrics | None], *, available: bool) -> dict[str, Any]:
+    """The metric half of a pool's figures, summed over its nodes' metrics."""
+    util_weighted = util_gpus = fb_used = fb_total = 0.0
     xid = hot = idle_held = without = 0
+    for m in metrics:
+        if m is None:
+            without += 1
+            continue
+        if m.util is not None:
+            util_weighted += m.util * m.gpus_reporting
+            util_gpus += m.gpus_reporting
+        fb_used += m.fb_used or 0.0
+        fb_total += m.fb_total or 0.0
+        xid += m.xid_gpus
+        hot += m.hot_gpus
+        idle_held += m.idle_held_gpus
+    return {
+        "metrics_available": available,
+        "avg_util": (util_weighted / util_gpus) if (available and util_gpus) else None,
+        "fb_used": fb_used,
+        "fb_total": fb_total,
+        "xid_gpus": xid,
+        "hot_gpus": hot,
+        "idle_held_gpus": idle_held,
+        "nodes_without_metrics": without if available else 0,
+        "util_gpus": util_gpus if available else 0.0,
+    }
+
+
+def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFigures:
+    rows = list(rows)
+    nodes = ready = cordoned = gpus = allocated = whole = largest = drifted = 0
+    unallocated = unschedulable_gpus = unschedulable_nodes = 0
     models: set[str] = set()
     for row in rows:
         nodes += 1
@@ -148,18 +176,11 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
             # A gang job needs whole nodes: a node counts only when every GPU on it is free.
             whole += row.gpus > 0 and row.allocated == 0
             largest = max(largest, row.unallocated)
-        m = row.metrics
-        if m is None:
-            without += 1
-            continue
-        if m.util is not None:
-            util_weighted += m.util * m.gpus_reporting
-            util_gpus += m.gpus_reporting
-        fb_used += m.fb_used or 0.0
-        fb_total += m.fb_total or 0.0
-        xid += m.xid_gpus
-        hot += m.hot_gpus
-        idle_held += m.idle_held_gpus
+            unallocated += row.unallocated
+        else:
+            # Free, but no pod lands there: apart, as "largest free block" leaves them out.
+            unschedulable_nodes += 1
+            unschedulable_gpus += row.unallocated
     return PoolFigures(
         nodes=nodes,
         ready=ready,
@@ -167,19 +188,14 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
         cordoned=cordoned,
         gpus=gpus,
         allocated=allocated,
+        unallocated=unallocated,
+        unschedulable_gpus=unschedulable_gpus,
+        unschedulable_nodes=unschedulable_nodes,
         free_whole_nodes=whole,
         largest_free_block=largest,
         drifted=drifted,
-        metrics_available=metrics_available,
-        avg_util=(util_weighted / util_gpus) if (metrics_available and util_gpus) else None,
-        fb_used=fb_used,
-        fb_total=fb_total,
-        xid_gpus=xid,
-        hot_gpus=hot,
-        idle_held_gpus=idle_held,
-        nodes_without_metrics=without if metrics_available else 0,
         gpu_models=tuple(sorted(models)),
-        util_gpus=util_gpus if metrics_available else 0.0,
+        **_metric_sums((row.metrics for row in rows), available=metrics_available),
     )
 
 
@@ -190,6 +206,9 @@ _SUMMED = (
     "cordoned",
     "gpus",
     "allocated",
+    "unallocated",
+    "unschedulable_gpus",
+    "unschedulable_nodes",
     "free_whole_nodes",
     "drifted",
     "fb_used",
@@ -230,7 +249,7 @@ HEALTH = {
     "xid": "XID errors",
     "hot": "hot GPUs",
     "no-metrics": "no DCGM metrics",
-    "idle-held": "allocated but idle",
+    "idle-held": "held but idle",
     "healthy": "healthy",
 }
 
