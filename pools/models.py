@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from pools.core import names
@@ -49,6 +50,12 @@ class Pool(models.Model):
     requires_healthy_nodes = models.BooleanField(
         default=False, help_text="Refuse nodes with XID errors or without metrics."
     )
+    utilisation_target = models.PositiveSmallIntegerField(
+        default=60,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="The average GPU utilisation (%) the pool should reach; the insights "
+        "compare the pool's utilisation over weeks with it.",
+    )
     retired_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -68,6 +75,7 @@ class Pool(models.Model):
         "accepted_gpu_models",
         "approvals_required",
         "requires_healthy_nodes",
+        "utilisation_target",
     )
 
     class Meta:
@@ -388,6 +396,25 @@ class AuditEvent(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise TypeError("audit events are append-only")
+
+
+class AdviceDismissal(models.Model):
+    """A suggestion of the advisor someone dismissed, with why, on which evidence: it stays
+    hidden while the evidence (its fingerprint) is the same, and comes back when it changes."""
+
+    key = models.CharField(max_length=200, unique=True)  # rule and pools concerned
+    fingerprint = models.CharField(max_length=64)
+    reason = models.TextField()
+    dismissed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="advice_dismissals"
+    )
+    dismissed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-dismissed_at"]
+
+    def __str__(self) -> str:
+        return f"{self.key} dismissed"
 
 
 class ApiToken(models.Model):

@@ -112,3 +112,47 @@ def node_history_queries(labels: MetricLabels, node: str) -> dict[str, str]:
         "util": f"avg({_on_nodes(labels, UTIL, matcher)})",
         "fb_used": f"sum({_on_nodes(labels, FB_USED, matcher)}) / 1024",  # GiB
     }
+
+
+# --- the pool insights: one query per figure for every pool at once ---
+
+DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
+POOL_TAG = "portal_pool"
+
+
+def _tagged(expr: str, pool: str) -> str:
+    """`expr` with a label naming the pool it was computed over, so the pools' aggregations
+    joined by `or` stay one query and come back apart."""
+    return f'label_replace({expr}, "{POOL_TAG}", "{pool}", "", "")'
+
+
+def pool_utilisation_queries(labels: MetricLabels, pools: dict[str, list[str]]) -> dict[str, str]:
+    """Per pool, a step at a time: its average utilisation, and how many of its nodes had
+    every GPU idle (below 1 %). Pools without nodes are left out."""
+    average, idle = [], []
+    for pool, nodes in sorted(pools.items()):
+        if not nodes:
+            continue
+        selected = _on_nodes(labels, UTIL, node_matcher(labels, nodes))
+        per_node = f"max by ({labels.node}) ({_keyed_by_node(labels, selected)})"
+        average.append(_tagged(f"avg({selected})", pool))
+        idle.append(_tagged(f"count({per_node} < 1)", pool))
+    return {"average": " or ".join(average), "idle_nodes": " or ".join(idle)}
+
+
+def xid_query(labels: MetricLabels) -> str:
+    """Each node, at the steps when one of its GPUs reported an XID error."""
+    return f"max by ({labels.node}) ({_keyed_by_node(labels, XID)}) > 0"
+
+
+def driver_query(labels: MetricLabels) -> str:
+    """Each node's driver version, as the exporter labels its series."""
+    return f"count by ({labels.node}, {DRIVER_LABEL}) ({_keyed_by_node(labels, UTIL)})"
+
+
+def framebuffer_peaks_query(labels: MetricLabels, days: int) -> str:
+    """Each workload pod's peak framebuffer use (MiB) over the last `days`."""
+    return (
+        f"max by ({labels.namespace}, {labels.pod}) "
+        f'(max_over_time({FB_USED}{{{labels.pod}!=""}}[{days}d]))'
+    )

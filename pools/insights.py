@@ -1,0 +1,339 @@
+"""Reads for the pool insights, the workload profiles, the readiness checks and the advisor:
+the pod history, the nodes and the DCGM figures gathered in a constant number of SQL and
+PromQL queries, handed to the pure core (pools.core.insights) to compute."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Count, Q
+from django.db.models.functions import Coalesce
+
+from pools.core.desired import managed_label_keys, managed_taint_keys
+from pools.core.insights import advisor, readiness
+from pools.core.insights.failures import failure_report
+from pools.core.insights.indicators import PoolFacts, PoolInsights
+from pools.core.insights.profiles import Profile, workload_profiles
+from pools.core.insights.queueing import queue_report
+from pools.core.insights.records import WINDOW_DAYS, NodeFacts, PodRecord, Window
+from pools.core.insights.replacement import replacement_report
+from pools.core.insights.scheduling import pod_scheduling, wanted_pool
+from pools.core.insights.utilisation import utilisation_report
+from pools.metrics import insights as metrics
+from pools.metrics.node_figures import latest_node_metrics
+from pools.models import AdviceDismissal, GpuPod, MoveItem, MoveRequest, Node, Pool
+from pools.workflow.rules import OPEN_LOAN_STATES
+
+DEFAULT_DAYS = 30
+
+_POD_FIELDS = (
+    "namespace",
+    "name",
+    "node_name",
+    "pool_label",
+    "phase",
+    "gpus",
+    "cpu_milli",
+    "memory_bytes",
+    "team",
+    "workload_type",
+    "created_at",
+    "scheduled_at",
+    "started_at",
+    "ended_at",
+    "termination_reason",
+    "exit_code",
+    "termination_message",
+    "waiting_reason",
+    "unschedulable_message",
+    "restarts",
+)
+
+
+def window_days(raw: object) -> int | None:
+    """The window a page or the API asked for (None: not one of WINDOW_DAYS)."""
+    try:
+        days = int(str(raw)) if raw not in (None, "") else DEFAULT_DAYS
+    except ValueError:
+        return None
+    return days if days in WINDOW_DAYS else None
+
+
+def window_of(days: int, now: datetime) -> Window:
+    end = now.timestamp()
+    return Window(end - days * 86400.0, end)
+
+
+def _ts(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def pod_records(window: Window) -> list[PodRecord]:
+    """Every GPU pod alive at some point of the window (one query). A pending pod's pool is
+    the one it asks for; a pod deleted before it finished ended when it was deleted."""
+    start = datetime.fromtimestamp(window.start).astimezone()
+    end = datetime.fromtimestamp(window.end).astimezone()
+    rows = (
+        GpuPod.objects.annotate(ended_at=Coalesce("finished_at", "deleted_at"))
+        .filter(created_at__lt=end)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gte=start))
+        .values_list(*_POD_FIELDS, "node_selector", "affinity")
+    )
+    key = settings.POOL_LABEL_KEY
+    records = []
+    for row in rows.iterator(chunk_size=5000):
+        pool = row[3] or (wanted_pool(row[20], row[21], key) if not row[2] else "")
+        records.append(
+            PodRecord(
+                *row[:3],
+                pool,
+                *row[4:10],
+                row[10].timestamp(),
+                _ts(row[11]),
+                _ts(row[12]),
+                _ts(row[13]),
+                *row[14:20],
+            )
+        )
+    return records
+
+
+_NODE_FIELDS = (
+    "name",
+    "pool__name",
+    "gpu_allocatable",
+    "gpu_model",
+    "labels",
+    "taints",
+    "ready",
+    "cordoned",
+    "drifted",
+    "gpu_allocated",
+    "last_seen",
+)
+
+
+@dataclass(frozen=True)
+class NodeState:
+    facts: list[NodeFacts]
+    last_seen: dict[str, datetime]
+    moving: set[str]  # nodes an active move holds
+    metrics_error: str | None
+
+
+def _taint(raw: dict[str, str]) -> tuple[str, str, str]:
+    return raw.get("key", ""), raw.get("value", ""), raw.get("effect", "")
+
+
+def node_state() -> NodeState:
+    """The present GPU nodes with their drivers and current DCGM coverage (two SQL queries,
+    the shared per-node figures and one PromQL query)."""
+    result, figures = latest_node_metrics()
+    drivers, driver_error = metrics.node_drivers()
+    facts, seen = [], {}
+    for (
+        name,
+        pool,
+        gpus,
+        model,
+        labels,
+        taints,
+        ready,
+        cordoned,
+        drifted,
+        allocated,
+        last,
+    ) in Node.objects.present().values_list(*_NODE_FIELDS):
+        reporting = figures[name].gpus_reporting if name in figures else 0
+        facts.append(
+            NodeFacts(
+                name=name,
+                pool=pool,
+                gpus=gpus,
+                gpu_model=model,
+                labels=labels,
+                taints=tuple(_taint(t) for t in taints),
+                driver=drivers.get(name, ""),
+                ready=ready,
+                cordoned=cordoned,
+                drifted=drifted,
+                allocated=allocated,
+                gpus_reporting=None if result.error else reporting,
+            )
+        )
+        seen[name] = last
+    moving = set(MoveItem.objects.filter(active=True).values_list("node__name", flat=True))
+    return NodeState(facts, seen, moving, result.error or driver_error)
+
+
+def _pool_facts(pool: Pool, nodes: list[NodeFacts], moving: set[str]) -> PoolFacts:
+    taint = pool.taint
+    counts = Counter(n.gpus for n in nodes)
+    return PoolFacts(
+        name=pool.name,
+        dedicated=taint is not None and taint.effect in ("NoSchedule", "NoExecute"),
+        nodes=len(nodes),
+        gpus_per_node=counts.most_common(1)[0][0] if counts else 0,
+        min_nodes=pool.min_nodes,
+        accepted_models=tuple(pool.accepted_gpu_models or ()),
+        lendable=tuple(
+            (n.name, n.gpu_model)
+            for n in nodes
+            if n.ready and not n.cordoned and n.allocated == 0 and n.name not in moving
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """Everything the indicators of every pool read, over one window."""
+
+    window: Window
+    days: int
+    pools: list[Pool]
+    state: NodeState
+    pods: list[PodRecord]
+    series: metrics.PoolSeries
+    xid_times: dict[str, list[float]]
+    xid_error: str | None
+
+
+def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> Gathered:
+    """The pod history, the nodes and the DCGM series over the window, for `pools` (default:
+    every active pool). A constant number of queries however many pools and nodes."""
+    chosen = list(pools) if pools is not None else list(Pool.objects.active())
+    window = window_of(days, now)
+    state = node_state()
+    by_pool = {p.name: [n.name for n in state.facts if n.pool == p.name] for p in chosen}
+    xids, xid_error = metrics.xid_times(days=days)
+    return Gathered(
+        window=window,
+        days=days,
+        pools=chosen,
+        state=state,
+        pods=pod_records(window),
+        series=metrics.pool_series(by_pool, days=days),
+        xid_times=xids,
+        xid_error=xid_error,
+    )
+
+
+def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
+    """The four indicators of `pool` from what was gathered (no query)."""
+    window, state = gathered.window, gathered.state
+    nodes = [n for n in state.facts if n.pool == pool.name]
+    names = [n.name for n in nodes]
+    mine = [p for p in gathered.pods if p.pool == pool.name]
+    specs = [p.spec() for p in gathered.pools]
+    return PoolInsights(
+        pool=_pool_facts(pool, nodes, state.moving),
+        window=window,
+        utilisation=utilisation_report(
+            target=float(pool.utilisation_target),
+            average_points=gathered.series.average.get(pool.name, []),
+            idle_node_points=gathered.series.idle_nodes.get(pool.name, []),
+            pods=mine,
+            node_names=names,
+            window=window,
+            metrics_error=gathered.series.error,
+        ),
+        queue=queue_report(gathered.pods, state.facts, pool.name, window),
+        failures=failure_report(mine, window, xid_times=gathered.xid_times),
+        replacement=replacement_report(
+            nodes,
+            managed_labels=managed_label_keys(specs, settings.POOL_LABEL_KEY),
+            managed_taints=managed_taint_keys(specs),
+        ),
+    )
+
+
+def pool_insights(pool: Pool, *, days: int, now: datetime) -> PoolInsights:
+    return indicators(gather(days=days, now=now), pool)
+
+
+# --- the advisor ---
+
+
+def advice(*, days: int, now: datetime) -> list[advisor.Advice]:
+    """The advisor's suggestions over every active pool, without those dismissed on the
+    same evidence."""
+    gathered = gather(days=days, now=now)
+    found = advisor.advise([indicators(gathered, p) for p in gathered.pools])
+    dismissed = dict(AdviceDismissal.objects.values_list("key", "fingerprint"))
+    return advisor.visible(found, dismissed)
+
+
+# --- workload profiles ---
+
+
+@dataclass(frozen=True)
+class Profiles:
+    window: Window
+    by: str
+    profiles: list[Profile]
+    metrics_error: str | None
+
+
+def profiles(*, days: int, by: str, now: datetime) -> Profiles:
+    window = window_of(days, now)
+    peaks, error = metrics.framebuffer_peaks(days=days)
+    found = workload_profiles(pod_records(window), window, by=by, framebuffer_peaks=peaks)
+    return Profiles(window, by, found, error)
+
+
+# --- readiness ---
+
+
+def _live_pods(pool: Pool) -> list[readiness.LivePod]:
+    return [
+        readiness.LivePod(f"{ns}/{name}", node, gpus, pod_scheduling(selector, affinity, tols))
+        for ns, name, node, gpus, selector, affinity, tols in GpuPod.objects.live()
+        .filter(pool_label=pool.name)
+        .exclude(node_name="")
+        .values_list(
+            "namespace", "name", "node_name", "gpus", "node_selector", "affinity", "tolerations"
+        )
+    ]
+
+
+def _loans(pool: Pool) -> list[readiness.LoanFact]:
+    lent_from = MoveItem.objects.filter(source_pool=pool).values("request")
+    return [
+        readiness.LoanFact(pk, _ts(until), count)
+        for pk, until, count in MoveRequest.objects.filter(
+            loan_until__isnull=False,
+            loan_return_requested_at__isnull=True,
+            state__in=OPEN_LOAN_STATES,
+        )
+        .filter(Q(destination=pool) | Q(pk__in=lent_from))
+        .annotate(count=Count("items"))
+        .values_list("pk", "loan_until", "count")
+    ]
+
+
+def pool_readiness(pool: Pool, *, now: datetime) -> list[readiness.Check]:
+    state = node_state()
+    nodes = [n for n in state.facts if n.pool == pool.name]
+    taint = pool.taint
+    rules = readiness.PoolRules(
+        pool.name,
+        settings.POOL_LABEL_KEY,
+        (taint.key, taint.value, taint.effect) if taint is not None else None,
+    )
+    stale_after = now - timedelta(seconds=2 * settings.INVENTORY_SYNC_SECONDS)
+    return [
+        readiness.labels_and_taints(nodes),
+        readiness.workloads_declare(_live_pods(pool), rules),
+        readiness.system_reserved(nodes, None),
+        readiness.metrics_arrive(nodes, state.metrics_error),
+        readiness.nodes_recognised(
+            sorted(n.name for n in state.facts if n.pool is None),
+            sorted(n.name for n in nodes if state.last_seen[n.name] < stale_after),
+            settings.INVENTORY_SYNC_SECONDS,
+        ),
+        readiness.loans_end(_loans(pool), now.timestamp()),
+    ]
