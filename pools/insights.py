@@ -226,7 +226,6 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
     """The four indicators of `pool` from what was gathered (no query)."""
     window, state = gathered.window, gathered.state
     nodes = [n for n in state.facts if n.pool == pool.name]
-    names = [n.name for n in nodes]
     mine = [p for p in gathered.pods if p.pool == pool.name]
     specs = [p.spec() for p in gathered.pools]
     return PoolInsights(
@@ -237,7 +236,7 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
             average_points=gathered.series.average.get(pool.name, []),
             idle_node_points=gathered.series.idle_nodes.get(pool.name, []),
             pods=mine,
-            node_names=names,
+            node_gpus={n.name: n.gpus for n in nodes},
             window=window,
             metrics_error=gathered.series.error,
         ),
@@ -258,13 +257,14 @@ def pool_insights(pool: Pool, *, days: int, now: datetime) -> PoolInsights:
 # --- the advisor ---
 
 
-def advice(*, days: int, now: datetime) -> list[advisor.Advice]:
+def advice(*, days: int, now: datetime, dismissed: bool = False) -> list[advisor.Advice]:
     """The advisor's suggestions over every active pool, without those dismissed on the
-    same evidence."""
+    same evidence (`dismissed`: with them)."""
     gathered = gather(days=days, now=now)
     found = advisor.advise([indicators(gathered, p) for p in gathered.pools])
-    dismissed = dict(AdviceDismissal.objects.values_list("key", "fingerprint"))
-    return advisor.visible(found, dismissed)
+    if dismissed:
+        return found
+    return advisor.visible(found, dict(AdviceDismissal.objects.values_list("key", "fingerprint")))
 
 
 # --- workload profiles ---

@@ -14,7 +14,7 @@ from pools.core.insights.profiles import concurrency
 from pools.core.insights.records import PodRecord, Window
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
 from pools.core.insights.stats import percentile, spread
-from pools.core.insights.utilisation import job_gaps
+from pools.core.insights.utilisation import job_history
 
 
 def record(**fields: object) -> PodRecord:
@@ -102,9 +102,21 @@ def test_gaps_are_between_jobs_on_one_node_with_overlaps_merged() -> None:
         record(node="n1", started=50.0, finished=60.0),
         record(node="n2", started=0.0, finished=100.0),
     ]
-    gaps, busy = job_gaps(pods, ["n1", "n2"], Window(0.0, 100.0))
-    assert gaps == [30.0]
-    assert busy == (30 + 100) / 200
+    history = job_history(pods, {"n1": 8, "n2": 8, "n3": 8}, Window(0.0, 100.0))
+    assert history.gaps == [30.0]
+    assert history.busy_share == (30 + 100) / 300
+    # n3 never runs a job: a node is always empty.
+    assert history.empty_node_share == 1.0
+    assert history.allocated_share == (10 + 15 + 10 + 100) / 2400
+
+
+def test_a_node_is_empty_while_fewer_nodes_than_the_pool_run_jobs() -> None:
+    pods = [
+        record(node="n1", started=0.0, finished=60.0),
+        record(node="n2", started=30.0, finished=100.0),
+    ]
+    history = job_history(pods, {"n1": 1, "n2": 1}, Window(0.0, 100.0))
+    assert history.empty_node_share == 0.7  # both busy from 30 to 60 only
 
 
 def test_the_pool_a_pod_asks_for() -> None:

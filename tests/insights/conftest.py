@@ -6,6 +6,7 @@ from pools import insights
 from pools.core.insights.indicators import PoolInsights
 from pools.metrics.insights import PoolSeries
 from pools.models import Pool
+from tests.api.conftest import token_for  # noqa: F401 -- the API tests' fixture
 from tests.insights.scenarios import DAYS, NOW, World
 
 

@@ -23,7 +23,8 @@ from datetime import UTC, datetime, timedelta
 from pools.models import GpuPod, Node, Pool
 from tests.factories import A100, Group, node_and_pods, store
 
-NOW = datetime(2026, 11, 30, tzinfo=UTC)
+# The window ends now (the pages and the API read up to now), on the hour.
+NOW = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 DAYS = 30
 START = NOW - timedelta(days=DAYS)
 HOUR = timedelta(hours=1)

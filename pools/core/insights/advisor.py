@@ -91,8 +91,24 @@ def _short(p: PoolInsights) -> bool:
 
 
 def _idle(p: PoolInsights) -> bool:
+    """Under-used: below its target (measured, else by allocation), a whole node idle at
+    least half the time, and nodes to lend now."""
     u = p.utilisation
-    return u.below_target and (u.idle_node_share or 0.0) >= IDLE_SHARE and bool(p.pool.lendable)
+    return u.level < u.target and u.idle_share >= IDLE_SHARE and bool(p.pool.lendable)
+
+
+def _donor_evidence(donor: PoolInsights) -> str:
+    u = donor.utilisation
+    if u.average is not None:
+        level = f"utilisation {u.average:.0f}% on average (p95 {u.p95 or 0:.0f}%)"
+        idle = "a whole node idle"
+    else:
+        level = f"GPUs allocated {u.level:.0f}% of the time (no utilisation figures)"
+        idle = "a node running no job"
+    return (
+        f"{donor.pool.name}: {level} against a target of {u.target:.0f}%; {idle} "
+        f"{100 * u.idle_share:.0f}% of the time; {len(donor.pool.lendable)} node(s) idle now."
+    )
 
 
 def _lend(receiver: PoolInsights, donor: PoolInsights) -> Advice | None:
@@ -110,12 +126,9 @@ def _lend(receiver: PoolInsights, donor: PoolInsights) -> Advice | None:
         f"room (p90 {(restricted.p90 or 0) / 60:.0f} min); queued pods {q.first_half} then "
         f"{q.second_half} in the window's two halves; at peak {q.peak_waiting_gpus} GPU(s) "
         "waited.",
-        f"{donor.pool.name}: utilisation {u.average:.0f}% on average (p95 {u.p95:.0f}%) "
-        f"against a target of {u.target:.0f}%; a whole node idle "
-        f"{100 * (u.idle_node_share or 0):.0f}% of the time; "
-        f"{len(donor.pool.lendable)} node(s) idle now.",
+        _donor_evidence(donor),
     ]
-    strength = min(1.0, restricted.count / (3 * MIN_QUEUED)) * 0.5 + (u.idle_node_share or 0) * 0.3
+    strength = min(1.0, restricted.count / (3 * MIN_QUEUED)) * 0.5 + u.idle_share * 0.3
     return Advice(
         rule=Rule.LEND,
         pools=(donor.pool.name, receiver.pool.name),
@@ -130,10 +143,7 @@ def _lend(receiver: PoolInsights, donor: PoolInsights) -> Advice | None:
 def lend_advice(pools: Sequence[PoolInsights]) -> list[Advice]:
     """Lend (a loan first) idle nodes of an under-used pool to one whose pods wait because
     their node selection keeps them out of the idle nodes."""
-    donors = sorted(
-        (p for p in pools if _idle(p)),
-        key=lambda p: -(p.utilisation.idle_node_share or 0.0),
-    )
+    donors = sorted((p for p in pools if _idle(p)), key=lambda p: -p.utilisation.idle_share)
     found = []
     for receiver in pools:
         if not _short(receiver):
