@@ -250,8 +250,12 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
     )
 
 
-def pool_insights(pool: Pool, *, days: int, now: datetime) -> PoolInsights:
-    return indicators(gather(days=days, now=now), pool)
+def pool_insights(
+    pool: Pool, *, days: int, now: datetime
+) -> tuple[PoolInsights, list[readiness.Check]]:
+    """The pool's four indicators over the window and its readiness checks now."""
+    gathered = gather(days=days, now=now)
+    return indicators(gathered, pool), pool_readiness(pool, now=now, state=gathered.state)
 
 
 # --- the advisor ---
@@ -315,8 +319,10 @@ def _loans(pool: Pool) -> list[readiness.LoanFact]:
     ]
 
 
-def pool_readiness(pool: Pool, *, now: datetime) -> list[readiness.Check]:
-    state = node_state()
+def pool_readiness(
+    pool: Pool, *, now: datetime, state: NodeState | None = None
+) -> list[readiness.Check]:
+    state = state or node_state()
     nodes = [n for n in state.facts if n.pool == pool.name]
     taint = pool.taint
     rules = readiness.PoolRules(

@@ -1,11 +1,12 @@
 from django.urls import path
 
-from pools import move_views, token_views, views
+from pools import insight_views, move_views, token_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("pools/new/", views.pool_create, name="pool-create"),
     path("pools/<str:name>/", views.pool_detail, name="pool-detail"),
+    path("pools/<str:name>/insights/", insight_views.pool_insights, name="pool-insights"),
     path("pools/<str:name>/edit/", views.pool_edit, name="pool-edit"),
     path("pools/<str:name>/retire/", views.pool_retire, name="pool-retire"),
     path("nodes/<str:name>/", views.node_detail, name="node-detail"),
@@ -16,6 +17,9 @@ urlpatterns = [
     path("moves/<int:pk>/reject/", move_views.move_reject, name="move-reject"),
     path("moves/<int:pk>/cancel/", move_views.move_cancel, name="move-cancel"),
     path("loans/", move_views.loans, name="loans"),
+    path("insights/profiles/", insight_views.profiles, name="profiles"),
+    path("advice/", insight_views.advice_list, name="advice"),
+    path("advice/dismiss/", insight_views.advice_dismiss, name="advice-dismiss"),
     path("loans/<int:pk>/change/", move_views.loan_change, name="loan-change"),
     path("audit/", move_views.audit_log, name="audit-log"),
     path("tokens/", token_views.tokens, name="tokens"),

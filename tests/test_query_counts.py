@@ -36,6 +36,9 @@ BASELINES: dict[str, int] = {
     "/loans/": 4,
     "/audit/": 5,
     "/tokens/": 4,
+    "/pools/training/insights/": 10,
+    "/insights/profiles/": 4,
+    "/advice/": 8,
     # The API, for a viewer's token.
     "/api/v1/summary/": 4,
     "/api/v1/pools/": 3,
@@ -44,6 +47,9 @@ BASELINES: dict[str, int] = {
     "/api/v1/moves/": 6,
     "/api/v1/moves/{move}/": 6,
     "/api/v1/audit-events/": 3,
+    "/api/v1/pools/training/insights/": 9,
+    "/api/v1/profiles/": 3,
+    "/api/v1/advice/": 7,
 }
 SIZES = {"small": (10, 3), "large": (500, 12)}  # extra nodes, moves
 

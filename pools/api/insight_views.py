@@ -36,9 +36,7 @@ class PoolInsightsView(BaseView, APIView):
     def get(self, request: Request, name: str) -> Response:
         days = _query(s.WindowQuerySerializer, request)["days"]
         pool = get_object_or_404(Pool.objects.active(), name=name)
-        now = timezone.now()
-        found = insights.pool_insights(pool, days=days, now=now)
-        checks = insights.pool_readiness(pool, now=now)
+        found, checks = insights.pool_insights(pool, days=days, now=timezone.now())
         return Response(s.PoolInsightsSerializer(documents.insights_document(found, checks)).data)
 
 
