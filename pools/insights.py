@@ -4,13 +4,16 @@ PromQL queries, handed to the pure core (pools.core.insights) to compute."""
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.core.cache import cache
+from django.db.models import Count, FloatField, Func, Q
 from django.db.models.functions import Coalesce
 
 from pools.core.desired import managed_label_keys, managed_taint_keys
@@ -29,7 +32,34 @@ from pools.models import AdviceDismissal, GpuPod, MoveItem, MoveRequest, Node, P
 from pools.workflow.rules import OPEN_LOAN_STATES
 
 DEFAULT_DAYS = 30
+T = TypeVar("T")
 
+
+class Epoch(Func):
+    """A datetime column as epoch seconds, computed by the database: 100,000 rows parsed
+    into datetimes by Django's converters cost seconds, floats cost nothing."""
+
+    output_field = FloatField()
+
+    def as_sqlite(self, compiler, connection, **extra):  # type: ignore[no-untyped-def]
+        # julianday() reads the stored text in C (to the millisecond, so round there);
+        # 2440587.5 is the Unix epoch's day.
+        return self.as_sql(
+            compiler,
+            connection,
+            template="round((julianday(%(expressions)s) - 2440587.5) * 86400.0, 3)",
+        )
+
+    def as_postgresql(self, compiler, connection, **extra):  # type: ignore[no-untyped-def]
+        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)")
+
+
+_POD_TIMES = {
+    "created": Epoch("created_at"),
+    "scheduled": Epoch("scheduled_at"),
+    "started": Epoch("started_at"),
+    "ended": Epoch(Coalesce("finished_at", "deleted_at")),
+}
 _POD_FIELDS = (
     "namespace",
     "name",
@@ -41,15 +71,11 @@ _POD_FIELDS = (
     "memory_bytes",
     "team",
     "workload_type",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "ended_at",
+    *_POD_TIMES,
     "termination_reason",
     "exit_code",
     "termination_message",
     "waiting_reason",
-    "unschedulable_message",
     "restarts",
 )
 
@@ -72,34 +98,35 @@ def _ts(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
-def pod_records(window: Window) -> list[PodRecord]:
-    """Every GPU pod alive at some point of the window (one query). A pending pod's pool is
-    the one it asks for; a pod deleted before it finished ended when it was deleted."""
-    start = datetime.fromtimestamp(window.start).astimezone()
-    end = datetime.fromtimestamp(window.end).astimezone()
-    rows = (
-        GpuPod.objects.annotate(ended_at=Coalesce("finished_at", "deleted_at"))
-        .filter(created_at__lt=end)
-        .filter(Q(ended_at__isnull=True) | Q(ended_at__gte=start))
-        .values_list(*_POD_FIELDS, "node_selector", "affinity")
+def _alive_in(window: Window) -> Q:
+    start = datetime.fromtimestamp(window.start, UTC)
+    end = datetime.fromtimestamp(window.end, UTC)
+    return Q(created_at__lt=end) & (
+        Q(finished_at__gte=start)
+        | Q(finished_at__isnull=True, deleted_at__isnull=True)
+        | Q(finished_at__isnull=True, deleted_at__gte=start)
     )
+
+
+def pod_records(window: Window) -> list[PodRecord]:
+    """Every GPU pod alive at some point of the window (two queries: the pods, and what
+    the unbound ones ask for). A pending pod's pool is the one it asks for; a pod deleted
+    before it finished ended when it was deleted."""
+    alive = GpuPod.objects.filter(_alive_in(window))
     key = settings.POOL_LABEL_KEY
-    records = []
-    for row in rows.iterator(chunk_size=5000):
-        pool = row[3] or (wanted_pool(row[20], row[21], key) if not row[2] else "")
-        records.append(
-            PodRecord(
-                *row[:3],
-                pool,
-                *row[4:10],
-                row[10].timestamp(),
-                _ts(row[11]),
-                _ts(row[12]),
-                _ts(row[13]),
-                *row[14:20],
-            )
+    wanted = {
+        (ns, name): wanted_pool(selector, affinity, key)
+        for ns, name, selector, affinity in alive.filter(node_name="").values_list(
+            "namespace", "name", "node_selector", "affinity"
         )
-    return records
+    }
+    rows = alive.annotate(**_POD_TIMES).order_by().values_list(*_POD_FIELDS)
+    return [
+        PodRecord._make(row)
+        if row[3] or row[2]
+        else PodRecord(*row[:3], wanted.get((row[0], row[1]), ""), *row[4:])
+        for row in rows
+    ]
 
 
 _NODE_FIELDS = (
@@ -250,12 +277,31 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
     )
 
 
+def _kept(kind: str, parts: tuple[object, ...], compute: Callable[[], T]) -> T:
+    """`compute()`, kept INSIGHTS_CACHE_SECONDS in the shared cache: weeks of history do not
+    change much in minutes, and reading them costs seconds at 100,000 pods."""
+    seconds = settings.INSIGHTS_CACHE_SECONDS
+    if not seconds:
+        return compute()
+    key = "insights:" + hashlib.sha256(repr((kind, *parts)).encode()).hexdigest()
+    found = cache.get(key)
+    if found is None:
+        found = compute()
+        cache.set(key, found, seconds)
+    return found
+
+
 def pool_insights(
     pool: Pool, *, days: int, now: datetime
 ) -> tuple[PoolInsights, list[readiness.Check]]:
-    """The pool's four indicators over the window and its readiness checks now."""
-    gathered = gather(days=days, now=now)
-    return indicators(gathered, pool), pool_readiness(pool, now=now, state=gathered.state)
+    """The pool's four indicators over the window (kept a while) and its readiness checks
+    (always now)."""
+    found = _kept(
+        "pool",
+        (pool.pk, pool.updated_at, days),
+        lambda: indicators(gather(days=days, now=now), pool),
+    )
+    return found, pool_readiness(pool, now=now)
 
 
 # --- the advisor ---
@@ -264,8 +310,12 @@ def pool_insights(
 def advice(*, days: int, now: datetime, dismissed: bool = False) -> list[advisor.Advice]:
     """The advisor's suggestions over every active pool, without those dismissed on the
     same evidence (`dismissed`: with them)."""
-    gathered = gather(days=days, now=now)
-    found = advisor.advise([indicators(gathered, p) for p in gathered.pools])
+
+    def compute() -> list[advisor.Advice]:
+        gathered = gather(days=days, now=now)
+        return advisor.advise([indicators(gathered, p) for p in gathered.pools])
+
+    found = _kept("advice", (days, *Pool.objects.active().values_list("pk", "updated_at")), compute)
     if dismissed:
         return found
     return advisor.visible(found, dict(AdviceDismissal.objects.values_list("key", "fingerprint")))
@@ -283,10 +333,13 @@ class Profiles:
 
 
 def profiles(*, days: int, by: str, now: datetime) -> Profiles:
-    window = window_of(days, now)
-    peaks, error = metrics.framebuffer_peaks(days=days)
-    found = workload_profiles(pod_records(window), window, by=by, framebuffer_peaks=peaks)
-    return Profiles(window, by, found, error)
+    def compute() -> Profiles:
+        window = window_of(days, now)
+        peaks, error = metrics.framebuffer_peaks(days=days)
+        found = workload_profiles(pod_records(window), window, by=by, framebuffer_peaks=peaks)
+        return Profiles(window, by, found, error)
+
+    return _kept("profiles", (days, by), compute)
 
 
 # --- readiness ---

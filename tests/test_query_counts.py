@@ -36,9 +36,9 @@ BASELINES: dict[str, int] = {
     "/loans/": 4,
     "/audit/": 5,
     "/tokens/": 4,
-    "/pools/training/insights/": 10,
-    "/insights/profiles/": 4,
-    "/advice/": 8,
+    "/pools/training/insights/": 13,
+    "/insights/profiles/": 5,
+    "/advice/": 10,
     # The API, for a viewer's token.
     "/api/v1/summary/": 4,
     "/api/v1/pools/": 3,
@@ -47,9 +47,9 @@ BASELINES: dict[str, int] = {
     "/api/v1/moves/": 6,
     "/api/v1/moves/{move}/": 6,
     "/api/v1/audit-events/": 3,
-    "/api/v1/pools/training/insights/": 9,
-    "/api/v1/profiles/": 3,
-    "/api/v1/advice/": 7,
+    "/api/v1/pools/training/insights/": 12,
+    "/api/v1/profiles/": 4,
+    "/api/v1/advice/": 9,
 }
 SIZES = {"small": (10, 3), "large": (500, 12)}  # extra nodes, moves
 

@@ -37,7 +37,6 @@ def record(**fields: object) -> PodRecord:
         "exit_code": 1,
         "message": "",
         "waiting_reason": "",
-        "unschedulable_message": "",
         "restarts": 0,
     }
     return PodRecord(**{**base, **fields})  # type: ignore[arg-type]

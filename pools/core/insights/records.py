@@ -36,7 +36,6 @@ class PodRecord(NamedTuple):
     exit_code: int | None
     message: str  # termination message
     waiting_reason: str
-    unschedulable_message: str
     restarts: int
 
     @property
