@@ -277,18 +277,31 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
     )
 
 
+def _cache_key(kind: str, parts: tuple[object, ...]) -> str:
+    return "insights:" + hashlib.sha256(repr((kind, *parts)).encode()).hexdigest()
+
+
 def _kept(kind: str, parts: tuple[object, ...], compute: Callable[[], T]) -> T:
     """`compute()`, kept INSIGHTS_CACHE_SECONDS in the shared cache: weeks of history do not
     change much in minutes, and reading them costs seconds at 100,000 pods."""
     seconds = settings.INSIGHTS_CACHE_SECONDS
     if not seconds:
         return compute()
-    key = "insights:" + hashlib.sha256(repr((kind, *parts)).encode()).hexdigest()
+    key = _cache_key(kind, parts)
     found = cache.get(key)
     if found is None:
         found = compute()
         cache.set(key, found, seconds)
     return found
+
+
+def _pool_parts(pool: Pool, days: int) -> tuple[object, ...]:
+    return (pool.pk, pool.updated_at, days)
+
+
+def _advice_parts(days: int) -> tuple[object, ...]:
+    # A pool edited (its target, its floor) changes the advice at once.
+    return (days, *Pool.objects.active().values_list("pk", "updated_at"))
 
 
 def pool_insights(
@@ -297,9 +310,7 @@ def pool_insights(
     """The pool's four indicators over the window (kept a while) and its readiness checks
     (always now)."""
     found = _kept(
-        "pool",
-        (pool.pk, pool.updated_at, days),
-        lambda: indicators(gather(days=days, now=now), pool),
+        "pool", _pool_parts(pool, days), lambda: indicators(gather(days=days, now=now), pool)
     )
     return found, pool_readiness(pool, now=now)
 
@@ -307,18 +318,32 @@ def pool_insights(
 # --- the advisor ---
 
 
+def _advise(gathered: Gathered) -> tuple[list[advisor.Advice], dict[Pool, PoolInsights]]:
+    per_pool = {p: indicators(gathered, p) for p in gathered.pools}
+    return advisor.advise(list(per_pool.values())), per_pool
+
+
 def advice(*, days: int, now: datetime, dismissed: bool = False) -> list[advisor.Advice]:
     """The advisor's suggestions over every active pool, without those dismissed on the
     same evidence (`dismissed`: with them)."""
-
-    def compute() -> list[advisor.Advice]:
-        gathered = gather(days=days, now=now)
-        return advisor.advise([indicators(gathered, p) for p in gathered.pools])
-
-    found = _kept("advice", (days, *Pool.objects.active().values_list("pk", "updated_at")), compute)
+    found = _kept("advice", _advice_parts(days), lambda: _advise(gather(days=days, now=now))[0])
     if dismissed:
         return found
     return advisor.visible(found, dict(AdviceDismissal.objects.values_list("key", "fingerprint")))
+
+
+def insights_refresh(*, days: int, now: datetime) -> int:
+    """Compute every pool's indicators and the advice from one reading of the history and
+    keep them, so pages find them ready (the beat runs this ahead of their expiry).
+    Returns the number of pools computed."""
+    seconds = settings.INSIGHTS_CACHE_SECONDS
+    if not seconds:
+        return 0
+    found, per_pool = _advise(gather(days=days, now=now))
+    cache.set(_cache_key("advice", _advice_parts(days)), found, seconds)
+    for pool, computed in per_pool.items():
+        cache.set(_cache_key("pool", _pool_parts(pool, days)), computed, seconds)
+    return len(per_pool)
 
 
 # --- workload profiles ---

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.dispatch import receiver
 from django.utils import timezone
 
-from pools import execution, workflow
+from pools import execution, insights, workflow
 from pools.events import execution_wanted
 from pools.idempotency import idempotency_records_purge
 from pools.inventory import inventory_sync
@@ -62,6 +62,11 @@ def return_loans() -> int:
 @shared_task(ignore_result=True)
 def expire_moves() -> int:
     return workflow.moves_expire(now=timezone.now())
+
+
+@shared_task(ignore_result=True)
+def refresh_insights() -> int:
+    return insights.insights_refresh(days=insights.DEFAULT_DAYS, now=timezone.now())
 
 
 @shared_task(ignore_result=True)

@@ -283,6 +283,13 @@ IDEMPOTENCY_KEY_HOURS = env_int("IDEMPOTENCY_KEY_HOURS", 24, minimum=1, maximum=
 METRICS_CACHE_SECONDS = env_int("METRICS_CACHE_SECONDS", 10, minimum=0, maximum=3600)
 # The pool insights read weeks of pod history: computed once, kept this long (0: never kept).
 INSIGHTS_CACHE_SECONDS = env_int("INSIGHTS_CACHE_SECONDS", 300, minimum=0, maximum=86400)
+if INSIGHTS_CACHE_SECONDS:
+    # Computed again ahead of expiry, so the pages find the 30-day insights ready.
+    CELERY_BEAT_SCHEDULE["refresh-insights"] = {
+        "task": "pools.tasks.refresh_insights",
+        "schedule": max(30.0, INSIGHTS_CACHE_SECONDS / 2),
+        "options": {"expires": max(30.0, INSIGHTS_CACHE_SECONDS / 2)},
+    }
 # Behind a ServiceMonitor the workload's pod label arrives as exported_pod.
 DCGM_POD_LABEL = env_prometheus_label("DCGM_POD_LABEL", "exported_pod")
 DCGM_NAMESPACE_LABEL = env_prometheus_label("DCGM_NAMESPACE_LABEL", "exported_namespace")

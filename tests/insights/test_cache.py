@@ -40,3 +40,19 @@ def test_insights_are_kept_and_computed_again_when_the_pool_changes() -> None:
     again, _ = insights.pool_insights(pool, days=30, now=scenarios.NOW)
     assert again.queue.queued == 21 and again.utilisation.target == 70
     cache.clear()
+
+
+@override_settings(INSIGHTS_CACHE_SECONDS=60)
+def test_the_refresh_computes_every_pool_and_the_advice_ahead_of_the_pages() -> None:
+    cache.clear()
+    scenarios.queue()
+    assert insights.insights_refresh(days=30, now=scenarios.NOW) == Pool.objects.active().count()
+    with CaptureQueriesContext(connection) as queries:
+        found = insights.advice(days=30, now=scenarios.NOW)
+        pool_found, _ = insights.pool_insights(
+            Pool.objects.get(name="queue"), days=30, now=scenarios.NOW
+        )
+    assert [a.key for a in found] == ["lend:idle+queue"]
+    assert pool_found.queue.queued == 20
+    assert not any("julianday" in q["sql"] for q in queries)
+    cache.clear()
