@@ -417,6 +417,52 @@ class AdviceDismissal(models.Model):
         return f"{self.key} dismissed"
 
 
+class Drill(models.Model):
+    """A failure rehearsal on one pool, with a defined end: a node taken down (cordoned)
+    for `hold_seconds`, what the portal and the pool did meanwhile, and the node restored.
+    Started by a pool admin; every step is audited."""
+
+    class Kind(models.TextChoices):
+        NODE_DOWN = "node_down", "node down (cordon)"
+
+    class State(models.TextChoices):
+        STARTING = "starting"
+        RUNNING = "running"
+        PASSED = "passed"
+        FAILED = "failed"  # a check did not pass: what the drill is for
+        ERRORED = "errored"  # the drill could not run (the API server refused, ...)
+
+    ACTIVE_STATES = (State.STARTING, State.RUNNING)
+
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="drills")
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.NODE_DOWN)
+    node_name = models.CharField(max_length=253)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.STARTING)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="drills"
+    )
+    hold_seconds = models.PositiveIntegerField(default=60)
+    started_at = models.DateTimeField(auto_now_add=True)
+    ends_at = models.DateTimeField(help_text="The drill's end: the node is restored by then.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    observed = models.JSONField(default=dict, blank=True)
+    checks = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pool"],
+                condition=models.Q(state__in=["starting", "running"]),
+                name="one_active_drill_per_pool",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"drill #{self.pk} on {self.pool.name}"
+
+
 class ApiToken(models.Model):
     """A personal API token: shown once, stored as a SHA-256 hash, revocable."""
 

@@ -13,8 +13,8 @@ from django.conf import settings
 from django.dispatch import receiver
 from django.utils import timezone
 
-from pools import execution, insights, workflow
-from pools.events import execution_wanted
+from pools import drills, execution, insights, workflow
+from pools.events import drill_wanted, execution_wanted
 from pools.idempotency import idempotency_records_purge
 from pools.inventory import inventory_sync
 from pools.kube.errors import KubeUnavailable
@@ -65,6 +65,23 @@ def expire_moves() -> int:
 
 
 @shared_task(ignore_result=True)
+def run_drill(drill_id: int) -> None:
+    drill = drills.drill_begin(drill_id)
+    if drill is not None and drill.state == drill.State.RUNNING:
+        finish_drill.apply_async((drill_id,), countdown=drill.hold_seconds)
+
+
+@shared_task(ignore_result=True)
+def finish_drill(drill_id: int) -> None:
+    drills.drill_finish(drill_id, now=timezone.now())
+
+
+@shared_task(ignore_result=True)
+def end_overdue_drills() -> int:
+    return len(drills.drills_end_overdue(now=timezone.now()))
+
+
+@shared_task(ignore_result=True)
 def refresh_insights() -> int:
     return insights.insights_refresh(days=insights.DEFAULT_DAYS, now=timezone.now())
 
@@ -78,3 +95,9 @@ def purge_idempotency_records() -> int:
 def enqueue_execution(sender: Any, request_id: int, **kwargs: Any) -> None:
     """The workflow's announcement that a move may run (sent after its commit)."""
     execute_move.delay(request_id)
+
+
+@receiver(drill_wanted)
+def enqueue_drill(sender: Any, drill_id: int, **kwargs: Any) -> None:
+    """A drill recorded (sent after its commit)."""
+    run_drill.delay(drill_id)

@@ -1,12 +1,13 @@
 from django.urls import path
 
-from pools import insight_views, move_views, token_views, views
+from pools import drill_views, insight_views, move_views, token_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("pools/new/", views.pool_create, name="pool-create"),
     path("pools/<str:name>/", views.pool_detail, name="pool-detail"),
     path("pools/<str:name>/insights/", insight_views.pool_insights, name="pool-insights"),
+    path("pools/<str:name>/drills/", drill_views.pool_drills, name="pool-drills"),
     path("pools/<str:name>/edit/", views.pool_edit, name="pool-edit"),
     path("pools/<str:name>/retire/", views.pool_retire, name="pool-retire"),
     path("nodes/<str:name>/", views.node_detail, name="node-detail"),

@@ -330,6 +330,7 @@ CELERY_BEAT_SCHEDULE.update(
         "sweep-moves": {"task": "pools.tasks.sweep_moves", "schedule": 30.0},
         "return-loans": {"task": "pools.tasks.return_loans", "schedule": 30.0},
         "expire-moves": {"task": "pools.tasks.expire_moves", "schedule": 300.0},
+        "end-overdue-drills": {"task": "pools.tasks.end_overdue_drills", "schedule": 30.0},
         "purge-idempotency-records": {
             "task": "pools.tasks.purge_idempotency_records",
             "schedule": 3600.0,
