@@ -2,10 +2,11 @@
 driver versions and framebuffer peaks. A constant number of PromQL queries whatever the
 number of pools and nodes.
 
-Utilisation is read from DCGM_FI_DEV_GPU_UTIL grouped by the node label (DCGM_NODE_LABEL):
-the deployment's recording rules give a per-node average only for the latest value, not a
-per-pool history, so a range query over the raw series stands in until a per-pool rule is
-recorded."""
+Utilisation comes from the recording rules' per-node series (deploy/prometheus/rules.yml:
+each node's average, GPU count and busiest GPU), so weeks of history cost a few points a
+node rather than every raw sample; where the rules are not loaded (or the node label is not
+theirs) the raw DCGM_FI_DEV_GPU_UTIL grouped by DCGM_NODE_LABEL stands in. The recorded
+history starts when the rules were loaded."""
 
 from __future__ import annotations
 
@@ -32,17 +33,28 @@ def step_for(days: int) -> timedelta:
     return STEPS.get(days, timedelta(hours=1))
 
 
-def pool_series(pools: dict[str, list[str]], *, days: int) -> PoolSeries:
-    """Each pool's average utilisation and idle whole nodes a step over the last `days`."""
-    wanted = {p: n for p, n in pools.items() if n}
-    if not wanted:
-        return PoolSeries()
-    found: dict[str, dict[str, list[tuple[float, float]]]] = {}
+def _ranges(promqls: dict[str, str], days: int) -> tuple[dict[str, dict[str, list]], str | None]:  # type: ignore[type-arg]
+    found: dict[str, dict[str, list]] = {}  # type: ignore[type-arg]
     error = None
-    for name, promql in queries.pool_utilisation_queries(metric_labels(), wanted).items():
+    for name, promql in promqls.items():
         result = source.history_series(promql, span=timedelta(days=days), step=step_for(days))
         error = error or result.error
         found[name] = {labels.get(queries.POOL_TAG, ""): points for labels, points in result.series}
+    return found, error
+
+
+def pool_series(pools: dict[str, list[str]], *, days: int) -> PoolSeries:
+    """Each pool's average utilisation and idle whole nodes a step over the last `days`:
+    from the recorded series, or the raw ones when no recorded series answers."""
+    wanted = {p: n for p, n in pools.items() if n}
+    if not wanted:
+        return PoolSeries()
+    labels = metric_labels()
+    found, error = {}, None  # type: ignore[var-annotated]
+    if labels.node == queries.RULES_NODE_LABEL:
+        found, error = _ranges(queries.recorded_pool_utilisation_queries(wanted), days)
+    if error is None and not found.get("average"):
+        found, error = _ranges(queries.pool_utilisation_queries(labels, wanted), days)
     return PoolSeries(found.get("average", {}), found.get("idle_nodes", {}), error)
 
 

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     advisor's dismissed suggestions (hidden until their evidence changes)."""
 
     dependencies = [
-        ("pools", "0007_pod_inventory"),
+        ("pools", "0009_pool_colour"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
