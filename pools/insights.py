@@ -13,12 +13,12 @@ from typing import TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count, FloatField, Func, Q
+from django.db.models import Count, FloatField, Func, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from pools.core.desired import managed_label_keys, managed_taint_keys
 from pools.core.insights import advisor, readiness
-from pools.core.insights.failures import failure_report
+from pools.core.insights.failures import EVICTION_REASONS, IMAGE_REASONS, failure_report
 from pools.core.insights.indicators import PoolFacts, PoolInsights
 from pools.core.insights.profiles import Profile, workload_profiles
 from pools.core.insights.queueing import queue_report
@@ -108,25 +108,82 @@ def _alive_in(window: Window) -> Q:
     )
 
 
-def pod_records(window: Window) -> list[PodRecord]:
-    """Every GPU pod alive at some point of the window (two queries: the pods, and what
-    the unbound ones ask for). A pending pod's pool is the one it asks for; a pod deleted
-    before it finished ended when it was deleted."""
-    alive = GpuPod.objects.filter(_alive_in(window))
+def _wanted_pools(alive: QuerySet[GpuPod]) -> dict[int, str]:
+    """The pool each unbound pod asks for, by pk."""
     key = settings.POOL_LABEL_KEY
-    wanted = {
-        (ns, name): wanted_pool(selector, affinity, key)
-        for ns, name, selector, affinity in alive.filter(node_name="").values_list(
-            "namespace", "name", "node_selector", "affinity"
+    return {
+        pk: wanted_pool(selector, affinity, key)
+        for pk, selector, affinity in alive.filter(node_name="").values_list(
+            "pk", "node_selector", "affinity"
         )
     }
-    rows = alive.annotate(**_POD_TIMES).order_by().values_list(*_POD_FIELDS)
+
+
+def pod_records(window: Window) -> list[PodRecord]:
+    """Every GPU pod alive at some point of the window, every field (three queries: the
+    pods, what the unbound ones ask for). A pending pod's pool is the one it asks for; a
+    pod deleted before it finished ended when it was deleted."""
+    alive = GpuPod.objects.filter(_alive_in(window))
+    wanted = _wanted_pools(alive)
+    rows = alive.annotate(**_POD_TIMES).order_by().values_list("pk", *_POD_FIELDS)
     return [
-        PodRecord._make(row)
-        if row[3] or row[2]
-        else PodRecord(*row[:3], wanted.get((row[0], row[1]), ""), *row[4:])
+        PodRecord._make(row[1:])
+        if row[4] or row[3]
+        else PodRecord(*row[1:4], wanted.get(row[0], ""), *row[5:])
         for row in rows
     ]
+
+
+# What the indicators read of every pod (the queue, the gaps): few columns, since each
+# column of 100,000 rows costs the database driver as much as the indicators' arithmetic.
+_LEAN_FIELDS = ("pk", "node_name", "pool_label", "gpus", *_POD_TIMES)
+# And of the pods that may have failed (a small share), what tells the cause apart.
+_FAILURE_FIELDS = (
+    "namespace",
+    "name",
+    "phase",
+    "termination_reason",
+    "exit_code",
+    "termination_message",
+    "waiting_reason",
+)
+
+
+def _may_have_failed() -> Q:
+    return (
+        Q(phase=GpuPod.Phase.FAILED)
+        | (Q(exit_code__isnull=False) & ~Q(exit_code=0))
+        | Q(termination_reason__in=EVICTION_REASONS | IMAGE_REASONS)
+        | Q(waiting_reason__in=IMAGE_REASONS)
+    )
+
+
+def indicator_records(window: Window) -> list[PodRecord]:
+    """Every GPU pod alive in the window with what the four indicators read: placement and
+    times for all, failure details for those that may have failed (three queries). Names
+    and requests are left empty: the profiles read pod_records()."""
+    alive = GpuPod.objects.filter(_alive_in(window))
+    wanted = _wanted_pools(alive)
+    failures = {
+        row[0]: row[1:]
+        for row in alive.filter(_may_have_failed()).values_list("pk", *_FAILURE_FIELDS)
+    }
+    records = []
+    for pk, node, pool, gpus, created, scheduled, started, ended in (
+        alive.annotate(**_POD_TIMES).order_by().values_list(*_LEAN_FIELDS)
+    ):
+        pool = pool or ("" if node else wanted.get(pk, ""))
+        ns, name, phase, reason, code, message, waiting = failures.get(pk, _NO_FAILURE)
+        records.append(
+            PodRecord(
+                ns, name, node, pool, phase, gpus, 0, 0, "", "",
+                created, scheduled, started, ended, reason, code, message, waiting, 0,
+            )
+        )  # fmt: skip
+    return records
+
+
+_NO_FAILURE = ("", "", "", "", None, "", "")
 
 
 _NODE_FIELDS = (
@@ -242,7 +299,7 @@ def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> 
         days=days,
         pools=chosen,
         state=state,
-        pods=pod_records(window),
+        pods=indicator_records(window),
         series=metrics.pool_series(by_pool, days=days),
         xid_times=xids,
         xid_error=xid_error,

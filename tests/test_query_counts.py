@@ -37,9 +37,9 @@ BASELINES: dict[str, int] = {
     "/loans/": 7,
     "/audit/": 5,
     "/tokens/": 4,
-    "/pools/training/insights/": 13,
+    "/pools/training/insights/": 14,
     "/insights/profiles/": 5,
-    "/advice/": 10,
+    "/advice/": 11,
     # The API, for a viewer's token.
     "/api/v1/summary/": 4,
     "/api/v1/pools/": 3,
@@ -48,9 +48,9 @@ BASELINES: dict[str, int] = {
     "/api/v1/moves/": 6,
     "/api/v1/moves/{move}/": 6,
     "/api/v1/audit-events/": 3,
-    "/api/v1/pools/training/insights/": 12,
+    "/api/v1/pools/training/insights/": 13,
     "/api/v1/profiles/": 4,
-    "/api/v1/advice/": 9,
+    "/api/v1/advice/": 10,
 }
 SIZES = {"small": (10, 3), "large": (500, 12)}  # extra nodes, moves
 
