@@ -250,6 +250,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "/favicon.ico",  # the portal's own icon
     "REDOC_DIST": "SIDECAR",
     "SECURITY": [{"bearerToken": []}],
+    "ENUM_NAME_OVERRIDES": {"InsightLevelEnum": "pools.api.insight_serializers.LEVELS"},
 }
 
 # One handler for Django, gunicorn and Celery, with the log context and the redaction filter

@@ -13,6 +13,9 @@ from pools.core.insights.readiness import Status
 from pools.core.insights.records import WINDOW_DAYS
 
 S = serializers
+# A replacement difficulty's level and an advice's confidence level: one choice set, named
+# once in the schema (portal/settings.py SPECTACULAR_SETTINGS' ENUM_NAME_OVERRIDES).
+LEVELS = ["low", "medium", "high"]
 
 
 class SpreadSerializer(S.Serializer):  # type: ignore[type-arg]
@@ -94,12 +97,12 @@ class ReplacementSerializer(S.Serializer):  # type: ignore[type-arg]
     nodes = S.IntegerField()
     score = S.IntegerField(help_text="0 (alike, nothing by hand) to 100.")
     hand_score = S.IntegerField()
-    level = S.ChoiceField(choices=["low", "medium", "high"])
+    level = S.ChoiceField(choices=LEVELS)
     dimensions = DimensionSerializer(many=True)
     odd_nodes = S.DictField(child=S.ListField(child=S.CharField()))
 
 
-class CheckSerializer(S.Serializer):  # type: ignore[type-arg]
+class ReadinessCheckSerializer(S.Serializer):  # type: ignore[type-arg]
     name = S.CharField()
     title = S.CharField()
     status = S.ChoiceField(choices=[s.value for s in Status])
@@ -114,7 +117,7 @@ class PoolInsightsSerializer(S.Serializer):  # type: ignore[type-arg]
     queue = QueueSerializer()
     failures = FailuresSerializer()
     replacement = ReplacementSerializer()
-    readiness = CheckSerializer(many=True)
+    readiness = ReadinessCheckSerializer(many=True)
 
 
 class SuggestedMoveSerializer(S.Serializer):  # type: ignore[type-arg]
@@ -132,7 +135,7 @@ class AdviceSerializer(S.Serializer):  # type: ignore[type-arg]
     title = S.CharField()
     evidence = S.ListField(child=S.CharField())
     confidence = S.FloatField()
-    confidence_level = S.ChoiceField(choices=["low", "medium", "high"])
+    confidence_level = S.ChoiceField(choices=LEVELS)
     fingerprint = S.CharField()
     move = SuggestedMoveSerializer(allow_null=True)
 
