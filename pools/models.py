@@ -541,3 +541,21 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.status or 'in progress'})"
+
+
+class InventoryLease(models.Model):
+    """Who writes the inventory: one row per lease, held by one process until it expires.
+
+    The watcher holds it for as long as it runs, renewing it; a second watcher waits and
+    takes it over once it expires (the first died or hung). The periodic full sync takes it
+    for one sync, or, while a watcher holds it, asks the watcher to re-list instead."""
+
+    name = models.CharField(max_length=63, unique=True)
+    holder = models.CharField(max_length=255, blank=True)
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    renewed_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField()
+    relist_requested_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder or 'free'}"

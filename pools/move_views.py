@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Prefetch
@@ -121,6 +122,10 @@ def move_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+# A running move's page refreshes at least this often: a move takes seconds, not minutes.
+MOVE_LIVE_SECONDS = 2
+
+
 @require(Capability.VIEW)
 def move_detail(request: HttpRequest, pk: int) -> HttpResponse:
     move = get_object_or_404(
@@ -133,16 +138,18 @@ def move_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ),
         pk=pk,
     )
-    return render(
-        request,
-        "pools/move_detail.html",
-        {
-            "move": move,
-            "events": move.events.select_related("actor").order_by("at", "id"),
-            "actions": workflow.allowed_actions(request.user, move),
-            "decision_form": DecisionForm(),
-        },
-    )
+    context = {
+        "move": move,
+        "events": move.events.select_related("actor").order_by("at", "id"),
+        "move_running": move.state in MoveRequest.ACTIVE_STATES,
+        "finished": sum(item.state in MoveItem.FINISHED for item in move.items.all()),
+        "live_seconds": min(settings.LIVE_REFRESH_SECONDS, MOVE_LIVE_SECONDS),
+    }
+    if request.GET.get("partial") == "live":  # the part live.js fetches again
+        return render(request, "pools/_move_live.html", context)
+    context["actions"] = workflow.allowed_actions(request.user, move)
+    context["decision_form"] = DecisionForm()
+    return render(request, "pools/move_detail.html", context)
 
 
 _DONE = {

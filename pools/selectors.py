@@ -14,7 +14,7 @@ from pools.core import figures
 from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
 from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.metrics import dcgm
-from pools.metrics.node_figures import latest_node_metrics
+from pools.metrics.node_figures import latest_node_metrics, reads_recorded
 from pools.metrics.results import RangeResult
 from pools.models import MoveItem, MoveRequest, Node, NodeQuerySet, Pool
 from pools.workflow.rules import OPEN_LOAN_STATES, Action, allowed_actions
@@ -68,14 +68,16 @@ def overview() -> Overview:
     rows = node_rows(Node.objects.present().values_list(*_ROW_FIELDS), metrics)
     groups = figures.group_by_pool(rows)
     available = result.available
-    cards = [
-        PoolCard(pool, figures.pool_figures(groups.get(pool.name, []), metrics_available=available))
-        for pool in pools
-    ]
-    cards.append(
-        PoolCard(None, figures.pool_figures(groups.get(None, []), metrics_available=available))
-    )
-    return Overview(figures.pool_figures(rows, metrics_available=available), cards, result.error)
+    # One pass over the rows: each group's figures, and the cluster's merged from them.
+    by_group = {
+        name: figures.pool_figures(members, metrics_available=available)
+        for name, members in groups.items()
+    }
+    empty = figures.pool_figures([], metrics_available=available)
+    cards = [PoolCard(pool, by_group.get(pool.name, empty)) for pool in pools]
+    cards.append(PoolCard(None, by_group.get(None, empty)))
+    cluster = figures.merge_figures(by_group.values(), metrics_available=available)
+    return Overview(cluster, cards, result.error)
 
 
 # --- the pool page ---
@@ -149,7 +151,9 @@ def pool_page(pool: Pool | None, *, shown: QuerySet[Node], sort: str = "name") -
 def pool_history(pool: Pool | None, span: str) -> RangeResult:
     length, step = HISTORY_SPANS.get(span, HISTORY_SPANS["24h"])
     names = list(pool_nodes(pool).values_list("name", flat=True))
-    return dcgm.utilisation_history(names, span=length, step=step)
+    # Read after the page's node figures, which found out whether the rules are loaded.
+    recorded = reads_recorded("gpus_reporting") and reads_recorded("util")
+    return dcgm.utilisation_history(names, span=length, step=step, recorded=recorded)
 
 
 # --- the node page ---

@@ -16,14 +16,14 @@ from django.utils import timezone
 from pools import drills, execution, insights, workflow
 from pools.events import drill_wanted, execution_wanted
 from pools.idempotency import idempotency_records_purge
-from pools.inventory import inventory_sync
+from pools.inventory.sync import inventory_safety_net
 from pools.kube.errors import KubeUnavailable
 from portal.celery import NODE_CHANGING_TASK_OPTIONS
 
 
 @shared_task(ignore_result=True)
 def sync_inventory() -> str:
-    return str(inventory_sync())
+    return inventory_safety_net()
 
 
 @shared_task(ignore_result=True, **NODE_CHANGING_TASK_OPTIONS)

@@ -105,16 +105,13 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     if _live(request):
         return render(request, "pools/_node_live.html", context)
     history = selectors.node_history(node)
+    # The framebuffer chart's top is the node's framebuffer (None when unknown: to the data).
+    fb_capacity = node.gpu_count * node.gpu_memory_mib / 1024 or None
     context["charts"] = {
-        name: _chart(
-            result.points,
-            title=title,
-            y_max=100.0 if name == "util" else None,
-            unit="%" if name == "util" else " GiB",
-        )
-        for name, title, result in (
-            ("util", "GPU utilisation, 24h", history.get("util")),
-            ("fb_used", "Framebuffer used, 24h", history.get("fb_used")),
+        name: _chart(result.points, title=title, y_max=y_max, unit=unit)
+        for name, title, y_max, unit, result in (
+            ("util", "GPU utilisation, 24h", 100.0, "%", history.get("util")),
+            ("fb_used", "Framebuffer used, 24h", fb_capacity, "GiB", history.get("fb_used")),
         )
         if result is not None
     }

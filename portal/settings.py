@@ -277,6 +277,9 @@ POD_TEAM_LABEL = env_str("POD_TEAM_LABEL", "team")
 for _name, _key in (("POD_WORKLOAD_LABEL", POD_WORKLOAD_LABEL), ("POD_TEAM_LABEL", POD_TEAM_LABEL)):
     if _problem := label_key_problem(_key):
         raise EnvError(_name, f"expected a label key: {_problem}, got {_key!r}")
+# The inventory watcher's lease: a watcher that stops renewing it for this long is taken
+# over by another (it renews every third of it).
+INVENTORY_LEASE_SECONDS = env_int("INVENTORY_LEASE_SECONDS", 15, minimum=3, maximum=300)
 # How long a GPU pod's row is kept after the pod is deleted.
 POD_HISTORY_DAYS = env_int("POD_HISTORY_DAYS", 30, minimum=1, maximum=3650)
 PATCH_MAX_CONFLICTS = env_int("PATCH_MAX_CONFLICTS", 5, minimum=0, maximum=100)

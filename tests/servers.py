@@ -170,6 +170,7 @@ def prometheus_server(
     scrape_interval: str = "1s",
     file_sd: Path | None = None,
     rules: bool = True,
+    scrape_timeout: str | None = None,
 ) -> Iterator[PrometheusServer]:
     """A Prometheus with the project's recording rules loaded (rules=False: without, as
     a Prometheus nobody configured for the portal), ready once they have run."""
@@ -205,7 +206,10 @@ def prometheus_server(
         "global:\n"
         f"  scrape_interval: {scrape_interval}\n"
         f"  evaluation_interval: {scrape_interval}\n"
-        f"  query_log_file: {query_log}\n" + (f"rule_files: ['{RULES}']\n" if rules else "") + jobs
+        + (f"  scrape_timeout: {scrape_timeout}\n" if scrape_timeout else "")
+        + f"  query_log_file: {query_log}\n"
+        + (f"rule_files: ['{RULES}']\n" if rules else "")
+        + jobs
     )
     process = subprocess.Popen(
         [

@@ -132,6 +132,9 @@ def test_no_csp_violation_on_the_main_pages(stack, live_server, settings, chromi
         "/audit/",
         "/tokens/",
         "/pools/training/edit/",
+        "/pools/",
+        "/pools/?retired=1",
+        "/pools/shared/retire/",
         "/api/docs/",
     ):
         page.goto(f"{live_server.url}{path}")

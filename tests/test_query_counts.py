@@ -52,7 +52,7 @@ BASELINES: dict[str, int] = {
     "/api/v1/profiles/": 4,
     "/api/v1/advice/": 10,
 }
-SIZES = {"small": (10, 3), "large": (500, 12)}  # extra nodes, moves
+SIZES = {"small": (10, 3), "large": (1000, 12)}  # extra nodes, moves
 
 
 def build_world(extra_nodes: int, moves: int) -> dict[str, str]:

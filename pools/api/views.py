@@ -410,7 +410,10 @@ class InventorySyncView(BaseView, APIView):
     @extend_schema(
         request=None,
         responses={202: s.QueuedSerializer, **errors(401, 403, 429)},
-        description="Queue an inventory sync now (it also runs every 30 s).",
+        description=(
+            "Queue a full inventory sync now (it also runs every INVENTORY_SYNC_SECONDS; with "
+            "a watcher running, the watcher lists everything again)."
+        ),
     )
     def post(self, request: Request) -> Response:
         tasks.sync_inventory.delay()

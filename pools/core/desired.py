@@ -119,6 +119,69 @@ def managed_taint_keys(pools: Iterable[PoolSpec]) -> frozenset[str]:
     return frozenset(pool.taint.key for pool in pools if pool.taint is not None)
 
 
+@dataclass(frozen=True)
+class Target:
+    """What a node is to carry, fixed when a move is asked and approved: the pool it goes to
+    (None: out of every pool) and the keys the portal managed then. Applied later, it gives
+    the approved change even if a pool definition was edited in between."""
+
+    pool: PoolSpec | None
+    label_keys: frozenset[str]
+    taint_keys: frozenset[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        pool = self.pool
+        return {
+            "pool": None
+            if pool is None
+            else {
+                "name": pool.name,
+                "labels": dict(pool.labels),
+                "taint": pool.taint.to_api() if pool.taint else None,
+            },
+            "label_keys": sorted(self.label_keys),
+            "taint_keys": sorted(self.taint_keys),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Target:
+        raw = data.get("pool")
+        pool = None
+        if raw is not None:
+            taint = Taint.from_api(raw["taint"]) if raw.get("taint") else None
+            pool = PoolSpec(str(raw["name"]), dict(raw.get("labels") or {}), taint)
+        return cls(pool, frozenset(data["label_keys"]), frozenset(data["taint_keys"]))
+
+
+def move_target(
+    target_pool: PoolSpec | None, all_pools: Sequence[PoolSpec], *, pool_key: str
+) -> Target:
+    """The target for `target_pool` under today's pool definitions."""
+    pools = list(all_pools)
+    if target_pool is not None and all(p.name != target_pool.name for p in pools):
+        pools.append(target_pool)
+    return Target(target_pool, managed_label_keys(pools, pool_key), managed_taint_keys(pools))
+
+
+def target_state(
+    node_labels: Mapping[str, str],
+    node_taints: Sequence[Taint],
+    target: Target,
+    *,
+    pool_key: str,
+) -> NodeState:
+    """The labels and taints the node must carry to meet `target`: every managed key off,
+    then the target pool's on; everything else kept as it is."""
+    labels = {k: v for k, v in node_labels.items() if k not in target.label_keys}
+    taints = [t for t in node_taints if t.key not in target.taint_keys]
+    if target.pool is not None:
+        labels.update(target.pool.labels)
+        labels[pool_key] = target.pool.name
+        if target.pool.taint is not None:
+            taints.append(target.pool.taint)
+    return NodeState(labels, tuple(taints))
+
+
 def desired_state(
     node_labels: Mapping[str, str],
     node_taints: Sequence[Taint],
@@ -128,19 +191,8 @@ def desired_state(
     pool_key: str,
 ) -> NodeState:
     """The labels and taints the node must carry to be in `target_pool` (None: in no pool)."""
-    pools = list(all_pools)
-    if target_pool is not None and all(p.name != target_pool.name for p in pools):
-        pools.append(target_pool)
-    label_keys = managed_label_keys(pools, pool_key)
-    taint_keys = managed_taint_keys(pools)
-    labels = {k: v for k, v in node_labels.items() if k not in label_keys}
-    taints = [t for t in node_taints if t.key not in taint_keys]
-    if target_pool is not None:
-        labels.update(target_pool.labels)
-        labels[pool_key] = target_pool.name
-        if target_pool.taint is not None:
-            taints.append(target_pool.taint)
-    return NodeState(labels, tuple(taints))
+    target = move_target(target_pool, all_pools, pool_key=pool_key)
+    return target_state(node_labels, node_taints, target, pool_key=pool_key)
 
 
 def node_diff(current: NodeState, desired: NodeState) -> NodeDiff:

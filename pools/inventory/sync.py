@@ -24,6 +24,13 @@ from pools.core.desired import drift_record
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import pod_requests
 from pools.core.snapshot import PodSummary, is_gpu_node, node_snapshot, pod_summary
+from pools.inventory.lease import (
+    holder_name,
+    lease_acquire,
+    lease_holder,
+    lease_release,
+    relist_request,
+)
 from pools.inventory.rows import (
     active_pools,
     build_node,
@@ -158,3 +165,18 @@ def drift_recompute() -> int:
         row.pool_id = pool_ids.get(row.pool_label)
     Node.objects.bulk_update(present, ["drift", "drifted", "pool"], batch_size=500)
     return sum(1 for row in present if row.drifted)
+
+
+def inventory_safety_net() -> str:
+    """The beat's periodic full sync. With a watcher holding the lease, it asks the watcher
+    to list everything again (one writer); otherwise it syncs here, under the lease."""
+    if (watcher := relist_request()) is not None:
+        return f"asked the inventory watcher {watcher} to list again"
+    holder = holder_name("sync")
+    # A sync longer than its interval is a problem of its own; the lease outlives it then.
+    if not lease_acquire(holder, settings.INVENTORY_SYNC_SECONDS):
+        return f"skipped: {lease_holder()} holds the inventory lease"
+    try:
+        return str(inventory_sync())
+    finally:
+        lease_release(holder)

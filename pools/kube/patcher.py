@@ -22,9 +22,11 @@ from pools.core.desired import (
     NodeState,
     PoolSpec,
     Taint,
-    desired_state,
+    Target,
+    move_target,
     node_diff,
     node_patch,
+    target_state,
 )
 from pools.kube.errors import KubeError
 from pools.kube.nodes import Raw, core_api, read_node
@@ -57,29 +59,39 @@ def node_state(raw: Raw) -> NodeState:
 
 
 def plan(
-    raw: Raw, target: PoolSpec | None, pools: Sequence[PoolSpec]
+    raw: Raw, target: PoolSpec | Target | None, pools: Sequence[PoolSpec] = ()
 ) -> tuple[NodeState, NodeState, NodeDiff]:
+    """The node's state, the state `target` wants, and the difference. `target` is a pool
+    (with today's definitions in `pools`) or a Target fixed earlier."""
     current = node_state(raw)
-    desired = desired_state(
-        current.labels, current.taints, target, pools, pool_key=settings.POOL_LABEL_KEY
-    )
+    if not isinstance(target, Target):
+        target = move_target(target, pools, pool_key=settings.POOL_LABEL_KEY)
+    desired = target_state(current.labels, current.taints, target, pool_key=settings.POOL_LABEL_KEY)
     return current, desired, node_diff(current, desired)
 
 
 def apply_pool(name: str, target: PoolSpec | None, pools: Sequence[PoolSpec]) -> PatchResult:
-    """Bring node `name` to `target`'s desired state (None: out of every pool); gives up
-    after PATCH_MAX_CONFLICTS conflicts in a row."""
+    """Bring node `name` to `target`'s desired state (None: out of every pool) under today's
+    pool definitions."""
+    return apply_target(name, move_target(target, pools, pool_key=settings.POOL_LABEL_KEY))
+
+
+def apply_target(name: str, target: Target, *, raw: Raw | None = None) -> PatchResult:
+    """Bring node `name` to `target`; gives up after PATCH_MAX_CONFLICTS conflicts in a row.
+    `raw`: the node as just read, to save the first GET; after a 409 it is read again."""
     policy = RetryPolicy()
     allowed_conflicts = settings.PATCH_MAX_CONFLICTS
     conflicts = 0
     while True:
-        raw = read_node(name)
-        current, desired, diff = plan(raw, target, pools)
+        if raw is None:
+            raw = read_node(name)
+        current, desired, diff = plan(raw, target)
         if diff.is_empty:
             return PatchResult(
                 name, diff, current, current, patched=False, conflicts=conflicts, raw=raw
             )
         body = node_patch(diff, desired, raw["metadata"]["resourceVersion"])
+        raw = None  # whatever happens next, the node is read again before another PATCH
         try:
             answer = policy.call(
                 lambda body=body: _send_patch(name, body), doing=f"patching node {name}"

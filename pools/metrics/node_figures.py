@@ -24,14 +24,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
 
 from pools import guarded_cache, observability
-from pools.core.figures import NodeMetrics, node_metrics_from_series
+from pools.core.figures import NodeMetrics, node_metric_rows
 from pools.metrics import queries, source
 from pools.metrics.dcgm import metric_labels
 from pools.metrics.results import InstantResult
@@ -53,6 +53,12 @@ class LazyNodeMetrics(Mapping[str, NodeMetrics]):
 
     def __getitem__(self, name: str) -> NodeMetrics:
         return NodeMetrics(*self._compact[name])
+
+    def get(self, name: str, default: Any = None) -> Any:
+        # Mapping.get goes through __getitem__ and a KeyError for every node without
+        # metrics: a page of 15,000 rows asks once a row.
+        row = self._compact.get(name)
+        return NodeMetrics(*row) if row is not None else default
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._compact)
@@ -133,12 +139,9 @@ class NodeFigureCache:
 
     def _refresh(self, key: str, plan: Plan) -> Entry:
         result, sources = _ask(key, plan)
-        per_node = (
-            node_metrics_from_series(result.series, settings.DCGM_NODE_LABEL)
-            if result.available
-            else {}
+        compact = (
+            node_metric_rows(result.series, settings.DCGM_NODE_LABEL) if result.available else {}
         )
-        compact = {n: astuple(m) for n, m in per_node.items()}
         entry: Entry = (time.time(), result.error, compact, sources)
         ttl = settings.METRICS_CACHE_SECONDS
         cache.set(key, entry, ttl)
@@ -213,6 +216,12 @@ def figure_sources() -> dict[str, str] | None:
     """Where the current per-node figures came from ("recorded" or "raw", per figure), or
     None before any were fetched."""
     return _node_figures.sources()
+
+
+def reads_recorded(figure: str) -> bool:
+    """Whether the current figures read `figure` from a recorded series."""
+    sources = figure_sources()
+    return bool(sources) and sources.get(figure) == "recorded"  # type: ignore[union-attr]
 
 
 def rules_loaded() -> bool | None:

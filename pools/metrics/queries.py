@@ -158,7 +158,18 @@ def per_gpu_query(labels: MetricLabels, node: str) -> str:
     return _on_nodes(labels, "", f'{labels.node}="{node}", __name__=~"{names}"')
 
 
-def utilisation_history_query(labels: MetricLabels, nodes: Iterable[str]) -> str:
+RECORDED_UTIL_SUM = "Hostname:DCGM_FI_DEV_GPU_UTIL:sum"
+
+
+def utilisation_history_query(
+    labels: MetricLabels, nodes: Iterable[str], *, recorded: bool = False
+) -> str:
+    """Average GPU utilisation over the nodes; from the per-node recorded sums and counts
+    when `recorded` (one series a node, not one a GPU: the same GPU-weighted average)."""
+    if recorded and labels.node == RULES_NODE_LABEL:
+        matcher = node_matcher(labels, nodes)
+        count = RECORDED["gpus_reporting"]
+        return f"sum({RECORDED_UTIL_SUM}{{{matcher}}}) / sum({count}{{{matcher}}})"
     return f"avg({_on_nodes(labels, UTIL, node_matcher(labels, nodes))})"
 
 

@@ -9,14 +9,17 @@ import math
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.test import Client
 
 from pools.core.figures import node_metrics_from_series
-from pools.metrics import queries, source
+from pools.inventory import inventory_sync
+from pools.metrics import dcgm, queries, source
 from pools.metrics.dcgm import metric_labels
 from pools.metrics.node_figures import NodeFigureCache, figure_sources
 from tests.kubesim_process import Kubesim, kubesim_server
@@ -167,3 +170,45 @@ def test_recorded_and_raw_figures_agree(
         assert [getattr(m, c) for c in counts] == [getattr(r, c) for c in counts], node
         # Gauges sampled a rule evaluation apart (one second) may move a little.
         assert math.isclose(m.util or 0, r.util or 0, abs_tol=5), node
+
+
+@pytest.mark.django_db
+def test_the_pool_history_reads_the_per_node_sums_where_the_rules_are_loaded(
+    settings,  # type: ignore[no-untyped-def]
+    sim: Kubesim,
+    with_rules: PrometheusServer,
+    without_rules: PrometheusServer,
+) -> None:
+    settings.KUBECONFIG = str(sim.kubeconfig)
+    settings.METRICS_CACHE_SECONDS = 30
+    inventory_sync()
+    session = Client()
+    session.force_login(User.objects.create_superuser("root"))
+    sent = {}
+    for prom in (with_rules, without_rules):
+        settings.PROMETHEUS_URL = prom.url
+        cache.clear()
+        before = len(prom.queries_sent())
+        page = session.get("/pools/training/").content.decode()
+        assert "History unavailable" not in page
+        prom.queries_since(0)
+        (history,) = [q for q in prom.queries_sent()[before:] if q.startswith(("sum(", "avg("))]
+        sent[prom.url] = history
+    assert sent[with_rules.url].startswith(f"sum({queries.RECORDED_UTIL_SUM}{{Hostname=~")
+    assert sent[without_rules.url].startswith("avg(")
+
+
+def test_the_recorded_history_is_the_gpu_weighted_average(
+    settings,  # type: ignore[no-untyped-def]
+    with_rules: PrometheusServer,
+) -> None:
+    settings.PROMETHEUS_URL = with_rules.url
+    nodes = [f"a100-train-{i:03d}" for i in range(4)] + ["a100-infer-000"]
+    span, step = timedelta(seconds=20), timedelta(seconds=5)
+    raw = dcgm.utilisation_history(nodes, span=span, step=step, recorded=False)
+    recorded = dcgm.utilisation_history(nodes, span=span, step=step, recorded=True)
+    assert raw.error is None and recorded.error is None and recorded.points
+    by_time = dict(raw.points)
+    for at, value in recorded.points:
+        if at in by_time:  # a rule evaluation apart: the gauges may move a little
+            assert math.isclose(value, by_time[at], abs_tol=5), at

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     advisor's dismissed suggestions (hidden until their evidence changes)."""
 
     dependencies = [
-        ("pools", "0009_pool_colour"),
+        ("pools", "0010_inventory_lease"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
     """Drills: failure rehearsals on a pool with a defined end, one at a time per pool."""
 
     dependencies = [
-        ("pools", "0010_pool_utilisation_target"),
+        ("pools", "0011_pool_utilisation_target"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
