@@ -37,6 +37,15 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
         help_text="nvidia.com/gpu.product values, one a line; empty accepts any model.",
     )
 
+    utilisation_target = forms.IntegerField(
+        label="Utilisation target (%)",
+        min_value=1,
+        max_value=100,
+        required=False,
+        help_text="The average GPU utilisation the pool should reach over weeks (empty: "
+        f"{Pool._meta.get_field('utilisation_target').default} %).",
+    )
+
     class Meta:
         model = Pool
         fields = Pool.EDITABLE_FIELDS
@@ -52,6 +61,12 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
         self.initial["accepted_gpu_models"] = "\n".join(self.instance.accepted_gpu_models or [])
         if not self.instance.colour:  # a new pool: the first colour no other pool uses
             self.initial["colour"] = colour_pick(Pool.objects.values_list("colour", flat=True))
+
+    def clean_utilisation_target(self) -> int:
+        value = self.cleaned_data.get("utilisation_target")
+        if value is None:
+            return int(Pool._meta.get_field("utilisation_target").default)
+        return int(value)
 
     def clean_labels(self) -> dict[str, str]:
         return parse_labels(self.cleaned_data.get("labels") or "")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib import messages
@@ -30,7 +30,13 @@ def _move_form_initial(request: HttpRequest) -> dict[str, object]:
         "nodes": ",".join(n for n in names if n),
         "reconcile": request.GET.get("reconcile") == "1",
         "destination": request.GET.get("destination", ""),
+        "reason": request.GET.get("reason", ""),
     }
+    if (loan_days := request.GET.get("loan_days", "")).isdigit() and 0 < int(loan_days) <= 90:
+        # The advisor's loans: the window starts when the request is made.
+        initial["loan_until"] = (timezone.now() + timedelta(days=int(loan_days))).strftime(
+            "%Y-%m-%dT%H:%M"
+        )
     if request.GET.get("reconcile_in"):  # "Reconcile selected" on a pool page
         initial["reconcile"] = True
         initial["destination"] = request.GET["reconcile_in"]

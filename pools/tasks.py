@@ -15,8 +15,8 @@ from django.conf import settings
 from django.dispatch import receiver
 from django.utils import timezone
 
-from pools import execution, notifications, workflow
-from pools.events import execution_wanted, move_event
+from pools import drills, execution, insights, notifications, workflow
+from pools.events import drill_wanted, execution_wanted, move_event
 from pools.idempotency import idempotency_records_purge
 from pools.inventory.sync import inventory_safety_net
 from pools.kube.errors import KubeUnavailable
@@ -67,6 +67,28 @@ def return_loans() -> int:
 @shared_task(ignore_result=True)
 def expire_moves() -> int:
     return workflow.moves_expire(now=timezone.now())
+
+
+@shared_task(ignore_result=True)
+def run_drill(drill_id: int) -> None:
+    drill = drills.drill_begin(drill_id)
+    if drill is not None and drill.state == drill.State.RUNNING:
+        finish_drill.apply_async((drill_id,), countdown=drill.hold_seconds)
+
+
+@shared_task(ignore_result=True)
+def finish_drill(drill_id: int) -> None:
+    drills.drill_finish(drill_id, now=timezone.now())
+
+
+@shared_task(ignore_result=True)
+def end_overdue_drills() -> int:
+    return len(drills.drills_end_overdue(now=timezone.now()))
+
+
+@shared_task(ignore_result=True)
+def refresh_insights() -> int:
+    return insights.insights_refresh(days=insights.DEFAULT_DAYS, now=timezone.now())
 
 
 @shared_task(ignore_result=True)
@@ -126,3 +148,9 @@ def enqueue_notifications(sender: Any, request_id: int, event: str, **kwargs: An
         notify_email.apply_async((event, request_id), retry=False)
     if settings.NOTIFY_WEBHOOK_URL:
         notify_webhook.apply_async((event, request_id), retry=False)
+
+
+@receiver(drill_wanted)
+def enqueue_drill(sender: Any, drill_id: int, **kwargs: Any) -> None:
+    """A drill recorded (sent after its commit)."""
+    run_drill.delay(drill_id)

@@ -39,6 +39,9 @@ BASELINES: dict[str, int] = {
     "/tokens/": 4,
     "/search/?q=a100": 6,
     "/search/?q=%23{move}": 7,
+    "/pools/training/insights/": 14,
+    "/insights/profiles/": 5,
+    "/advice/": 11,
     # The API, for a viewer's token.
     "/api/v1/summary/": 4,
     "/api/v1/pools/": 3,
@@ -48,6 +51,9 @@ BASELINES: dict[str, int] = {
     "/api/v1/moves/{move}/": 6,
     "/api/v1/audit-events/": 3,
     "/api/v1/search/?q=a100": 5,
+    "/api/v1/pools/training/insights/": 13,
+    "/api/v1/profiles/": 4,
+    "/api/v1/advice/": 10,
 }
 SIZES = {"small": (10, 3), "large": (1000, 12)}  # extra nodes, moves
 

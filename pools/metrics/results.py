@@ -31,3 +31,11 @@ class InstantResult:
 class RangeResult:
     points: list[tuple[float, float]] = field(default_factory=list)
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class RangeSeries:
+    """Several series of one range query, each with its labels."""
+
+    series: list[tuple[Mapping[str, str], list[tuple[float, float]]]] = field(default_factory=list)
+    error: str | None = None
