@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from pools import selectors, workflow
 from pools.errors import WorkflowError
 from pools.filters import ACTIVE, AuditFilter, MoveFilter
+from pools.fitcheck.impact import move_impact
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
 from pools.roles import Capability, require
@@ -42,7 +43,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
             initial["destination"] = pool.name
             initial["reason"] = f"reconcile drifted nodes of {pool.name}"
         form = MoveForm(initial=initial)
-    plan = None
+    plan = impact = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         plan = workflow.move_plan(
@@ -51,6 +52,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
             reconcile=data["reconcile"],
             health_override=data["health_override"],
         )
+        impact = move_impact(plan, drain_policy=data["drain_policy"])
         if "submit" in request.POST:
             try:
                 move = workflow.move_request_create(
@@ -73,7 +75,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, f"Move #{move.pk} asked; it waits for approval.")
                 return redirect("move-detail", pk=move.pk)
-    return render(request, "pools/move_new.html", {"form": form, "plan": plan})
+    return render(request, "pools/move_new.html", {"form": form, "plan": plan, "impact": impact})
 
 
 ALL = "all"  # the move list's tab without a state filter

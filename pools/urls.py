@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pools import move_views, token_views, views
+from pools import fit_views, move_views, token_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -17,6 +17,8 @@ urlpatterns = [
     path("moves/<int:pk>/cancel/", move_views.move_cancel, name="move-cancel"),
     path("loans/", move_views.loans, name="loans"),
     path("loans/<int:pk>/change/", move_views.loan_change, name="loan-change"),
+    path("fit/", fit_views.fit_check, name="fit-check"),
+    path("pending/", fit_views.pending, name="pending"),
     path("audit/", move_views.audit_log, name="audit-log"),
     path("tokens/", token_views.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", token_views.token_revoke_view, name="token-revoke"),

@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
@@ -14,6 +15,7 @@ from pools import selectors, services
 from pools.core import charts, figures
 from pools.core.snippets import scheduling_block
 from pools.filters import NodeFilter
+from pools.fitcheck.pending import pending_pods, pool_intruders
 from pools.forms import PoolForm
 from pools.models import AuditEvent, Node, Pool
 from pools.roles import Capability, has_capability, require
@@ -80,6 +82,8 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         context["snippet"] = scheduling_block(
             pool.spec(), pool_key=settings.POOL_LABEL_KEY, gpu_models=[model] if model else None
         )
+        context["pending"] = pending_pods(now=timezone.now(), pool=pool)
+        context["intruders"] = pool_intruders(pool)
     return render(request, "pools/pool.html", context)
 
 

@@ -23,6 +23,8 @@ from pools.api.idempotency import idempotent
 from pools.api.permissions import HasCapability
 from pools.errors import WorkflowError
 from pools.filters import AuditFilter, MoveFilter, NodeFilter
+from pools.fitcheck import service as fitcheck
+from pools.fitcheck.impact import move_impact
 from pools.metrics.node_figures import latest_node_metrics
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.roles import Capability
@@ -264,6 +266,7 @@ class MoveViewSet(
             reconcile=data["reconcile"],
             health_override=data["health_override"],
         )
+        impact = move_impact(plan, drain_policy=data["drain_policy"])
         return Response(
             s.DryRunResultSerializer(
                 {
@@ -280,6 +283,7 @@ class MoveViewSet(
                         }
                         for p in plan.nodes
                     ],
+                    "impact": impact.as_dict(),
                 }
             ).data
         )
@@ -344,6 +348,24 @@ class AuditEventViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignor
     pagination_class = Newest
     filterset_class = AuditFilter
     filter_backends = [django_filters.rest_framework.DjangoFilterBackend]
+
+
+class FitView(BaseView, APIView):
+    @extend_schema(
+        request=s.FitRequestSerializer,
+        responses={200: s.FitResultSerializer, **errors(400, 401, 403, 415, 429)},
+        description="Will this manifest (YAML or JSON) or this pod land, in which pool, and "
+        "if not, why: the scheduler's verdict per pool, gang capacity, warnings and the fix. "
+        "Reads only.",
+    )
+    def post(self, request: Request) -> Response:
+        data = _valid(s.FitRequestSerializer, request)
+        pod = data.get("pod")
+        check = fitcheck.fit_check_run(
+            manifest=data.get("manifest"),
+            pod=fitcheck.PodRef(pod["namespace"], pod["name"]) if pod else None,
+        )
+        return Response(check.as_dict())
 
 
 class InventorySyncView(BaseView, APIView):
