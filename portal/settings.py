@@ -263,8 +263,17 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 POOL_LABEL_KEY = env_str("POOL_LABEL_KEY", "gpu-pool")
 if _problem := label_key_problem(POOL_LABEL_KEY):
     raise EnvError("POOL_LABEL_KEY", f"expected a label key: {_problem}, got {POOL_LABEL_KEY!r}")
-INVENTORY_SYNC_SECONDS = env_int("INVENTORY_SYNC_SECONDS", 30, minimum=5, maximum=3600)
+# The full sync lists every node and pod; it is the safety net behind the watcher.
+INVENTORY_SYNC_SECONDS = env_int("INVENTORY_SYNC_SECONDS", 300, minimum=5, maximum=3600)
 INVENTORY_PAGE_SIZE = env_int("INVENTORY_PAGE_SIZE", 500, minimum=1, maximum=10_000)
+# The pod labels that say a GPU pod's workload type and team (for the pool insights).
+POD_WORKLOAD_LABEL = env_str("POD_WORKLOAD_LABEL", "workload-type")
+POD_TEAM_LABEL = env_str("POD_TEAM_LABEL", "team")
+for _name, _key in (("POD_WORKLOAD_LABEL", POD_WORKLOAD_LABEL), ("POD_TEAM_LABEL", POD_TEAM_LABEL)):
+    if _problem := label_key_problem(_key):
+        raise EnvError(_name, f"expected a label key: {_problem}, got {_key!r}")
+# How long a GPU pod's row is kept after the pod is deleted.
+POD_HISTORY_DAYS = env_int("POD_HISTORY_DAYS", 30, minimum=1, maximum=3650)
 PATCH_MAX_CONFLICTS = env_int("PATCH_MAX_CONFLICTS", 5, minimum=0, maximum=100)
 PATCH_MAX_RETRIES = env_int("PATCH_MAX_RETRIES", 4, minimum=0, maximum=100)
 PATCH_BACKOFF_SECONDS = env_float("PATCH_BACKOFF_SECONDS", 0.5, minimum=0.0, maximum=60.0)
