@@ -19,7 +19,7 @@ from pools.core.fit.cluster import ClusterSnapshot, FitNode, NodePod, PoolCapaci
 from pools.core.fit.pods import PodShape
 from pools.core.fit.scheduling import NO_EXECUTE, Taint, untolerated_taint
 from pools.core.fit.workloads import pod_shape
-from pools.fitcheck.cluster import FitCluster, fit_cluster
+from pools.fitcheck.cluster import OTHER_PODS, FitCluster, fit_cluster, gpu_node_pod
 from pools.fitcheck.pending import wants_pool
 from pools.fitcheck.service import pod_manifest
 from pools.models import GpuPod, MoveRequest
@@ -82,7 +82,10 @@ def move_impact(plan: MovePlan, *, drain_policy: str) -> MoveImpact:
         pods_on[pod.node_name].append(pod)
     fates = {p.node.name: _fates(p, pods_on[p.node.name], drain_policy) for p in plan.nodes}
     after = cluster.snapshot.with_nodes(
-        [_after(cluster, p, plan.destination.name, fates[p.node.name]) for p in plan.nodes]
+        [
+            _after(cluster, p, plan.destination.name, fates[p.node.name], pods_on[p.node.name])
+            for p in plan.nodes
+        ]
     )
     pending = list(GpuPod.objects.pending().order_by("created_at", "namespace", "name"))
     started = _would_start(cluster, after, names, pending)
@@ -120,8 +123,14 @@ def _fates(planned: PlannedNode, pods: Sequence[GpuPod], drain_policy: str) -> l
 
 
 def _after(
-    cluster: FitCluster, planned: PlannedNode, destination: str, fates: list[PodFate]
+    cluster: FitCluster,
+    planned: PlannedNode,
+    destination: str,
+    fates: list[PodFate],
+    pods: Sequence[GpuPod],
 ) -> FitNode:
+    """The node in the destination: its new labels and taints, its GPU pods one by one less
+    those evicted, and what its other pods hold."""
     node = cluster.snapshot.nodes[cluster.snapshot.index[planned.node.name]]
     evicted = {f.pod for f in fates if f.fate == EVICTED}
     return replace(
@@ -129,7 +138,10 @@ def _after(
         pool=destination,
         labels=dict(planned.desired.labels),
         taints=tuple(Taint(t.key, t.value, t.effect) for t in planned.desired.taints),
-        pods=tuple(p for p in node.pods if p.name not in evicted),
+        pods=(
+            *(p for p in node.pods if p.name == OTHER_PODS),
+            *(gpu_node_pod(p) for p in pods if str(p) not in evicted),
+        ),
     )
 
 
