@@ -26,7 +26,7 @@ from django.db.models import Sum
 
 from pools.core.fit.cluster import ClusterSnapshot, FitNode, FitPool, NodePod
 from pools.core.fit.quantities import QuantityError, parse_quantity
-from pools.core.fit.resources import Resources, amount_in_units
+from pools.core.fit.resources import ZERO, Resources, amount_in_units
 from pools.core.fit.scheduling import Taint
 from pools.models import GpuPod, Node, Pool
 
@@ -75,6 +75,7 @@ def fit_cluster() -> FitCluster:
     rows = list(Node.objects.present().values_list(*_NODE_FIELDS))
     bound = GpuPod.objects.live().exclude(node_name="")
     held: dict[str, list[NodePod]] = defaultdict(list)
+    totals: dict[str, Resources] = {}
     classes: dict[str, int] = {}
     for node, priority, name, gpus, cpu, memory in (
         bound.values_list("node_name", "priority", "priority_class")
@@ -87,9 +88,10 @@ def fit_cluster() -> FitCluster:
             f"GPU pods of priority {priority}",
         )
         held[node].append(pod)
+        totals[node] = totals.get(node, ZERO).plus(pod.requests)
         if name and priority is not None:
             classes[name] = priority
-    nodes = [_fit_node(row, held.get(row[0], [])) for row in rows]
+    nodes = [_fit_node(row, held.get(row[0], []), totals.get(row[0], ZERO)) for row in rows]
     snapshot = ClusterSnapshot(nodes, [fit_pool(p) for p in pools.values()])
     return FitCluster(snapshot, pools, classes, settings.POOL_LABEL_KEY)
 
@@ -100,15 +102,15 @@ def gpu_node_pod(pod: GpuPod) -> NodePod:
     return NodePod(Resources(pod.cpu_milli, pod.memory_bytes, pod.gpus), priority, str(pod))
 
 
-def _fit_node(row: Sequence[Any], on_node: list[NodePod]) -> FitNode:
+def _fit_node(row: Sequence[Any], on_node: list[NodePod], gpu_pods: Resources) -> FitNode:
     (name, pool, labels, taints, cordoned, ready, gpus, allocated, cpu, memory) = row[:10]
     cpu_milli, memory_bytes, cpu_requested, memory_requested = row[10:]
     # What the node's pods request beyond its GPU pods (and GPUs held by pods the inventory
     # has not recorded as GpuPod rows yet).
     rest = Resources(
-        max(cpu_requested - sum(p.requests.cpu_milli for p in on_node), 0),
-        max(memory_requested - sum(p.requests.memory for p in on_node), 0),
-        max(allocated - sum(p.requests.gpu for p in on_node), 0),
+        max(cpu_requested - gpu_pods.cpu_milli, 0),
+        max(memory_requested - gpu_pods.memory, 0),
+        max(allocated - gpu_pods.gpu, 0),
     )
     if not rest.is_zero:
         on_node = [*on_node, NodePod(rest, UNKNOWN_PRIORITY, OTHER_PODS)]
