@@ -22,6 +22,7 @@ from django.utils import timezone
 from pools import log_context, observability
 from pools.audit import audit
 from pools.core.checks import NodeFacts, PoolFacts, capacity_floor
+from pools.core.labels import counted
 from pools.core.snapshot import node_record
 from pools.errors import (
     CapacityFloorReached,
@@ -216,20 +217,29 @@ def _apply(item: MoveItem, cordon: _Cordon) -> str:
         cordon.on = True
         _drain(item)
     result = apply_pool(name, destination, pools)
+    state = ItemState.DONE if result.patched else ItemState.UNCHANGED
+    message = result.diff.summary() + (
+        f" ({counted(result.conflicts, 'conflict')} re-read)" if result.conflicts else ""
+    )
     raw = result.raw
+    after = node_record(raw)
+    recorded = False
     if cordon.on:
+        # The timeline reads in the order things happened: the patch, then the uncordon.
+        _record_item_event(item, state, message=message, before=before, after=after)
+        recorded = True
         raw = drain.set_unschedulable(name, False)
         cordon.on = False
         audit("node.uncordoned", request=request, node_name=name)
     return _finish(
         item,
-        ItemState.DONE if result.patched else ItemState.UNCHANGED,
+        state,
         before=before,
-        after=node_record(raw),
+        after=after,
         raw=raw,
         applied=result.diff.as_dict(),
-        message=result.diff.summary()
-        + (f" ({result.conflicts} conflict(s) re-read)" if result.conflicts else ""),
+        message=message,
+        recorded=recorded,
     )
 
 
@@ -285,7 +295,10 @@ def _finish(
     after: dict[str, Any] | None = None,
     raw: dict[str, Any] | None = None,
     applied: dict[str, Any] | None = None,
+    recorded: bool = False,
 ) -> str:
+    """End the item in `state` (compare-and-swap from running) and record it, unless the
+    caller has `recorded` its event already (at the moment it happened)."""
     request = item.request
     if raw is not None:
         # First the inventory, then the record: whoever sees the move finished sees the
@@ -307,20 +320,35 @@ def _finish(
         )
         if not updated:
             return MoveItem.objects.get(pk=item.pk).state
-        audit(
-            {
-                ItemState.DONE: "node.patched",
-                ItemState.UNCHANGED: "node.unchanged",
-                ItemState.FAILED: "node.failed",
-            }[state],
-            request=request,
-            node_name=item.node.name,
-            message=message,
-            before=before,
-            after=after,
-        )
+        if not recorded:
+            _record_item_event(item, state, message=message, before=before, after=after)
         _finish_request_if_done(request.pk, now)
     return state
+
+
+_ITEM_EVENT = {
+    ItemState.DONE: "node.patched",
+    ItemState.UNCHANGED: "node.unchanged",
+    ItemState.FAILED: "node.failed",
+}
+
+
+def _record_item_event(
+    item: MoveItem,
+    state: str,
+    *,
+    message: str,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+) -> None:
+    audit(
+        _ITEM_EVENT[state],
+        request=item.request,
+        node_name=item.node.name,
+        message=message,
+        before=before,
+        after=after,
+    )
 
 
 def _finish_request_if_done(request_id: int, now: datetime) -> None:
@@ -345,7 +373,9 @@ def _finish_request_if_done(request_id: int, now: datetime) -> None:
         request = MoveRequest.objects.get(pk=request_id)
         observability.move_finished(outcome=final, approved_at=request.decided_at, ended_at=now)
         release_nodes(request)
-        audit(f"move.{final}", request=request, message=f"{ok} node(s) done, {failed} failed")
+        audit(
+            f"move.{final}", request=request, message=f"{counted(ok, 'node')} done, {failed} failed"
+        )
 
 
 def sweep(*, now: datetime) -> dict[str, list[int]]:

@@ -1,8 +1,9 @@
 """One FilterSet per list: the page, the API (and an export, when there is one) filter a list
 the same way because they use the same FilterSet.
 
-A filter value that does not parse is a 400 in the API (DjangoFilterBackend raises) and is
-left out on a page, which shows the list unfiltered by it.
+A filter value that does not parse is a 400 in the API (DjangoFilterBackend raises) and on a
+page (`page_queryset`): the page says which filter it could not read and lists nothing, rather
+than a list that looks filtered and is not.
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ from typing import Any
 
 import django_filters
 from django import forms
+from django.contrib import messages
 from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from pools.core import figures
+from pools.errors import MetricsUnavailable
 from pools.metrics.node_figures import latest_node_metrics
 from pools.models import AuditEvent, MoveRequest, Node
 
-ACTIVE = "active"  # a state filter value: pending, approved or executing
+ACTIVE = "active"
+BAD_FILTER_STATUS = 400  # a state filter value: pending, approved or executing
 
 
 class StrictBooleanFilter(django_filters.ChoiceFilter):
@@ -69,7 +74,9 @@ class NodeFilter(django_filters.FilterSet):
         ]
 
     def filter_health(self, queryset: QuerySet[Node], name: str, value: str) -> QuerySet[Node]:
-        _, metrics = latest_node_metrics()
+        result, metrics = latest_node_metrics()
+        if not result.available:  # "no faulty nodes" and "no metrics" must not look alike
+            raise MetricsUnavailable(result.error or "unknown")
         if value == "no-metrics":  # nodes absent from the metrics, not a property of them
             return queryset.exclude(name__in=list(metrics))
         return queryset.filter(
@@ -119,3 +126,15 @@ class AuditFilter(django_filters.FilterSet):
     class Meta:
         model = AuditEvent
         fields = ["action", "node", "actor", "request", "since", "until"]
+
+
+def page_queryset(
+    filterset: django_filters.FilterSet, request: HttpRequest
+) -> tuple[QuerySet[Any], int]:
+    """A page's filtered list and its status: a filter that does not parse is a 400, said in
+    a message naming the filter, with nothing listed."""
+    if filterset.is_valid():
+        return filterset.qs, 200
+    for name, errors in filterset.errors.items():
+        messages.error(request, f"Filter {name!r}: {' '.join(errors)}")
+    return filterset.queryset.none(), BAD_FILTER_STATUS

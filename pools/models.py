@@ -3,6 +3,7 @@ approvals, the append-only audit log, API tokens and idempotency records."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +18,9 @@ from pools.core.pool_definition import definition_errors
 class PoolQuerySet(models.QuerySet["Pool"]):
     def active(self) -> PoolQuerySet:
         return self.filter(retired_at__isnull=True)
+
+    def retired(self) -> PoolQuerySet:
+        return self.filter(retired_at__isnull=False)
 
 
 class Pool(models.Model):
@@ -49,6 +53,11 @@ class Pool(models.Model):
     requires_healthy_nodes = models.BooleanField(
         default=False, help_text="Refuse nodes with XID errors or without metrics."
     )
+    colour = models.CharField(
+        max_length=7,
+        blank=True,
+        help_text="#rrggbb on chips and cards; empty picks the first free palette colour.",
+    )
     retired_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -68,6 +77,7 @@ class Pool(models.Model):
         "accepted_gpu_models",
         "approvals_required",
         "requires_healthy_nodes",
+        "colour",
     )
 
     class Meta:
@@ -84,6 +94,21 @@ class Pool(models.Model):
 
     def spec(self) -> PoolSpec:
         return PoolSpec(self.name, dict(self.labels), self.taint)
+
+    def validate_unique(self, exclude: Collection[str] | None = None) -> None:
+        # A retired pool keeps its name (its moves and audit events refer to it): say so,
+        # rather than "already exists" about a pool nobody sees.
+        retired = Pool.objects.retired().filter(name=self.name).exclude(pk=self.pk).first()
+        if retired is not None and not (exclude and "name" in exclude):
+            raise ValidationError(
+                {
+                    "name": f"The name {self.name!r} is taken by the retired pool "
+                    f"{retired.display_name!r} (retired {retired.retired_at:%Y-%m-%d}): "
+                    "restore it, or choose another name."
+                },
+                code="retired_name",
+            )
+        super().validate_unique(exclude=exclude)
 
     def clean(self) -> None:
         errors = definition_errors(
@@ -302,6 +327,11 @@ class MoveItem(models.Model):
     )
     source_label = models.CharField(max_length=63, blank=True)
     planned_diff = models.JSONField(default=dict)
+    # The node's labels and taints as the plan saw them (the inventory's row at the request).
+    planned_before = models.JSONField(default=dict, blank=True)
+    # What the move was approved to make the node carry (pools.core.desired.Target.as_dict):
+    # execution applies exactly this, whatever the pool definitions say by then.
+    desired = models.JSONField(default=dict, blank=True)
     gpu_pods = models.JSONField(default=list)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     # True while the request may still change the node: at most one such item per node.
@@ -310,6 +340,11 @@ class MoveItem(models.Model):
     before = models.JSONField(default=dict, blank=True)
     after = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    # While the Kubernetes API is unavailable: what the node waits for, shown on the move page.
+    waiting = models.CharField(max_length=500, blank=True)
+    # Drain-first: the portal cordoned the node (it was schedulable before), so only then is
+    # it uncordoned at the end; kept in the row so a resumed item knows it too.
+    cordoned_by_portal = models.BooleanField(default=False)
     attempts = models.PositiveIntegerField(default=0)
     lease_until = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -405,6 +440,8 @@ class ApiToken(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # Optional: after this the token is refused (401) as a revoked one is.
+    expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from pools import selectors, workflow
 from pools.errors import WorkflowError
-from pools.filters import ACTIVE, AuditFilter, MoveFilter
+from pools.filters import ACTIVE, AuditFilter, MoveFilter, page_queryset
 from pools.fitcheck.impact import move_impact
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
@@ -22,49 +22,68 @@ from pools.roles import Capability, require
 from pools.workflow import ACTION_CAPABILITY, Action
 
 
+def _move_form_initial(request: HttpRequest) -> dict[str, object]:
+    """What the links to the form prefill: ticked nodes, a reconcile of a selection, of a
+    pool's drifted nodes, or of one node."""
+    names = request.GET.getlist("node") or request.GET.get("nodes", "").split(",")
+    initial: dict[str, object] = {
+        "nodes": ",".join(n for n in names if n),
+        "reconcile": request.GET.get("reconcile") == "1",
+        "destination": request.GET.get("destination", ""),
+    }
+    if request.GET.get("reconcile_in"):  # "Reconcile selected" on a pool page
+        initial["reconcile"] = True
+        initial["destination"] = request.GET["reconcile_in"]
+    if initial["reconcile"] and request.GET.get("pool"):
+        pool = get_object_or_404(Pool.objects.active(), name=request.GET["pool"])
+        initial["nodes"] = ",".join(selectors.drifted_node_names(pool))
+        initial["destination"] = pool.name
+    if initial["reconcile"] and initial["destination"]:
+        count = len([n for n in str(initial["nodes"]).split(",") if n])
+        initial["reason"] = (
+            f"reconcile drifted node{'s' if count != 1 else ''} of {initial['destination']}"
+        )
+    return initial
+
+
+def _move_form(request: HttpRequest) -> MoveForm:
+    data = request.POST if request.method == "POST" else None
+    initial = {} if data is not None else _move_form_initial(request)
+    names = str((data or initial).get("nodes", "")).split(",")
+    source = selectors.single_source_pool([n.strip() for n in names if n.strip()])
+    return MoveForm(data, initial=initial, source_pool=source)
+
+
 @require(Capability.REQUEST_MOVE)
 def move_new(request: HttpRequest) -> HttpResponse:
-    if request.method == "POST":
-        form = MoveForm(request.POST)
-    else:
-        names = request.GET.getlist("node") or request.GET.get("nodes", "").split(",")
-        initial = {
-            "nodes": ",".join(n for n in names if n),
-            "reconcile": request.GET.get("reconcile") == "1",
-            "destination": request.GET.get("destination", ""),
-        }
-        if request.GET.get("reconcile_in"):  # "Reconcile selected" on a pool page
-            initial["reconcile"] = True
-            initial["destination"] = request.GET["reconcile_in"]
-            initial["reason"] = f"reconcile drifted nodes of {request.GET['reconcile_in']}"
-        if initial["reconcile"] and request.GET.get("pool"):
-            pool = get_object_or_404(Pool.objects.active(), name=request.GET["pool"])
-            initial["nodes"] = ",".join(selectors.drifted_node_names(pool))
-            initial["destination"] = pool.name
-            initial["reason"] = f"reconcile drifted nodes of {pool.name}"
-        form = MoveForm(initial=initial)
+    form = _move_form(request)
     plan = impact = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        plan = workflow.move_plan(
+        ask = workflow.MoveAsk(
             node_names=data["nodes"],
             destination=data["destination"],
-            reconcile=data["reconcile"],
+            reason=data["reason"] or "",
+            drain_policy=data["drain_policy"],
+            drain_deadline_seconds=data["drain_deadline_minutes"] * 60,
+            loan_until=data.get("loan_until"),
             health_override=data["health_override"],
+            reconcile=data["reconcile"],
         )
+        plan = workflow.move_plan(ask=ask, now=timezone.now())
         impact = move_impact(plan, drain_policy=data["drain_policy"])
         if "submit" in request.POST:
             try:
                 move = workflow.move_request_create(
                     requested_by=request.user,
-                    node_names=data["nodes"],
-                    destination=data["destination"],
-                    reason=data["reason"] or "",
-                    drain_policy=data["drain_policy"],
-                    drain_deadline_seconds=data["drain_deadline_minutes"] * 60,
-                    loan_until=data["loan_until"],
-                    health_override=data["health_override"],
-                    reconcile=data["reconcile"],
+                    node_names=ask.node_names,
+                    destination=ask.destination,
+                    reason=ask.reason,
+                    drain_policy=ask.drain_policy,
+                    drain_deadline_seconds=ask.drain_deadline_seconds,
+                    loan_until=ask.loan_until,
+                    health_override=ask.health_override,
+                    reconcile=ask.reconcile,
                     now=timezone.now(),
                 )
             except WorkflowError as exc:
@@ -86,12 +105,15 @@ def move_list(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state", MoveRequest.State.PENDING)
     query = request.GET.copy()
     query.setlist("state", [] if state == ALL else [state])
-    moves = MoveFilter(query, queryset=selectors.moves_for_list(), request=request).qs
+    moves, status = page_queryset(
+        MoveFilter(query, queryset=selectors.moves_for_list(), request=request), request
+    )
     page = Paginator(moves, 50).get_page(request.GET.get("page"))
     return render(
         request,
         "pools/move_list.html",
         {"page": page, "state": state, "states": [ACTIVE, *MoveRequest.State.values, ALL]},
+        status=status,
     )
 
 
@@ -103,6 +125,7 @@ def move_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ).prefetch_related(
             Prefetch("items", MoveItem.objects.select_related("node", "source_pool")),
             "approvals__approver",
+            "children",
         ),
         pk=pk,
     )
@@ -128,7 +151,7 @@ _DONE = {
 
 
 def _decide(
-    request: HttpRequest, pk: int, action: Action, *, comment: str, until: datetime | None = None
+    request: HttpRequest, pk: int, action: Action, *, reason: str, until: datetime | None = None
 ) -> None:
     """Take the decision through the workflow and say how it went."""
     move = get_object_or_404(MoveRequest, pk=pk)
@@ -137,7 +160,7 @@ def _decide(
             move=move,
             user=request.user,
             action=action,
-            comment=comment,
+            reason=reason,
             until=until,
             now=timezone.now(),
         )
@@ -150,21 +173,21 @@ def _decide(
 @require_POST
 @require(ACTION_CAPABILITY[Action.APPROVE])
 def move_approve(request: HttpRequest, pk: int) -> HttpResponse:
-    _decide(request, pk, Action.APPROVE, comment=request.POST.get("comment", ""))
+    _decide(request, pk, Action.APPROVE, reason=request.POST.get("reason", ""))
     return redirect("move-detail", pk=pk)
 
 
 @require_POST
 @require(ACTION_CAPABILITY[Action.REJECT])
 def move_reject(request: HttpRequest, pk: int) -> HttpResponse:
-    _decide(request, pk, Action.REJECT, comment=request.POST.get("comment", ""))
+    _decide(request, pk, Action.REJECT, reason=request.POST.get("reason", ""))
     return redirect("move-detail", pk=pk)
 
 
 @require_POST
 @require(ACTION_CAPABILITY[Action.CANCEL])
 def move_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    _decide(request, pk, Action.CANCEL, comment="")
+    _decide(request, pk, Action.CANCEL, reason=request.POST.get("reason", ""))
     return redirect("move-detail", pk=pk)
 
 
@@ -178,9 +201,13 @@ def loans(request: HttpRequest) -> HttpResponse:
                 (loan, workflow.allowed_actions(request.user, loan))
                 for loan in selectors.active_loans()
             ],
+            "ended": selectors.ended_loans(),
             "now": timezone.now(),
         },
     )
+
+
+LOAN_FIELDS = {"until": "Extend until", "reason": "Reason"}
 
 
 @require_POST
@@ -188,18 +215,22 @@ def loans(request: HttpRequest) -> HttpResponse:
 def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
     form = LoanChangeForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "A loan change needs a reason.")
+        # Each field says what is wrong with it: an unreadable date is not a missing reason.
+        for field, errors in form.errors.items():
+            messages.error(request, f"{LOAN_FIELDS.get(field, field)}: {' '.join(errors)}")
         return redirect("loans")
     action = Action.END_LOAN if "end" in request.POST else Action.EXTEND_LOAN
     _decide(
-        request, pk, action, comment=form.cleaned_data["reason"], until=form.cleaned_data["until"]
+        request, pk, action, reason=form.cleaned_data["reason"], until=form.cleaned_data["until"]
     )
     return redirect("loans")
 
 
 @require(Capability.VIEW)
 def audit_log(request: HttpRequest) -> HttpResponse:
-    events = AuditFilter(request.GET, queryset=AuditEvent.objects.all()).qs
+    events, status = page_queryset(
+        AuditFilter(request.GET, queryset=AuditEvent.objects.all()), request
+    )
     page = Paginator(events, 100).get_page(request.GET.get("page"))
     filters = {name: request.GET.get(name, "").strip() for name in AuditFilter.base_filters}
-    return render(request, "pools/audit.html", {"page": page, "filters": filters})
+    return render(request, "pools/audit.html", {"page": page, "filters": filters}, status=status)

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from pools.core import figures
 from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
@@ -16,8 +16,8 @@ from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.metrics import dcgm
 from pools.metrics.node_figures import latest_node_metrics
 from pools.metrics.results import RangeResult
-from pools.models import MoveRequest, Node, NodeQuerySet, Pool
-from pools.workflow.rules import OPEN_LOAN_STATES
+from pools.models import MoveItem, MoveRequest, Node, NodeQuerySet, Pool
+from pools.workflow.rules import OPEN_LOAN_STATES, Action, allowed_actions
 
 UNASSIGNED = "unassigned"
 HISTORY_SPANS = {
@@ -205,6 +205,12 @@ class PoolImpact:
     nodes_in_pool: int
 
 
+def pools_for_list(*, retired: bool) -> QuerySet[Pool]:
+    """Active (or retired) pools with how many present nodes each holds: the pools page."""
+    pools = Pool.objects.retired() if retired else Pool.objects.active()
+    return pools.annotate(node_count=Count("nodes", filter=Q(nodes__gone_at__isnull=True)))
+
+
 def pool_change_impact(candidate: Pool) -> PoolImpact:
     """Which nodes a pool definition (unsaved) would make drifted, and which it would fix.
     The definition replaces the saved one of the same pool, if any."""
@@ -228,6 +234,13 @@ def pool_change_impact(candidate: Pool) -> PoolImpact:
 # --- moves and loans ---
 
 
+def single_source_pool(node_names: list[str]) -> str | None:
+    """The pool all these nodes are in, when it is one pool (the move form leaves it out of
+    the destinations); None for none, several, or unassigned nodes."""
+    pools = set(Node.objects.filter(name__in=node_names).values_list("pool__name", flat=True))
+    return next(iter(pools)) if len(pools) == 1 else None
+
+
 def drifted_node_names(pool: Pool) -> list[str]:
     """The pool's drifted nodes that no active move holds: what a reconcile can take."""
     return list(
@@ -238,18 +251,52 @@ def drifted_node_names(pool: Pool) -> list[str]:
     )
 
 
-def active_loans() -> list[MoveRequest]:
-    """Open loans, the soonest to end first, with their node counts."""
-    return list(
-        MoveRequest.objects.filter(
-            loan_until__isnull=False,
-            loan_return_requested_at__isnull=True,
-            state__in=OPEN_LOAN_STATES,
-        )
+def _loans() -> QuerySet[MoveRequest]:
+    """Loans with what the loans page shows: each node and the pool it came from, the
+    destination, and the return moves that point back to them."""
+    return (
+        MoveRequest.objects.filter(loan_until__isnull=False)
         .select_related("destination", "requested_by")
+        .prefetch_related(
+            Prefetch(
+                "items",
+                MoveItem.objects.select_related("node", "source_pool").order_by("node__name"),
+            ),
+            Prefetch(
+                "children",
+                MoveRequest.objects.filter(kind=MoveRequest.Kind.LOAN_RETURN).order_by("id"),
+                to_attr="returns",
+            ),
+        )
         .annotate(nodes=Count("items"))
+    )
+
+
+def active_loans() -> list[MoveRequest]:
+    """Open loans, the soonest to end first."""
+    return list(
+        _loans()
+        .filter(loan_return_requested_at__isnull=True, state__in=OPEN_LOAN_STATES)
         .order_by("loan_until")
     )
+
+
+def ended_loans(*, limit: int = 50) -> list[MoveRequest]:
+    """Loans whose nodes went back (or that never lent anything), the latest first."""
+    return list(
+        _loans()
+        .exclude(loan_return_requested_at__isnull=True, state__in=OPEN_LOAN_STATES)
+        .order_by("-loan_until", "-id")[:limit]
+    )
+
+
+def moves_awaiting_decision_count(user: Any) -> int:
+    """The pending requests `user` may approve, by the workflow's own rule (so never their
+    own): the navigation's badge. One query."""
+    pending = MoveRequest.objects.filter(state=MoveRequest.State.PENDING).only(
+        "id", "state", "requested_by_id", "loan_until", "loan_return_requested_at"
+    )
+    return sum(Action.APPROVE in allowed_actions(user, move) for move in pending)
 
 
 def moves_for_list() -> QuerySet[MoveRequest]:

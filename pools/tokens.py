@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
@@ -21,18 +21,31 @@ LAST_USED_EVERY = timedelta(minutes=1)
 
 
 class TokenRefused(Exception):
-    """The token is unknown, revoked, or its user inactive; the message says which."""
+    """The token is unknown, revoked, expired, or its user inactive; the message says which."""
 
 
 def token_hash(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def token_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiToken, str]:
-    """A new token and its secret, which is shown once and never stored."""
+class TokenInvalid(ValueError):
+    """A token cannot be made as asked; the message says why."""
+
+
+def token_create(
+    *, user: AbstractBaseUser, name: str, expires_at: datetime | None = None
+) -> tuple[ApiToken, str]:
+    """A new token and its secret, which is shown once and never stored. With `expires_at`
+    the token is refused from then on."""
+    if expires_at is not None and expires_at <= timezone.now():
+        raise TokenInvalid("A token's expiry must be in the future.")
     raw = ApiToken.PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
-        user=user, name=name.strip() or "token", key_hash=token_hash(raw), hint=raw[:10]
+        user=user,
+        name=name.strip() or "token",
+        key_hash=token_hash(raw),
+        hint=raw[:10],
+        expires_at=expires_at,
     )
     return token, raw
 
@@ -56,6 +69,8 @@ def token_authenticate(raw: str) -> ApiToken:
     if not token.user.is_active:
         raise TokenRefused("The token's user is inactive.")
     now = timezone.now()
+    if token.expires_at is not None and token.expires_at <= now:
+        raise TokenRefused(f"This API token expired at {token.expires_at:%Y-%m-%d %H:%M} UTC.")
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_EVERY:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pools.core.names import label_key_problem
+from pools.guarded_cache import caches_setting
 from portal.env import (
     EnvError,
     env_bool,
@@ -62,6 +63,8 @@ MIDDLEWARE = [
     # First: the request id, the request's time and its log line cover every other layer.
     "portal.middleware.RequestObservationMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Before the sessions and the throttle: what they cannot reach is recorded per request.
+    "portal.middleware.OutsideSystemsMiddleware",
     # Before whitenoise, so the static files carry the policy too.
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -164,13 +167,8 @@ if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
 
 # --- Cache: the metrics cache lives here (Redis in production). ---
 _cache_url = env_url("CACHE_URL", None, schemes={"redis", "rediss"})
-CACHES = {
-    "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
-        if _cache_url
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-    )
-}
+# Guarded: with Redis down, pages and the API answer without the cache and say so.
+CACHES = caches_setting(_cache_url)
 
 # --- Celery (namespace CELERY_, read by portal/celery.py). ---
 CELERY_BROKER_URL = env_redis_url("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
@@ -179,9 +177,15 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True  # the database is the record of what a task did
-CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 900, minimum=10, maximum=86_400)
+# A drain-first node runs in one task: its drain deadline must end before the soft limit
+# (pools.core.checks.max_drain_seconds refuses a longer one), so the default leaves room for
+# the form's default 30-minute drain.
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 2400, minimum=10, maximum=86_400)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int(
-    "CELERY_TASK_SOFT_TIME_LIMIT", min(840, CELERY_TASK_TIME_LIMIT - 1), minimum=1, maximum=86_400
+    "CELERY_TASK_SOFT_TIME_LIMIT",
+    max(1, CELERY_TASK_TIME_LIMIT - 60),
+    minimum=1,
+    maximum=86_400,
 )
 if CELERY_TASK_SOFT_TIME_LIMIT >= CELERY_TASK_TIME_LIMIT:
     # The soft limit is the task's chance to record what it did before the hard kill.
@@ -225,7 +229,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["pools.api.parsers.StrictJSONParser"],
     "DEFAULT_THROTTLE_CLASSES": ["pools.api.permissions.ApiTokenThrottle"],
     "DEFAULT_THROTTLE_RATES": {"token": env_rate("API_TOKEN_RATE", "1200/min")},
     "EXCEPTION_HANDLER": "pools.api.errors.exception_handler",
@@ -243,7 +247,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
     "SWAGGER_UI_DIST": "SIDECAR",  # served from our own static files, no CDN
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "/favicon.ico",  # the portal's own icon
     "REDOC_DIST": "SIDECAR",
     "SECURITY": [{"bearerToken": []}],
 }

@@ -190,6 +190,8 @@ def demo_environment(config: DemoConfig) -> dict[str, str]:
 def prometheus_config(path: Path, exporter_port: int) -> None:
     path.write_text(
         "global:\n  scrape_interval: 5s\n  evaluation_interval: 5s\n"
+        # The portal's recording rules: the pages read the per-node figures they record.
+        f"rule_files: ['{ROOT / 'deploy/prometheus/rules.yml'}']\n"
         "scrape_configs:\n"
         "  - job_name: dcgm-exporter\n"
         # As behind a ServiceMonitor: the exporter pod's own labels on the target and

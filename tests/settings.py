@@ -2,6 +2,7 @@
 
 import os
 import socket
+import sys
 import tempfile
 from pathlib import Path
 
@@ -29,9 +30,11 @@ _TEST_ENV = {
 }
 for _name, _value in _TEST_ENV.items():
     os.environ.setdefault(_name, _value)
-# Always this session's own Redis, never one inherited from a parent process's environment
-# (an xdist controller's, or the pytest that started this one).
-os.environ["CELERY_BROKER_URL"] = f"redis://127.0.0.1:{REDIS_TEST_PORT}/0"
+# In the pytest process, always this session's own Redis, never one inherited from a parent
+# process's environment (an xdist controller's). A web or worker process that a test starts
+# keeps the broker the test gave it: a test may put it on a queue of its own.
+if "pytest" in sys.modules or "CELERY_BROKER_URL" not in os.environ:
+    os.environ["CELERY_BROKER_URL"] = f"redis://127.0.0.1:{REDIS_TEST_PORT}/0"
 
 from portal.settings import *  # noqa: E402, F403
 

@@ -170,6 +170,7 @@ LAYERS = {
     "edges": (
         "pools.kube",
         "pools.metrics",
+        "pools.guarded_cache",
         "pools.models",
         "pools.observability",
         "pools.log_context",

@@ -18,7 +18,7 @@ from django.test import Client
 from pools.inventory import inventory_sync
 from pools.models import MoveRequest
 from tests.kubesim_process import Kubesim
-from tests.metrics_scrape import TOKEN, parse, scrape, value
+from tests.metrics_scrape import REQUEST_TIMEOUT, TOKEN, parse, scrape, value
 from tests.moves_helpers import FINAL, wait_for_state
 from tests.servers import RedisServer, free_port
 from tests.test_moves_e2e import approve, patches_by_node, request_move
@@ -38,7 +38,7 @@ def unmatched_count(url: str) -> float:
 
 def get(url: str) -> int:
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with urllib.request.urlopen(url, timeout=REQUEST_TIMEOUT) as response:
             return response.status
     except urllib.error.HTTPError as exc:
         return exc.code

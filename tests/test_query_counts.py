@@ -29,12 +29,13 @@ NODE = "a100-infer-000"
 BASELINES: dict[str, int] = {
     # Pages, for a viewer's session.
     "/": 5,
+    "/pools/": 4,
     "/pools/training/": 13,  # the pending list (4) and the intruders (2) included
     "/pools/unassigned/": 6,
     f"/nodes/{NODE}/": 7,
     "/moves/?state=all": 6,
-    "/moves/{move}/": 8,
-    "/loans/": 4,
+    "/moves/{move}/": 9,
+    "/loans/": 7,
     "/audit/": 5,
     "/tokens/": 4,
     "/pending/": 7,

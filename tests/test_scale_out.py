@@ -26,7 +26,7 @@ import requests
 
 from portal.celery import app as celery_app
 from tests.kubesim_process import Kubesim
-from tests.servers import RedisServer, stop
+from tests.servers import RedisServer, stop, wait_for
 from tests.test_moves_e2e import patches_by_node
 from tests.web_process import Web, gunicorn
 from tests.workers import ROOT, celery_worker
@@ -165,7 +165,7 @@ def approve_in_the_page(browser: requests.Session, web: Web, move_id: int) -> in
     assert page.status_code == 200 and "anna" in page.text  # signed in, on this instance
     response = browser.post(
         f"{web.url}/moves/{move_id}/approve/",
-        data={"csrfmiddlewaretoken": csrf_token(page.text), "comment": "from the other web"},
+        data={"csrfmiddlewaretoken": csrf_token(page.text), "reason": "from the other web"},
         headers={"Referer": f"{web.url}/moves/{move_id}/"},
         allow_redirects=False,
         timeout=30,
@@ -248,12 +248,21 @@ def test_two_webs_two_workers_and_a_beat_execute_each_move_once_and_share_sessio
                     "pools.tasks.execute_move", args=[move_id], connection=connection
                 )
         states = wait_until_final(webs[0], tokens["rita"], ids)
+        # The second delivery may still be on its way when the moves are final: let the
+        # workers take it (received and succeeded: two lines a task) before they stop.
+        wait_for(
+            lambda: (
+                sum(w.log.read_text().count("Task pools.tasks.execute_move[") for w in workers)
+                >= 2 * 2 * len(MOVES)
+            ),
+            timeout=60,
+            what="every execution message delivered twice",
+        )
     assert states == ["succeeded"] * len(MOVES), states
     patched = patches_by_node(kubesim)
     assert patched == {node: [200] for nodes, _ in MOVES for node in nodes}, patched
     logs = [w.log.read_text() for w in workers]
     received = [log.count("] received") for log in logs]
     assert all(received), f"each worker took tasks: {received}"
-    # Each move's execution was delivered twice, and ran once.
-    assert sum(log.count("Task pools.tasks.execute_move[") for log in logs) >= 2 * 2 * len(MOVES)
+    # Each move's execution was delivered twice (waited for above), and ran once.
     print(f"scale-out on {vendor}: tasks received per worker {received}")

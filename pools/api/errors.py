@@ -3,15 +3,19 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
 from django.http import Http404
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
 from pools.errors import WorkflowError
+
+log = logging.getLogger("pools.api")
 
 CODES = {
     exceptions.ParseError: "malformed_request",
@@ -58,13 +62,18 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             ),
             status=400,
         )
+    if isinstance(exc, RequestDataTooBig):
+        return Response(
+            error_body("body_too_large", f"The request body is larger than {_limit()}."),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
     response = drf_handler(exc, context)
     if response is None:
-        return None
+        return _server_error(exc, context)
     code = next((c for cls, c in CODES.items() if isinstance(exc, cls)), "error")
     if isinstance(exc, exceptions.ValidationError):
         fields = _flatten(exc.detail)
@@ -77,6 +86,26 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if response.status_code == status.HTTP_401_UNAUTHORIZED:
         response["WWW-Authenticate"] = 'Bearer realm="api"'
     return response
+
+
+def _limit() -> str:
+    return f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes"
+
+
+def _server_error(exc: Exception, context: dict[str, Any]) -> Response:
+    """A bug: logged with its traceback (the log line carries the request id), answered in
+    the API's shape so a client's error handling holds; no detail of the bug leaves."""
+    request = context.get("request")
+    log.error(
+        "unexpected error in %s %s",
+        getattr(request, "method", "?"),
+        getattr(request, "path", "?"),
+        exc_info=exc,
+    )
+    return Response(
+        error_body("server_error", "Unexpected error on the server; it has been logged."),
+        status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+    )
 
 
 class ErrorDetailSerializer(serializers.Serializer):  # type: ignore[type-arg]

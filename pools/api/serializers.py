@@ -3,25 +3,33 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from pools.api.fields import StrictCharField
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 
 
 class PoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    # The model's text columns come in as strings only (pools/api/fields.py).
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.CharField: StrictCharField,
+        models.TextField: StrictCharField,
+    }
     labels = serializers.DictField(
-        child=serializers.CharField(allow_blank=True),
+        child=StrictCharField(allow_blank=True),
         required=False,
         help_text="Labels besides the pool key.",
     )
-    accepted_gpu_models = serializers.ListField(child=serializers.CharField(), required=False)
+    accepted_gpu_models = serializers.ListField(child=StrictCharField(), required=False)
     node_count = serializers.SerializerMethodField(help_text="GPU nodes in the pool now.")
 
     class Meta:
         model = Pool
-        fields = [*Pool.EDITABLE_FIELDS, "node_count", "created_at", "updated_at"]
-        read_only_fields = ["created_at", "updated_at"]
+        fields = [*Pool.EDITABLE_FIELDS, "node_count", "created_at", "updated_at", "retired_at"]
+        read_only_fields = ["created_at", "updated_at", "retired_at"]
         # Uniqueness and every other rule are checked by the model (pools.models), so the
         # API and the pages refuse the same definitions with the same messages.
         extra_kwargs = {"name": {"validators": []}}
@@ -146,6 +154,11 @@ class NodeDetailSerializer(NodeSerializer):
     metrics_error = serializers.CharField(
         allow_null=True, read_only=True, source="detail_metrics_error"
     )
+    metrics_available = serializers.BooleanField(
+        read_only=True,
+        source="detail_metrics_available",
+        help_text="false: Prometheus could not answer; metrics and gpus are unknown, not empty.",
+    )
 
     class Meta(NodeSerializer.Meta):
         fields = [
@@ -156,34 +169,36 @@ class NodeDetailSerializer(NodeSerializer):
             "gpus",
             "managed_labels",
             "metrics_error",
+            "metrics_available",
         ]
 
 
 class MoveCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     nodes = serializers.ListField(
-        child=serializers.CharField(max_length=253), min_length=1, max_length=5000
+        child=StrictCharField(max_length=253), min_length=1, max_length=5000
     )
     destination = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.active())
-    reason = serializers.CharField(max_length=2000)
+    reason = StrictCharField(max_length=2000)
     drain_policy = serializers.ChoiceField(
         choices=MoveRequest.DrainPolicy.choices, default=MoveRequest.DrainPolicy.LEAVE_RUNNING
     )
     drain_deadline_seconds = serializers.IntegerField(min_value=10, max_value=86_400, default=1800)
     loan_until = serializers.DateTimeField(required=False, allow_null=True)
-    health_override = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=2000
-    )
+    health_override = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)
     reconcile = serializers.BooleanField(default=False)
 
 
 class DryRunSerializer(MoveCreateSerializer):
-    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    reason = StrictCharField(max_length=2000, required=False, allow_blank=True)
 
 
 class CheckSerializer(serializers.Serializer):  # type: ignore[type-arg]
     node = serializers.CharField(allow_null=True)
     code = serializers.CharField()
     message = serializers.CharField()
+    field = serializers.CharField(
+        allow_null=True, help_text="The input field at fault (the request would be a 400)."
+    )
 
 
 class PlannedNodeSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -236,7 +251,8 @@ class DryRunResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 class ApprovalSerializer(serializers.Serializer):  # type: ignore[type-arg]
     approver = serializers.CharField(source="approver.username")
-    comment = serializers.CharField(allow_blank=True)
+    reason = serializers.CharField(source="comment", allow_blank=True)
+    comment = serializers.CharField(allow_blank=True, help_text="Deprecated: same as reason.")
     created_at = serializers.DateTimeField()
 
 
@@ -294,13 +310,26 @@ class MoveSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class DecisionSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    comment = serializers.CharField(
+    reason = StrictCharField(
         required=False,
         allow_blank=True,
         default="",
         max_length=2000,
-        help_text="Required to reject.",
+        help_text="Why: required to reject, optional to approve or cancel.",
     )
+    comment = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        write_only=True,
+        help_text="Deprecated: the former name of `reason`, read only when `reason` is absent.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        comment = attrs.pop("comment", None)
+        if "reason" not in self.initial_data and comment is not None:
+            attrs["reason"] = comment
+        return attrs
 
 
 class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -326,11 +355,18 @@ class FiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]
     cordoned = serializers.IntegerField()
     gpus = serializers.IntegerField()
     allocated = serializers.IntegerField()
-    unallocated = serializers.IntegerField(help_text="GPUs no pod holds.")
+    unallocated = serializers.IntegerField(
+        help_text="GPUs no pod holds on nodes that take pods now (Ready, not cordoned)."
+    )
+    unschedulable_gpus = serializers.IntegerField(
+        help_text="GPUs no pod holds on NotReady or cordoned nodes: free, but unusable now. "
+        "gpus = allocated + unallocated + unschedulable_gpus."
+    )
+    unschedulable_nodes = serializers.IntegerField(help_text="NotReady or cordoned nodes.")
     idle = serializers.IntegerField(
         source="unallocated",
-        help_text="Deprecated, the same number as unallocated (GPUs no pod holds; "
-        "idle_held_gpus are held but unused).",
+        help_text="Deprecated, the same number as unallocated (idle_held_gpus are the GPUs "
+        "held by a pod but unused).",
     )
     free_whole_nodes = serializers.IntegerField()
     largest_free_block = serializers.IntegerField()
@@ -339,7 +375,7 @@ class FiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]
     fb_percent = serializers.FloatField(allow_null=True)
     xid_gpus = serializers.IntegerField()
     hot_gpus = serializers.IntegerField()
-    idle_held_gpus = serializers.IntegerField()
+    idle_held_gpus = serializers.IntegerField(help_text="GPUs a pod holds but does not use.")
     nodes_without_metrics = serializers.IntegerField()
 
 

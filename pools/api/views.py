@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import filters, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -40,6 +45,7 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
         415: "Unsupported media type",
         422: "Idempotency-Key reused",
         429: "Throttled",
+        503: "The DCGM metrics this needs are unavailable (code metrics_unavailable)",
     }
     return {code: OpenApiResponse(ErrorSerializer, description=described[code]) for code in codes}
 
@@ -67,6 +73,26 @@ class ByName(StrictCursorPagination):
     ordering = "name"
 
 
+class NodePages(ByName):
+    """The node list's pages also say whether the DCGM metrics were available: a node's
+    `metrics: null` means "no metrics for it" only when they were."""
+
+    metrics_error: str | None = None
+
+    def get_paginated_response(self, data: Any) -> Response:
+        response = super().get_paginated_response(data)
+        response.data["metrics_available"] = self.metrics_error is None
+        response.data["metrics_error"] = self.metrics_error
+        return response
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        paged = super().get_paginated_response_schema(schema)
+        paged["properties"]["metrics_available"] = {"type": "boolean"}
+        paged["properties"]["metrics_error"] = {"type": "string", "nullable": True}
+        paged.setdefault("required", []).extend(["metrics_available", "metrics_error"])
+        return paged
+
+
 class Newest(StrictCursorPagination):
     page_size = 100
     max_page_size = 1000
@@ -83,13 +109,18 @@ class BaseView:
 
 
 @extend_schema_view(
-    list=extend_schema(responses={200: s.PoolSerializer(many=True), **READ_ERRORS}),
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter("retired", bool, description="true: the retired pools instead")
+        ],
+        responses={200: s.PoolSerializer(many=True), **READ_ERRORS},
+    ),
     retrieve=extend_schema(responses={200: s.PoolSerializer, **READ_ERRORS, **errors(404)}),
     create=extend_schema(responses={201: s.PoolSerializer, **WRITE_ERRORS}),
     update=extend_schema(responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)}),
     partial_update=extend_schema(responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)}),
     destroy=extend_schema(
-        description="Retire the pool (refused while it holds nodes).",
+        description="Retire the pool (refused while it holds nodes); `restore` undoes it.",
         responses={204: None, **WRITE_ERRORS, **errors(404)},
     ),
 )
@@ -103,12 +134,25 @@ class PoolViewSet(BaseView, viewsets.ModelViewSet):  # type: ignore[type-arg]
         "update": Capability.EDIT_POOLS,
         "partial_update": Capability.EDIT_POOLS,
         "destroy": Capability.EDIT_POOLS,
+        "restore": Capability.EDIT_POOLS,
     }
 
     def get_queryset(self) -> QuerySet[Pool]:
-        return Pool.objects.active().annotate(
-            node_count=Count("nodes", filter=Q(nodes__gone_at__isnull=True))
-        )
+        # The retired pools: with ?retired=true, and the one a restore names.
+        retired = self.action == "restore" or self.request.query_params.get("retired") == "true"
+        return selectors.pools_for_list(retired=retired)
+
+    @extend_schema(
+        request=None,
+        description="Bring a retired pool back as it was (refused when its definition now "
+        "clashes with an active pool's).",
+        responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)},
+    )
+    @action(detail=True, methods=["post"])
+    def restore(self, request: Request, name: str | None = None) -> Response:
+        pool = services.pool_restore(pool=self.get_object())
+        restored = selectors.pools_for_list(retired=False).get(pk=pool.pk)
+        return Response(s.PoolSerializer(restored).data)
 
     def perform_create(self, serializer: s.PoolSerializer) -> None:
         pool = Pool(**serializer.validated_data)
@@ -154,13 +198,15 @@ class SummaryView(BaseView, APIView):
 
 
 @extend_schema_view(
-    list=extend_schema(responses={200: s.NodeSerializer(many=True), **READ_ERRORS, **errors(400)}),
+    list=extend_schema(
+        responses={200: s.NodeSerializer(many=True), **READ_ERRORS, **errors(400, 503)}
+    ),
     retrieve=extend_schema(responses={200: s.NodeDetailSerializer, **READ_ERRORS, **errors(404)}),
 )
 class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
-    pagination_class = ByName
+    pagination_class = NodePages
     filterset_class = NodeFilter
     filter_backends = [
         django_filters.rest_framework.DjangoFilterBackend,
@@ -185,7 +231,9 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()
         if self.action == "list":
-            context["metrics"] = latest_node_metrics()[1]
+            result, context["metrics"] = latest_node_metrics()
+            if isinstance(self.paginator, NodePages):
+                self.paginator.metrics_error = result.error
         return context
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -193,8 +241,11 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
         detail = selectors.node_detail(node)
         node.detail_gpus = [g.__dict__ for g in detail.gpus]  # type: ignore[attr-defined]
         node.detail_managed_labels = [lbl.key for lbl in detail.labels if lbl.managed]  # type: ignore[attr-defined]
-        node.detail_metrics_error = detail.metrics_error  # type: ignore[attr-defined]
-        context = {**self.get_serializer_context(), "metrics": latest_node_metrics()[1]}
+        result, metrics = latest_node_metrics()
+        error = detail.metrics_error or result.error
+        node.detail_metrics_error = error  # type: ignore[attr-defined]
+        node.detail_metrics_available = error is None  # type: ignore[attr-defined]
+        context = {**self.get_serializer_context(), "metrics": metrics}
         return Response(s.NodeDetailSerializer(node, context=context).data)
 
 
@@ -234,17 +285,17 @@ class MoveViewSet(
     )
     @idempotent
     def create(self, request: Request) -> Response:
-        data = _valid(s.MoveCreateSerializer, request)
+        ask = _ask(_valid(s.MoveCreateSerializer, request))
         move = workflow.move_request_create(
             requested_by=request.user,
-            node_names=data["nodes"],
-            destination=data["destination"],
-            reason=data["reason"],
-            drain_policy=data["drain_policy"],
-            drain_deadline_seconds=data["drain_deadline_seconds"],
-            loan_until=data.get("loan_until"),
-            health_override=data["health_override"],
-            reconcile=data["reconcile"],
+            node_names=ask.node_names,
+            destination=ask.destination,
+            reason=ask.reason,
+            drain_policy=ask.drain_policy,
+            drain_deadline_seconds=ask.drain_deadline_seconds,
+            loan_until=ask.loan_until,
+            health_override=ask.health_override,
+            reconcile=ask.reconcile,
             now=timezone.now(),
         )
         return Response(
@@ -259,14 +310,9 @@ class MoveViewSet(
     )
     @action(detail=False, methods=["post"], url_path="dry-run")
     def dry_run(self, request: Request) -> Response:
-        data = _valid(s.DryRunSerializer, request)
-        plan = workflow.move_plan(
-            node_names=data["nodes"],
-            destination=data["destination"],
-            reconcile=data["reconcile"],
-            health_override=data["health_override"],
-        )
-        impact = move_impact(plan, drain_policy=data["drain_policy"])
+        ask = _ask(_valid(s.DryRunSerializer, request))
+        plan = workflow.move_plan(ask=ask, now=timezone.now())
+        impact = move_impact(plan, drain_policy=ask.drain_policy)
         return Response(
             s.DryRunResultSerializer(
                 {
@@ -294,7 +340,7 @@ class MoveViewSet(
             move=move,
             user=request.user,
             action=action,
-            comment=_valid(s.DecisionSerializer, request)["comment"],
+            reason=_valid(s.DecisionSerializer, request)["reason"],
             now=timezone.now(),
         )
         return Response(s.MoveSerializer(self.get_queryset().get(pk=move.pk)).data)
@@ -325,6 +371,19 @@ class MoveViewSet(
     @idempotent
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         return self._decide(request, workflow.Action.CANCEL)
+
+
+def _ask(data: dict[str, Any]) -> workflow.MoveAsk:
+    return workflow.MoveAsk(
+        node_names=data["nodes"],
+        destination=data["destination"],
+        reason=data.get("reason", ""),
+        drain_policy=data["drain_policy"],
+        drain_deadline_seconds=data["drain_deadline_seconds"],
+        loan_until=data.get("loan_until"),
+        health_override=data["health_override"],
+        reconcile=data["reconcile"],
+    )
 
 
 def _valid(serializer_class: type, request: Request) -> dict[str, Any]:

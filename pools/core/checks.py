@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+
+from pools.core.labels import counted
 
 
 @dataclass(frozen=True)
@@ -38,9 +41,103 @@ class CheckFailure:
     node: str | None  # None: the request as a whole
     code: str
     message: str
+    field: str | None = None  # the input field at fault: bad input (400), not a refusal (409)
 
     def as_dict(self) -> dict[str, str | None]:
-        return {"node": self.node, "code": self.code, "message": self.message}
+        return {"node": self.node, "code": self.code, "message": self.message, "field": self.field}
+
+
+@dataclass(frozen=True)
+class AskFacts:
+    """What the request itself says, beside its nodes. `now` is given, never read here."""
+
+    reason: str
+    node_count: int
+    drain_policy: str
+    drain_policies: tuple[str, ...]
+    drain_deadline_seconds: int
+    max_drain_seconds: int  # a drain must end before the worker's task time limit
+    loan_until: datetime | None
+    now: datetime
+    reconcile: bool = False
+    destination: str = ""
+    destination_retired: bool = False
+
+
+# What a drain-first node needs besides its drain, within one task: the PATCH, the uncordon,
+# the records, and the pods' final reports (pools/execution.py's termination slack).
+DRAIN_TASK_MARGIN_SECONDS = 60
+MIN_DRAIN_SECONDS = 10
+
+
+def max_drain_seconds(task_soft_time_limit: int) -> int:
+    """The longest drain deadline a worker can honour: a drain that outlives its task is
+    killed mid-way and handed to another worker while the node is still cordoned."""
+    return max(MIN_DRAIN_SECONDS, task_soft_time_limit - DRAIN_TASK_MARGIN_SECONDS)
+
+
+def _fail(field: str, message: str) -> CheckFailure:
+    return CheckFailure(None, "validation", message, field)
+
+
+def ask_failures(ask: AskFacts) -> list[CheckFailure]:
+    """What is wrong with the request itself, one failure a field."""
+    failures = []
+    if not ask.reason.strip():
+        failures.append(_fail("reason", "A move needs a reason."))
+    if not ask.node_count:
+        failures.append(_fail("nodes", "Choose at least one node."))
+    if ask.drain_policy not in ask.drain_policies:
+        failures.append(
+            _fail(
+                "drain_policy",
+                f"{ask.drain_policy!r} is not a drain policy: use "
+                f"{' or '.join(ask.drain_policies)}.",
+            )
+        )
+    if not MIN_DRAIN_SECONDS <= ask.drain_deadline_seconds <= ask.max_drain_seconds:
+        failures.append(
+            _fail(
+                "drain_deadline_seconds",
+                f"A drain deadline must be between {MIN_DRAIN_SECONDS} and "
+                f"{ask.max_drain_seconds} seconds (the worker's task time limit less "
+                f"{DRAIN_TASK_MARGIN_SECONDS} s); got {ask.drain_deadline_seconds}.",
+            )
+        )
+    if ask.loan_until is not None and ask.reconcile:
+        failures.append(_fail("loan_until", "A reconcile cannot be a loan."))
+    elif ask.loan_until is not None and ask.loan_until <= ask.now:
+        failures.append(_fail("loan_until", "A loan must end in the future."))
+    if ask.destination_retired:
+        failures.append(_fail("destination", f"Pool {ask.destination} is retired."))
+    return failures
+
+
+def loan_failures(nodes: Sequence[NodeFacts]) -> list[CheckFailure]:
+    """A loan must have somewhere to go back to, or it would silently become permanent."""
+    return [
+        CheckFailure(
+            n.name,
+            "loan_without_pool",
+            f"{n.name} is in no pool: a loan needs a pool to return it to.",
+        )
+        for n in nodes
+        if n.present and n.pool is None
+    ]
+
+
+def where_asked(node: str, source_label: str, label_now: str) -> list[CheckFailure]:
+    """At execution: the node is still in the pool the request moved it from."""
+    if label_now == source_label:
+        return []
+    return [
+        CheckFailure(
+            node,
+            "moved_since_request",
+            f"node changed since the request: it was in {source_label or 'no pool'}"
+            f" and is now in {label_now or 'no pool'}",
+        )
+    ]
 
 
 def _reconcile_failures(node: NodeFacts, destination: PoolFacts) -> list[CheckFailure]:
@@ -98,7 +195,10 @@ def _health_failures(node: NodeFacts, destination: PoolFacts) -> list[CheckFailu
     elif not node.has_metrics:
         code, problem = "no_metrics", f"no DCGM metrics arrive for {node.name}"
     elif node.xid_gpus:
-        code, problem = "xid_errors", f"{node.name} has {node.xid_gpus} GPU(s) with XID errors"
+        code, problem = (
+            "xid_errors",
+            f"{node.name} has {counted(node.xid_gpus, 'GPU')} with XID errors",
+        )
     else:
         return []
     return [CheckFailure(node.name, code, f"{why} {problem}: {override}")]
@@ -168,7 +268,7 @@ def capacity_floor(
                 CheckFailure(
                     None,
                     "capacity_floor",
-                    f"Pool {name} would keep {remaining} node(s), below its minimum of "
+                    f"Pool {name} would keep {counted(remaining, 'node')}, below its minimum of "
                     f"{pool.min_nodes} ({pool.present_nodes} now{already}, {count} in this "
                     "request).",
                 )

@@ -42,7 +42,7 @@ class NodeRow:
 
     @property
     def unallocated(self) -> int:
-        """GPUs no pod holds (whether or not the node accepts pods now)."""
+        """GPUs no pod holds on this node (whether or not it accepts pods now)."""
         return max(0, self.gpus - self.allocated)
 
     @property
@@ -58,6 +58,11 @@ class PoolFigures:
     cordoned: int = 0
     gpus: int = 0
     allocated: int = 0
+    # Every GPU is one of: allocated (a pod holds it), unallocated (free on a node that
+    # takes pods now), or unschedulable (free, on a NotReady or cordoned node).
+    unallocated: int = 0
+    unschedulable_gpus: int = 0
+    unschedulable_nodes: int = 0
     free_whole_nodes: int = 0
     largest_free_block: int = 0
     drifted: int = 0
@@ -70,11 +75,6 @@ class PoolFigures:
     idle_held_gpus: int = 0
     nodes_without_metrics: int = 0
     gpu_models: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def unallocated(self) -> int:
-        """GPUs no pod holds; not to be confused with idle_held_gpus (held, yet unused)."""
-        return max(0, self.gpus - self.allocated)
 
     @property
     def fb_percent(self) -> float | None:
@@ -116,6 +116,7 @@ def node_metrics_from_series(
 
 def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFigures:
     nodes = ready = cordoned = gpus = allocated = whole = largest = drifted = 0
+    unallocated = unschedulable_gpus = unschedulable_nodes = 0
     util_weighted = util_gpus = 0.0
     fb_used = fb_total = 0.0
     xid = hot = idle_held = without = 0
@@ -133,6 +134,11 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
             # A gang job needs whole nodes: a node counts only when every GPU on it is free.
             whole += row.gpus > 0 and row.allocated == 0
             largest = max(largest, row.unallocated)
+            unallocated += row.unallocated
+        else:
+            # Free, but no pod lands there: apart, as "largest free block" leaves them out.
+            unschedulable_nodes += 1
+            unschedulable_gpus += row.unallocated
         m = row.metrics
         if m is None:
             without += 1
@@ -152,6 +158,9 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
         cordoned=cordoned,
         gpus=gpus,
         allocated=allocated,
+        unallocated=unallocated,
+        unschedulable_gpus=unschedulable_gpus,
+        unschedulable_nodes=unschedulable_nodes,
         free_whole_nodes=whole,
         largest_free_block=largest,
         drifted=drifted,
@@ -179,7 +188,7 @@ HEALTH = {
     "xid": "XID errors",
     "hot": "hot GPUs",
     "no-metrics": "no DCGM metrics",
-    "idle-held": "allocated but idle",
+    "idle-held": "held but idle",
     "healthy": "healthy",
 }
 

@@ -13,7 +13,7 @@ announces, after commit, that a move may run (pools.events).
 
 from pools.workflow.decisions import move_decide
 from pools.workflow.loans import loan_change, loans_return_due
-from pools.workflow.plan import MovePlan, PlannedNode, move_plan
+from pools.workflow.plan import MoveAsk, MovePlan, PlannedNode, move_plan
 from pools.workflow.requests import move_request_create
 from pools.workflow.rules import ACTION_CAPABILITY, Action, allowed_actions
 from pools.workflow.transitions import (
@@ -28,6 +28,7 @@ from pools.workflow.transitions import (
 __all__ = [
     "ACTION_CAPABILITY",
     "Action",
+    "MoveAsk",
     "MovePlan",
     "PlannedNode",
     "allowed_actions",

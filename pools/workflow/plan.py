@@ -5,16 +5,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, F
 
-from pools.core.checks import CheckFailure, NodeFacts, PoolFacts, move_checks
+from pools.core.checks import (
+    AskFacts,
+    CheckFailure,
+    NodeFacts,
+    PoolFacts,
+    ask_failures,
+    loan_failures,
+    max_drain_seconds,
+    move_checks,
+)
 from pools.core.desired import NodeState, PoolSpec, Taint, desired_state, node_diff
 from pools.core.figures import NodeMetrics
 from pools.metrics.node_figures import latest_node_metrics
-from pools.models import MoveItem, Node, Pool
+from pools.models import MoveItem, MoveRequest, Node, Pool
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,15 @@ class MovePlan:
     @property
     def ok(self) -> bool:
         return not self.failures
+
+    @property
+    def field_errors(self) -> dict[str, str]:
+        """The failures that are bad input, by field (the API's 400)."""
+        fields: dict[str, str] = {}
+        for failure in self.failures:
+            if failure.field is not None:
+                fields.setdefault(failure.field, failure.message)
+        return fields
 
 
 def pool_facts(pools: Sequence[Pool]) -> dict[str, PoolFacts]:
@@ -114,29 +133,59 @@ def _planned(node: Node, destination: PoolSpec, pools: Sequence[PoolSpec]) -> Pl
     )
 
 
-def move_plan(
-    *,
-    node_names: Sequence[str],
-    destination: Pool,
-    reconcile: bool = False,
-    health_override: str = "",
-) -> MovePlan:
-    """The dry run: the diff each node would get, its pods, and the checks' verdict. Creates
-    nothing; the page and the API show it before anything is submitted."""
-    facts, rows = node_facts(node_names, destination)
+@dataclass(frozen=True)
+class MoveAsk:
+    """Everything a move request says: the page's preview, the API's dry run and the request
+    itself check the same thing."""
+
+    node_names: Sequence[str]
+    destination: Pool
+    reason: str
+    drain_policy: str = MoveRequest.DrainPolicy.LEAVE_RUNNING
+    drain_deadline_seconds: int = 1800
+    loan_until: datetime | None = None
+    health_override: str = ""
+    reconcile: bool = False
+
+
+def ask_facts(ask: MoveAsk, now: datetime) -> AskFacts:
+    return AskFacts(
+        reason=ask.reason,
+        node_count=len(ask.node_names),
+        drain_policy=ask.drain_policy,
+        drain_policies=tuple(MoveRequest.DrainPolicy.values),
+        drain_deadline_seconds=ask.drain_deadline_seconds,
+        max_drain_seconds=max_drain_seconds(settings.CELERY_TASK_SOFT_TIME_LIMIT),
+        loan_until=ask.loan_until,
+        now=now,
+        reconcile=ask.reconcile,
+        destination=ask.destination.name,
+        destination_retired=ask.destination.retired_at is not None,
+    )
+
+
+def move_plan(*, ask: MoveAsk, now: datetime) -> MovePlan:
+    """The dry run: the diff each node would get, its pods, and every check's verdict (the
+    request's own fields included). Creates nothing; the page and the API show it before
+    anything is submitted, and the request refuses exactly what it lists."""
+    destination = ask.destination
+    facts, rows = node_facts(ask.node_names, destination)
     pools = list(Pool.objects.active())
     facts_by_pool = pool_facts(pools)
-    failures = move_checks(
+    failures = ask_failures(ask_facts(ask, now))
+    failures += move_checks(
         facts,
         facts_by_pool.get(destination.name, PoolFacts(destination.name)),
         facts_by_pool,
-        reconcile=reconcile,
-        health_override=health_override,
+        reconcile=ask.reconcile,
+        health_override=ask.health_override,
     )
+    if ask.loan_until is not None:
+        failures += loan_failures(facts)
     specs = [p.spec() for p in pools]
     planned = [
         _planned(rows[name], destination.spec(), specs)
-        for name in dict.fromkeys(node_names)
+        for name in dict.fromkeys(ask.node_names)
         if name in rows
     ]
     return MovePlan(destination, planned, failures)

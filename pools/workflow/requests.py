@@ -13,54 +13,12 @@ from django.db import IntegrityError, transaction
 
 from pools.audit import audit
 from pools.core.checks import CheckFailure
+from pools.core.labels import counted
 from pools.errors import InvalidMove, MoveRefused
 from pools.models import MoveItem, MoveRequest, Pool
 from pools.roles import Capability
-from pools.workflow.plan import MovePlan, move_plan, node_facts
+from pools.workflow.plan import MoveAsk, MovePlan, move_plan, node_facts
 from pools.workflow.rules import require_capability
-
-
-def _input_problems(
-    *,
-    node_names: Sequence[str],
-    destination: Pool,
-    reason: str,
-    drain_policy: str,
-    loan_until: datetime | None,
-    reconcile: bool,
-    now: datetime,
-) -> dict[str, str]:
-    """What is wrong with the request itself, by field."""
-    fields: dict[str, str] = {}
-    if not reason.strip():
-        fields["reason"] = "A move needs a reason."
-    if not node_names:
-        fields["nodes"] = "Choose at least one node."
-    if drain_policy not in MoveRequest.DrainPolicy.values:
-        fields["drain_policy"] = (
-            f"{drain_policy!r} is not a drain policy: use "
-            f"{' or '.join(MoveRequest.DrainPolicy.values)}."
-        )
-    if loan_until is not None and loan_until <= now:
-        fields["loan_until"] = "A loan must end in the future."
-    if loan_until is not None and reconcile:
-        fields["loan_until"] = "A reconcile cannot be a loan."
-    if destination.retired_at is not None:
-        fields["destination"] = f"Pool {destination.name} is retired."
-    return fields
-
-
-def _loan_failures(plan: MovePlan) -> list[CheckFailure]:
-    # A loan must have somewhere to go back to, or it would silently become permanent.
-    return [
-        CheckFailure(
-            p.node.name,
-            "loan_without_pool",
-            f"{p.node.name} is in no pool: a loan needs a pool to return it to.",
-        )
-        for p in plan.nodes
-        if p.node.pool is None
-    ]
 
 
 def _create(fields: dict[str, Any], plan: MovePlan) -> MoveRequest:
@@ -83,7 +41,8 @@ def _create(fields: dict[str, Any], plan: MovePlan) -> MoveRequest:
         "move.requested",
         actor=request.requested_by,
         request=request,
-        message=f"{len(plan.nodes)} node(s) to {plan.destination.name}: {request.reason}{override}",
+        message=f"{counted(len(plan.nodes), 'node')} to {plan.destination.name}: "
+        f"{request.reason}{override}",
     )
     return request
 
@@ -120,27 +79,24 @@ def move_request_create(
     now: datetime,
 ) -> MoveRequest:
     """Ask to move `node_names` to `destination`: InvalidMove names the bad fields,
-    MoveRefused lists the failed checks, and either way nothing is created."""
+    MoveRefused lists the failed checks, and either way nothing is created. The checks are
+    the dry run's (workflow.plan.move_plan): what it passes, this accepts."""
     require_capability(requested_by, Capability.REQUEST_MOVE, "ask for moves")
-    if problems := _input_problems(
+    ask = MoveAsk(
         node_names=node_names,
         destination=destination,
         reason=reason,
         drain_policy=drain_policy,
+        drain_deadline_seconds=drain_deadline_seconds,
         loan_until=loan_until,
-        reconcile=reconcile,
-        now=now,
-    ):
-        raise InvalidMove("validation", " ".join(problems.values()), problems)
-    plan = move_plan(
-        node_names=node_names,
-        destination=destination,
-        reconcile=reconcile,
         health_override=health_override,
+        reconcile=reconcile,
     )
-    failures = plan.failures + (_loan_failures(plan) if loan_until is not None else [])
-    if failures:
-        raise MoveRefused(failures)
+    plan = move_plan(ask=ask, now=now)
+    if problems := plan.field_errors:
+        raise InvalidMove("validation", " ".join(problems.values()), problems)
+    if plan.failures:
+        raise MoveRefused(plan.failures)
     fields = {
         "kind": MoveRequest.Kind.RECONCILE if reconcile else MoveRequest.Kind.MOVE,
         "requested_by": requested_by,

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from pools import workflow
 from pools.fitcheck.impact import EVICTED, LEFT, move_impact
@@ -25,7 +26,13 @@ def demo(db):  # type: ignore[no-untyped-def]
 
 
 def impact_of(nodes: list[str], destination: str, drain_policy: str):  # type: ignore[no-untyped-def]
-    plan = workflow.move_plan(node_names=nodes, destination=Pool.objects.get(name=destination))
+    ask = workflow.MoveAsk(
+        node_names=nodes,
+        destination=Pool.objects.get(name=destination),
+        reason="impact",
+        drain_policy=drain_policy,
+    )
+    plan = workflow.move_plan(ask=ask, now=timezone.now())
     return move_impact(plan, drain_policy=drain_policy)
 
 

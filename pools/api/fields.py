@@ -1,0 +1,31 @@
+"""Input fields of the API whose rule is stricter than DRF's default.
+
+DRF's CharField turns any scalar into its text: a pool named 5, a reason of 5, a label value
+of true would all be taken. A client that sends a number where the API documents a string
+has a bug worth hearing about, so every string the API takes goes through StrictCharField
+(`tests/api/test_strings.py` checks that no writable CharField is left).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+# What a JSON value is called, by the Python type json.loads makes of it.
+JSON_KINDS = {
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    list: "a list",
+    dict: "an object",
+}
+
+
+class StrictCharField(serializers.CharField):
+    default_error_messages = {"not_a_string": "Must be a string, not {kind}."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("not_a_string", kind=JSON_KINDS.get(type(data), type(data).__name__))
+        return str(super().to_internal_value(data))
