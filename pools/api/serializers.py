@@ -395,14 +395,14 @@ class QueuedSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class PodRefSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    namespace = serializers.CharField(max_length=63)
-    name = serializers.CharField(max_length=253)
+    namespace = StrictCharField(max_length=63)
+    name = StrictCharField(max_length=253)
 
 
 class FitRequestSerializer(serializers.Serializer):  # type: ignore[type-arg]
     """Either `manifest` (YAML or JSON text, up to 1 MB) or `pod` (a pod the inventory holds)."""
 
-    manifest = serializers.CharField(
+    manifest = StrictCharField(
         required=False, trim_whitespace=False, max_length=1_000_000, allow_blank=False
     )
     pod = PodRefSerializer(required=False)

@@ -170,3 +170,28 @@ def test_intruders_are_pods_without_the_pools_toleration(demo):  # type: ignore[
     assert 'data-intruder="ml-training/finetune-a100-train-drift-000"' in html
     assert 'data-intruder="ml-training/llm-pretrain-a100-train-000"' not in html
     assert pool_intruders(Pool.objects.get(name="mixed")) == []
+
+
+def test_fit_api_takes_the_manifest_as_a_string_only(demo, token_for):  # type: ignore[no-untyped-def]
+    response = api(token_for("viewers")).post(
+        "/api/v1/fit/",
+        json.dumps({"manifest": {"kind": "Pod"}}),
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"manifest": ["Must be a string, not an object."]}
+
+
+def test_fit_api_costs_the_same_queries_whatever_the_cluster(
+    demo, token_for, django_assert_num_queries
+):  # type: ignore[no-untyped-def]
+    client = api(token_for("viewers"))
+    body = json.dumps({"manifest": DEPLOYMENT})
+    client.post("/api/v1/fit/", body, content_type="application/json")  # token last-used stamp
+    # The token, its user and groups, then pools, nodes and GPU pods.
+    with django_assert_num_queries(5) as small:
+        assert client.post("/api/v1/fit/", body, content_type="application/json").status_code == 200
+    for i in range(30):
+        gpu_pod(f"more-{i}", "research", node=f"a100-reserve-00{i % 9}")
+    with django_assert_num_queries(len(small.captured_queries)):
+        assert client.post("/api/v1/fit/", body, content_type="application/json").status_code == 200
