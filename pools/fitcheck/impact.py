@@ -114,9 +114,7 @@ def _fates(planned: PlannedNode, pods: Sequence[GpuPod], drain_policy: str) -> l
             continue
         taint = untolerated_taint(no_execute, pod_shape(pod_manifest(pod)).tolerations)
         if taint is not None:
-            result.append(
-                PodFate(name, pod.gpus, EVICTED, f"does not tolerate {taint} (NoExecute)")
-            )
+            result.append(PodFate(name, pod.gpus, EVICTED, f"does not tolerate the taint {taint}"))
         else:
             result.append(PodFate(name, pod.gpus, LEFT))
     return result

@@ -145,3 +145,32 @@ def test_a_gang_that_loses_pods_and_cannot_restart_is_warned(demo):  # type: ign
         "mixed would fall below what its running gang Job research/sweep needs: the gang "
         "holds 14 GPUs, the pool would have 8."
     )
+
+
+def test_a_noexecute_destination_taint_evicts_the_pods_that_do_not_tolerate_it(demo):  # type: ignore[no-untyped-def]
+    Pool.objects.filter(name="training").update(taint_effect="NoExecute")
+    gpu_pod(
+        "tolerant",
+        "research",
+        node="a100-reserve-000",
+        tolerations=[{"key": "workload-training", "operator": "Exists"}],
+    )
+    gpu_pod(
+        "noschedule-only",
+        "research",
+        node="a100-reserve-000",
+        tolerations=TOLERATE_TRAINING,  # effect NoSchedule: no cover for NoExecute
+    )
+    impact = impact_of(["a100-reserve-000"], "training", "leave-running")
+    fates = {f.pod: (f.fate, f.why) for f in impact.pods["a100-reserve-000"]}
+    assert fates == {
+        "research/notebook-a100-reserve-000": (
+            EVICTED,
+            "does not tolerate the taint workload-training=true:NoExecute",
+        ),
+        "research/noschedule-only": (
+            EVICTED,
+            "does not tolerate the taint workload-training=true:NoExecute",
+        ),
+        "research/tolerant": (LEFT, ""),
+    }
