@@ -128,7 +128,7 @@ def test_the_demo_shows_pending_pods_and_intruders(cluster: Kubesim) -> None:
     assert 'data-pod="ml-training/big-train"' in html
 
 
-def test_the_api_answers_as_kubesim_schedules(cluster: Kubesim, token_for) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_and_the_page_answer_as_kubesim_schedules(cluster: Kubesim, token_for) -> None:  # type: ignore[no-untyped-def]
     inventory_sync()
     pod = gpu_pod(
         "inference-4", 4, selector={POOL_KEY: "inference"}, tolerations=TOLERATE_INFERENCE
@@ -139,6 +139,11 @@ def test_the_api_answers_as_kubesim_schedules(cluster: Kubesim, token_for) -> No
     assert response.status_code == 200, response.content
     body = response.json()
     pools = {p["pool"]: p for p in body["workloads"][0]["pools"]}
+    viewer = Client()
+    viewer.force_login(user_in("viewers", "vera"))
+    page = viewer.post("/fit/", {"manifest": json.dumps(pod)}).content.decode()
+    fitting = len(pools["inference"]["templates"][0]["nodes_fit"])
+    assert f"{fitting}/8 nodes can take it" in page
     node, _ = create(cluster, pod)
     assert node in pools["inference"]["templates"][0]["nodes_fit"]
     assert not pools["mixed"]["fits_now"]
