@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from pools import selectors, workflow
 from pools.errors import WorkflowError
 from pools.filters import ACTIVE, AuditFilter, MoveFilter, page_queryset
+from pools.fitcheck.impact import move_impact
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
 from pools.roles import Capability, require
@@ -63,7 +64,7 @@ def _move_form(request: HttpRequest) -> MoveForm:
 @require(Capability.REQUEST_MOVE)
 def move_new(request: HttpRequest) -> HttpResponse:
     form = _move_form(request)
-    plan = None
+    plan = impact = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         ask = workflow.MoveAsk(
@@ -77,6 +78,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
             reconcile=data["reconcile"],
         )
         plan = workflow.move_plan(ask=ask, now=timezone.now())
+        impact = move_impact(plan, drain_policy=data["drain_policy"])
         if "submit" in request.POST:
             try:
                 move = workflow.move_request_create(
@@ -99,7 +101,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, f"Move #{move.pk} asked; it waits for approval.")
                 return redirect("move-detail", pk=move.pk)
-    return render(request, "pools/move_new.html", {"form": form, "plan": plan})
+    return render(request, "pools/move_new.html", {"form": form, "plan": plan, "impact": impact})
 
 
 ALL = "all"  # the move list's tab without a state filter

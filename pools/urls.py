@@ -3,6 +3,7 @@ from django.urls import path
 from pools import (
     drill_views,
     export_views,
+    fit_views,
     insight_views,
     move_views,
     search_views,
@@ -33,6 +34,8 @@ urlpatterns = [
     path("advice/", insight_views.advice_list, name="advice"),
     path("advice/dismiss/", insight_views.advice_dismiss, name="advice-dismiss"),
     path("loans/<int:pk>/change/", move_views.loan_change, name="loan-change"),
+    path("fit/", fit_views.fit_check, name="fit-check"),
+    path("pending/", fit_views.pending, name="pending"),
     path("audit/", move_views.audit_log, name="audit-log"),
     path("export/nodes.csv", export_views.nodes_csv, name="export-nodes"),
     path("export/moves.csv", export_views.moves_csv, name="export-moves"),

@@ -22,6 +22,7 @@ def unknown(request, rest):  # type: ignore[no-untyped-def]
 urlpatterns = [
     path("summary/", views.SummaryView.as_view(), name="pool-summary"),
     path("search/", views.SearchView.as_view(), name="search"),
+    path("fit/", views.FitView.as_view(), name="fit-api"),
     path("inventory/sync/", views.InventorySyncView.as_view(), name="inventory-sync"),
     path("profiles/", insight_views.ProfilesView.as_view(), name="api-profiles"),
     path("advice/", insight_views.AdviceView.as_view(), name="api-advice"),
