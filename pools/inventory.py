@@ -148,6 +148,39 @@ def inventory_refresh_node(raw: Raw) -> Node | None:
     return Node.objects.get(name=name)
 
 
+# What a move changes on a node: refreshed at once from the API server's answer.
+MOVED_FIELDS = [
+    "pool",
+    "pool_label",
+    "labels",
+    "taints",
+    "cordoned",
+    "drifted",
+    "drift",
+    "resource_version",
+    "last_seen",
+]
+
+
+def inventory_refresh_nodes(raws: Sequence[Raw]) -> int:
+    """Refresh the rows of nodes a move just changed, from the nodes the API server returned:
+    labels, taints, cordon, pool and drift, in one statement. Their pods are the inventory
+    sync's (a move changes no pod). Returns how many rows changed."""
+    by_name = {raw["metadata"]["name"]: raw for raw in raws if is_gpu_node(raw)}
+    if not by_name:
+        return 0
+    specs, pool_ids = _active_pools()
+    now = timezone.now()
+    rows = list(Node.objects.filter(name__in=by_name).only("id", "name", *MOVED_FIELDS[1:]))
+    for row in rows:
+        fresh = build_node(node_snapshot(by_name[row.name]), [], specs, pool_ids, now)
+        for name in MOVED_FIELDS[1:]:
+            setattr(row, name, getattr(fresh, name))
+        row.pool_id = fresh.pool_id  # the id only: reading fresh.pool would query the pool
+    Node.objects.bulk_update(rows, MOVED_FIELDS, batch_size=500)
+    return len(rows)
+
+
 @transaction.atomic
 def drift_recompute() -> int:
     """Recompute every present node's drift against the current pool definitions (after a

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 
 from pools.audit import audit
 from pools.core.checks import CheckFailure
+from pools.core.desired import move_target
 from pools.errors import InvalidMove, MoveRefused
 from pools.models import MoveItem, MoveRequest, Pool
 from pools.roles import Capability
@@ -22,6 +23,12 @@ from pools.workflow.rules import require_capability
 
 def _create(fields: dict[str, Any], plan: MovePlan) -> MoveRequest:
     request = MoveRequest.objects.create(**fields)
+    # What the approvers see is what runs: the target is fixed now, with the planned diff.
+    target = move_target(
+        plan.destination.spec(),
+        [p.spec() for p in Pool.objects.active()],
+        pool_key=settings.POOL_LABEL_KEY,
+    )
     MoveItem.objects.bulk_create(
         [
             MoveItem(
@@ -31,6 +38,7 @@ def _create(fields: dict[str, Any], plan: MovePlan) -> MoveRequest:
                 source_label=p.node.pool_label,
                 planned_diff=p.diff,
                 gpu_pods=p.gpu_pods,
+                **MoveItem.approved(p.node, target),
             )
             for p in plan.nodes
         ]

@@ -105,5 +105,5 @@ def test_a_drain_must_end_within_the_task_time_limit() -> None:
     )
     (failure,) = ask_failures(ask)
     assert failure.field == "drain_deadline_seconds"
-    assert "between 10 and 780 seconds" in failure.message
+    assert "between 1 and 780 seconds" in failure.message
     assert ask_failures(AskFacts(**{**ask.__dict__, "drain_deadline_seconds": 780})) == []
