@@ -39,6 +39,7 @@ from pools.inventory import inventory_refresh_nodes
 from pools.kube.errors import KubeError
 from pools.kube.retry import RetryPolicy
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
+from pools.move_records import claim_items, close_item
 from pools.node_outcome import FAILED, NodeWork, Outcome, node_outcome
 from pools.workflow.transitions import release_nodes, state_transition
 
@@ -89,15 +90,7 @@ def retry_delay(attempt: int) -> float:
 
 def _claim_many(item_ids: Sequence[int], now: datetime) -> list[MoveItem]:
     lease = now + timedelta(seconds=settings.MOVE_LEASE_SECONDS)
-    claimed = []
-    with transaction.atomic():  # one commit for the chunk; each claim its own compare-and-swap
-        for item_id in item_ids:
-            if MoveItem.objects.filter(
-                Q(state=ItemState.PENDING) | Q(state=ItemState.RUNNING, lease_until__lt=now),
-                pk=item_id,
-                request__state=State.EXECUTING,
-            ).update(state=ItemState.RUNNING, lease_until=lease, attempts=F("attempts") + 1):
-                claimed.append(item_id)
+    claimed = claim_items(item_ids, now=now, lease=lease)
     return list(
         MoveItem.objects.select_related("request__destination", "node", "source_pool")
         .filter(pk__in=claimed)
@@ -275,17 +268,18 @@ def _to_waiting(item: MoveItem, exc: Exception) -> AuditEvent | None:
 
 
 def _close(item: MoveItem, outcome: Outcome, now: datetime) -> AuditEvent | None:
-    if not _mine(item).update(
-        state=outcome.state,
-        finished_at=now,
-        lease_until=None,
-        waiting="",
-        error=outcome.message if outcome.state == ItemState.FAILED else "",
-        before=outcome.before,
-        after=outcome.after,
-        applied_diff=outcome.applied,
-    ):
-        return None
+    closed = {
+        "state": outcome.state,
+        "finished_at": now,
+        "lease_until": None,
+        "waiting": "",
+        "error": outcome.message if outcome.state == ItemState.FAILED else "",
+        "before": outcome.before,
+        "after": outcome.after,
+        "applied_diff": outcome.applied,
+    }
+    if not close_item(item.pk, item.attempts, closed):
+        return None  # claimed since by another worker: its record, not ours
     action = {ItemState.DONE: "node.patched", ItemState.UNCHANGED: "node.unchanged"}
     return AuditEvent(
         action=action.get(outcome.state, "node.failed"),

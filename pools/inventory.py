@@ -23,6 +23,7 @@ from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snap
 from pools.kube import nodes as kube_nodes
 from pools.kube.nodes import Raw
 from pools.models import Node, Pool
+from pools.move_records import update_nodes
 
 # A sync rewrites the whole row but its key: every field of the model is the snapshot's.
 UPDATED_FIELDS = [
@@ -171,13 +172,8 @@ def inventory_refresh_nodes(raws: Sequence[Raw]) -> int:
         return 0
     specs, pool_ids = _active_pools()
     now = timezone.now()
-    rows = list(Node.objects.filter(name__in=by_name).only("id", "name", *MOVED_FIELDS[1:]))
-    for row in rows:
-        fresh = build_node(node_snapshot(by_name[row.name]), [], specs, pool_ids, now)
-        for name in MOVED_FIELDS[1:]:
-            setattr(row, name, getattr(fresh, name))
-        row.pool_id = fresh.pool_id  # the id only: reading fresh.pool would query the pool
-    Node.objects.bulk_update(rows, MOVED_FIELDS, batch_size=500)
+    rows = [build_node(node_snapshot(raw), [], specs, pool_ids, now) for raw in by_name.values()]
+    update_nodes(rows, MOVED_FIELDS)
     return len(rows)
 
 
