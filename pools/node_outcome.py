@@ -36,6 +36,7 @@ class NodeWork:
     resumed: bool  # an earlier attempt claimed it: it may have sent the PATCH already
     cordoned_by_portal: bool
     capacity_failure: str | None = None  # the source pool's floor, decided at the claim
+    raw: Raw | None = field(default=None, repr=False)  # the node as just listed, if it was
 
 
 @dataclass
@@ -89,7 +90,7 @@ def _already(work: NodeWork, raw: Raw, hooks: DrainHooks | None) -> Outcome:
 def node_outcome(work: NodeWork, hooks: DrainHooks | None = None) -> Outcome:
     """Apply `work` to its node. Raises KubeError (transient or not) and NodeNotMoved for
     the caller to record; `hooks` are required for a drain-first node."""
-    raw = read_node(work.node)
+    raw = work.raw if work.raw is not None else read_node(work.node)
     _, _, diff = plan(raw, work.target)
     if diff.is_empty:
         return _already(work, raw, hooks)
