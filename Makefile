@@ -15,12 +15,14 @@ demo: $(INSTALLED)
 	scripts/system-packages.sh redis-server prometheus
 	$(BIN)/python scripts/demo.py
 
+# pytest in two processes, one test file each at a time (the suite must finish within 15
+# minutes on a two-core machine); every test starts its own servers on free ports.
 test: $(INSTALLED)
 	scripts/system-packages.sh redis-server prometheus chromium kubectl
 	scripts/install-helm.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest -rs
+	$(BIN)/pytest -rs -n 2 --dist loadfile
 
 screenshots: $(INSTALLED)
 	SAVE_SCREENSHOTS=1 $(BIN)/pytest -q tests/test_browser.py

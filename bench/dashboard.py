@@ -1,31 +1,42 @@
-"""Server time of the overview and a pool page, warm and cold metric cache, with query counts.
+"""Server time of the overview and a pool page, warm and cold metric cache, with query counts,
+read from the recording rules' series and from the raw expressions side by side.
 
-    .venv/bin/python -m bench.dashboard [--sizes 1000 2500 5000] [--runs 7]
+    .venv/bin/python -m bench.dashboard [--sizes 5000 15000] [--runs 7] [--modes rules raw]
 
-A real Prometheus scrapes kubesim's exporter (every 15 s); pages are rendered in-process by
-Django's test client, so the figure is the server's time, not the network's.
+kubesim generates the cluster and exports the DCGM fields the portal reads (as a
+dcgm-exporter's counters file would choose them); a real Prometheus scrapes it every 60 s (kubesim
+renders 15,000 nodes' series in Python in most of a minute),
+one with the project's recording rules and, for `raw`, one without. Pages are rendered
+in-process by Django's test client, so the figure is the server's time, not the network's.
+Cold: the cache is cleared before each request, so the page waits for Prometheus.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import cProfile
 import json
+import pstats
 import statistics
 import tempfile
 import time
+import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from bench import django_env
-from tests.kubesim_process import kubesim_server
-from tests.servers import prometheus_server, wait_for
+from pools.metrics.queries import PER_GPU_METRICS
+from tests.kubesim_process import Kubesim, kubesim_server
+from tests.servers import PrometheusServer, prometheus_server, wait_for
 
 
-def gpus_scraped(prometheus_url: str) -> int:
-    url = f"{prometheus_url}/api/v1/query?query=count(DCGM_FI_DEV_GPU_UTIL)"
-    with urllib.request.urlopen(url) as response:  # noqa: S310 -- our own loopback server
+def scalar(prometheus_url: str, promql: str) -> int:
+    query = urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(f"{prometheus_url}/api/v1/query?{query}") as response:  # noqa: S310 -- our own loopback server
         result = json.loads(response.read())["data"]["result"]
-    return int(result[0]["value"][1]) if result else 0
+    return int(float(result[0]["value"][1])) if result else 0
 
 
 def measure(client, path: str, runs: int, *, cold: bool) -> list[float]:  # type: ignore[no-untyped-def]
@@ -42,18 +53,73 @@ def measure(client, path: str, runs: int, *, cold: bool) -> list[float]:  # type
     return times
 
 
+@contextlib.contextmanager
+def scraped(sim: Kubesim, work: Path, size: int, *, rules: bool) -> Iterator[PrometheusServer]:
+    with prometheus_server(
+        work,
+        scrape_targets=[sim.metrics_url.removeprefix("http://")],
+        # kubesim renders every GPU's series in Python: 15,000 nodes take most of a minute.
+        scrape_interval="60s",
+        scrape_timeout="58s",
+        rules=rules,
+    ) as prom:
+        wait_for(
+            lambda: scalar(prom.url, "count(DCGM_FI_DEV_GPU_UTIL)") == size * 8,
+            timeout=600,
+            what="the first full scrape",
+        )
+        if rules:
+            wait_for(
+                lambda: (
+                    scalar(prom.url, "count(Hostname:DCGM_FI_DEV_GPU_UTIL:count_held_idle)") == size
+                ),
+                timeout=300,
+                what="the recorded figures",
+            )
+        yield prom
+
+
+def report(client, prom: PrometheusServer, size: int, mode: str, runs: int, profile: bool) -> None:  # type: ignore[no-untyped-def]
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from pools.models import Node
+
+    training = Node.objects.filter(pool__name="training").count()
+    for label, path in (("overview", "/"), (f"pool page ({training} nodes)", "/pools/training/")):
+        before = prom.query_count()
+        with CaptureQueriesContext(connection) as sql:
+            measure(client, path, 1, cold=True)
+        sql_count = len(sql)  # counted now: the next request empties the log
+        promql = prom.queries_since(before)
+        cold = measure(client, path, runs, cold=True)
+        warm = measure(client, path, runs, cold=False)
+        print(
+            f"{size} nodes, {mode}, {label}: warm median {statistics.median(warm) * 1000:.0f} ms, "
+            f"cold median {statistics.median(cold) * 1000:.0f} ms; {sql_count} SQL, "
+            f"{promql} PromQL queries (cold)",
+            flush=True,
+        )
+        if profile:
+            for kind in ("cold", "warm"):
+                profiler = cProfile.Profile()
+                profiler.runcall(measure, client, path, 3, cold=kind == "cold")
+                print(f"--- profile: {label}, {kind}, 3 requests (cumulative) ---")
+                pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 2500, 5000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 15000])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--modes", nargs="+", choices=["rules", "raw"], default=["rules", "raw"])
+    parser.add_argument("--profile", action="store_true", help="print a profile of each page")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         django_env.setup(Path(tmp))
         from django.conf import settings
         from django.contrib.auth.models import User
-        from django.db import connection
         from django.test import Client
-        from django.test.utils import CaptureQueriesContext
 
         from pools.inventory import inventory_sync
         from pools.models import Node
@@ -63,45 +129,23 @@ def main() -> None:
         client.force_login(User.objects.create_superuser("bench"))
         for size in args.sizes:
             work = Path(tmp) / str(size)
-            with (
-                kubesim_server(work / "sim", nodes=size) as sim,
-                prometheus_server(
-                    work / "prom",
-                    scrape_targets=[sim.metrics_url.removeprefix("http://")],
-                    scrape_interval="15s",
-                ) as prom,
-            ):
+            counters = ",".join(PER_GPU_METRICS)
+            with kubesim_server(
+                work / "sim",
+                nodes=size,
+                extra=["--exporter-counters", counters],
+                start_timeout=900,
+            ) as sim:
                 settings.KUBECONFIG = str(sim.kubeconfig)
-                settings.PROMETHEUS_URL = prom.url
-                settings.PROMETHEUS_TIMEOUT = 10.0
                 Node.objects.all().delete()
+                started = time.perf_counter()
                 inventory_sync()
-                wait_for(
-                    lambda prom=prom, size=size: gpus_scraped(prom.url) == size * 8,
-                    timeout=120,
-                    what="the first full scrape",
-                )
-                training = Node.objects.filter(pool__name="training").count()
-                for label, path in (
-                    ("overview", "/"),
-                    (f"pool page ({training} nodes)", "/pools/training/"),
-                ):
-                    before = prom.query_count()
-                    with CaptureQueriesContext(connection) as sql:
-                        measure(client, path, 1, cold=True)
-                    # Counted now: the next request's request_started signal empties the log.
-                    sql_count = len(sql)
-                    time.sleep(1)
-                    promql = prom.query_count() - before
-                    cold = measure(client, path, args.runs, cold=True)
-                    warm = measure(client, path, args.runs, cold=False)
-                    print(
-                        f"{size} nodes, {label}: warm median "
-                        f"{statistics.median(warm) * 1000:.0f} ms, cold median "
-                        f"{statistics.median(cold) * 1000:.0f} ms; {sql_count} SQL, "
-                        f"{promql} PromQL queries (cold)",
-                        flush=True,
-                    )
+                print(f"{size} nodes: inventory synced in {time.perf_counter() - started:.1f} s")
+                for mode in args.modes:
+                    with scraped(sim, work / mode, size, rules=mode == "rules") as prom:
+                        settings.PROMETHEUS_URL = prom.url
+                        settings.PROMETHEUS_TIMEOUT = 10.0
+                        report(client, prom, size, mode, args.runs, args.profile)
 
 
 if __name__ == "__main__":

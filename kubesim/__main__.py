@@ -10,11 +10,13 @@ import signal
 import ssl
 import sys
 import threading
+import time
 from pathlib import Path
 
 import yaml
 
-from kubesim import persistence
+from kubesim import backfill, persistence
+from kubesim.churn import Churn
 from kubesim.clock import Clock
 from kubesim.cluster import Cluster
 from kubesim.dcgm import (
@@ -29,6 +31,8 @@ from kubesim.seeding import seed
 from kubesim.server import ApiServer, User, make_server
 from kubesim.store import Store
 from kubesim.tls import make_certificates
+from kubesim.workload_runner import WorkloadRunner
+from kubesim.workload_scenarios import WORKLOADS
 
 
 def write_kubeconfig(
@@ -68,6 +72,96 @@ def write_kubeconfig(
     tmp.write_text(yaml.safe_dump(config, sort_keys=False))
     tmp.chmod(0o600)
     tmp.replace(path)  # appears whole: whoever waits for the file reads a complete one
+
+
+def add_workload_options(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument(
+        "--workload",
+        choices=sorted(WORKLOADS),
+        help="run a workload model: jobs arrive as pods, queue, run and end "
+        "(kubesim/workload_scenarios.py)",
+    )
+    serve.add_argument("--workload-seed", type=int, default=1, help="the same seed, the same jobs")
+    serve.add_argument(
+        "--history-days",
+        type=float,
+        default=0.0,
+        help="start with the workload already run since the start of the UTC day this many "
+        "days ago (the clock replays it)",
+    )
+    serve.add_argument(
+        "--retention-days",
+        type=float,
+        default=7.0,
+        help="how long finished pods stay as objects (ttlSecondsAfterFinished)",
+    )
+    serve.add_argument(
+        "--history-openmetrics",
+        type=Path,
+        help="write the history's DCGM samples into DIR, one OpenMetrics file a metric (for "
+        "promtool tsdb create-blocks-from openmetrics), before serving",
+    )
+    serve.add_argument("--history-step", type=int, default=300, help="seconds between samples")
+    serve.add_argument(
+        "--history-labels",
+        default="job=dcgm-exporter",
+        help="the labels the scrape adds to every series, as k=v,k=v (job, instance, the "
+        "exporter pod's namespace/pod/container)",
+    )
+
+
+def start_workload(cluster: Cluster, args: argparse.Namespace) -> WorkloadRunner | None:
+    if not args.workload:
+        return None
+    runner = WorkloadRunner(
+        cluster,
+        WORKLOADS[args.workload],
+        seed=args.workload_seed,
+        retention=args.retention_days * 86400,
+    )
+    runner.start(cluster.store.clock.now())
+    return runner
+
+
+def replay_history(
+    cluster: Cluster,
+    runner: WorkloadRunner,
+    exporter: Exporter,
+    args: argparse.Namespace,
+    history: float,
+) -> None:
+    """Run the workload's past up to now, then write its DCGM samples if asked."""
+    started = time.monotonic()
+    begin = cluster.store.clock.now()
+    cluster.timers.run_until(time.time())
+    cluster.store.clock.set_now(time.time())
+    end = cluster.store.clock.now()
+    print(
+        f"kubesim: {history / 86400:g} days of workload history: {len(runner.records)} pods "
+        f"in {time.monotonic() - started:.1f} s",
+        flush=True,
+    )
+    if args.history_openmetrics is None:
+        return
+    labels = dict(item.split("=", 1) for item in args.history_labels.split(",") if "=" in item)
+    taken = backfill.snapshot(
+        runner, exporter, start=begin, end=end, step=args.history_step, target_labels=labels
+    )
+    directory = args.history_openmetrics
+    for stale in (backfill.COMPLETE, *backfill.FILES):
+        (directory / stale).unlink(missing_ok=True)
+
+    def write() -> None:
+        began = time.monotonic()
+        written = backfill.write_files(directory, taken)
+        print(
+            f"kubesim: {sum(written.values())} DCGM samples of the history written to "
+            f"{directory}/ in {time.monotonic() - began:.1f} s",
+            flush=True,
+        )
+
+    # The API serves meanwhile: whoever backfills waits for the `complete` file.
+    threading.Thread(target=write, daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         help="label GPUs a pod holds with its pod_uid, as the exporter does with "
         "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID",
     )
+    serve.add_argument(
+        "--exporter-counters",
+        help="the DCGM fields the exporter collects, comma-separated (as dcgm-exporter's "
+        "counters file chooses them); all the default ones unless given",
+    )
     serve.add_argument("--readonly-token", help="a read-only bearer token (random by default)")
     serve.add_argument(
         "--rbac",
@@ -131,6 +230,14 @@ def main(argv: list[str] | None = None) -> int:
         help="how fast the cluster clock runs (grace periods, node monitor delays); "
         "POST /kubesim/clock also advances it",
     )
+    add_workload_options(serve)
+    serve.add_argument(
+        "--churn",
+        type=float,
+        default=0.0,
+        help="pod events a second: a workload pod is deleted and replaced on its node, "
+        "two events each time (a busy cluster's traffic, for benchmarks)",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -149,8 +256,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"kubesim: bad --state file: {exc}", file=sys.stderr)
         return 2
+    history = 0.0 if restored or not args.workload else args.history_days * 86400
+    if history:
+        # From the start of that UTC day: a seed gives the same history all day long.
+        began = time.time() - history
+        cluster.store.clock.set_now(began - began % 86400)
     if not restored:
         seed(cluster, scenario)
+    runner = start_workload(cluster, args)
     # The seeded objects live as long as the process: keep the garbage collector from
     # walking millions of them on every full collection (a 1.5 s pause at 114,000 pods).
     gc.freeze()
@@ -168,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         audit_path=args.audit_log,
         server_address=f"{args.host}:{args.port}",
         rbac=rbac,
+        workload=runner,
     )
     server = make_server(api, args.host, args.port)
     scheme, ca = "http", None
@@ -183,7 +297,10 @@ def main(argv: list[str] | None = None) -> int:
         hostname_is_pod=args.hostname_is_pod,
         hostname_label=args.hostname_label,
         pod_uid=args.kubernetes_enable_pod_uid,
+        counters=args.exporter_counters.split(",") if args.exporter_counters else None,
     )
+    if runner is not None and history:
+        replay_history(cluster, runner, exporter, args, history)
     exporter_server = make_exporter_server(exporter, args.host, args.metrics_port)
     if args.exporter_targets_file:
         nodes = sorted(cluster.store.objects["nodes"])
@@ -197,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     threading.Thread(target=cluster.run_scheduler, args=(stop,), daemon=True).start()
     threading.Thread(target=cluster.timers.run_forever, args=(stop,), daemon=True).start()
+    if args.churn > 0:
+        threading.Thread(target=Churn(cluster, args.churn).run, args=(stop,), daemon=True).start()
     serve_forever_in_thread(exporter_server)
     port = server.server_address[1]
     url = args.server_url or f"{scheme}://{args.host}:{port}"

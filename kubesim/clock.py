@@ -5,8 +5,10 @@ grace period ends, the node lifecycle controller's NoExecute taint, a disruption
 recheck — is a timer on this clock, served by one thread: no thread or sleep per object, so
 114,000 terminating pods cost a heap entry each.
 
-The clock runs at real speed by default; `scale` makes it run faster, and `advance` jumps it
-forward and fires what became due before it returns, so a test never sleeps.
+The clock runs at real speed by default; `scale` makes it run faster, and `Timers.run_until`
+steps it forward through every timer due on the way, each fired at its own time while the
+clock stands still, so a test never sleeps and a replay gives the same times however long
+it takes.
 """
 
 from __future__ import annotations
@@ -53,6 +55,11 @@ class Clock:
     def advance(self, seconds: float) -> None:
         with self._lock:
             self._offset += seconds
+
+    def set_now(self, when: float) -> None:
+        """Jump to `when` (forward or back); the clock keeps running from there."""
+        with self._lock:
+            self._offset += when - self._now()
 
     def real_seconds_until(self, when: float) -> float:
         """How long, in real time, until the simulated time reaches `when`."""
@@ -126,6 +133,33 @@ class Timers:
             if fired and self.after is not None:
                 self.after()
         return fired
+
+    def run_until(self, when: float) -> int:
+        """Step the clock to `when`, firing each timer due on the way at its own time (so what
+        it writes carries that time), timers it adds included; how many fired. The clock
+        stands still meanwhile (a replay gives the same times however long it takes), then
+        runs on at its speed."""
+        with self._guard:
+            scale = self.clock.scale
+            self.clock.set_scale(0.0)
+            try:
+                return self._step_to(when)
+            finally:
+                self.clock.set_scale(scale)
+
+    def _step_to(self, when: float) -> int:
+        fired = 0
+        while True:
+            with self._changed:
+                due = self._heap[0][0] if self._heap else None
+            if due is None or due > when:
+                break
+            if due > self.clock.now():
+                self.clock.set_now(due)
+            fired += self.run_due()
+        if self.clock.now() < when:
+            self.clock.set_now(when)
+        return fired + self.run_due()
 
     def run_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():

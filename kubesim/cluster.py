@@ -13,6 +13,7 @@ import collections
 import copy
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,15 @@ class Cluster:
     gpu_overrides: dict[tuple[str, int], GpuOverride] = field(default_factory=dict)
     exporter_disabled: set[str] = field(default_factory=set)
     daemonsets: DaemonSetController | None = None  # installed by the scenario's seeding
+    # node -> the pod key holding each GPU slot: a pod keeps its devices until it is gone
+    # (terminating included), and the others keep theirs when it goes, as the kubelet's
+    # device manager assigns them. The exporter and the workload model read the same map.
+    device_slots: dict[str, list[str | None]] = field(default_factory=dict)
+    # The kubelet's first status for a pod bound to a node: a hook may answer instead of the
+    # running status (the workload model's pods whose container cannot start).
+    start_hooks: list[Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None]] = field(
+        default_factory=list
+    )
 
     def __post_init__(self) -> None:
         self.store.listeners.append(self._track)
@@ -71,6 +81,13 @@ class Cluster:
         self.lifecycle = NodeLifecycle(self)
         # Pods by namespace, as the watch cache indexes them (budgets read one namespace).
         self.pods_by_namespace: dict[str, set[str]] = collections.defaultdict(set)
+        # pending pod -> (resourceVersion, what the scheduler's filters read of it)
+        self._signatures: dict[str, tuple[str, str]] = {}
+        # A count of node writes, and per ask (_static_signature) the nodes that passed the
+        # filters before resources at that count, and why the others did not.
+        self._nodes_version = 0
+        self._static: dict[str, tuple[int, list[tuple[str, int]], collections.Counter[str], int]]
+        self._static = {}
 
     def settle(self) -> None:
         """Let the controllers react to what was just written (and to their own writes)."""
@@ -96,8 +113,10 @@ class Cluster:
             else:
                 self._account(new)
                 self.pods_by_namespace[new.obj["metadata"].get("namespace") or ""].add(key)
-        elif resource == "nodes" and type_ != "DELETED":
-            self._wake.set()  # a node change may make a pending pod schedulable
+        elif resource == "nodes":
+            self._nodes_version += 1
+            if type_ != "DELETED":
+                self._wake.set()  # a node change may make a pending pod schedulable
         self.lifecycle.note(resource, type_, new, old)
         self.disruption.note(resource, type_, new, old)
 
@@ -111,6 +130,7 @@ class Cluster:
             self.pending[key] = e
             self._wake.set()
             return
+        self._signatures.pop(key, None)
         if scheduling.is_active(e.obj):
             self.pods_on_node[node][key] = e
             self.allocated[node] += scheduling.gpu_request(e.obj)
@@ -146,7 +166,7 @@ class Cluster:
             if node_name:
                 pod["status"] = self._running_status(pod, node_name)
             else:
-                pod["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+                pod["status"] = {"phase": "Pending", "qosClass": qos_class(pod)}
                 chosen, message = self._choose(pod)
                 if chosen:
                     pod["spec"]["nodeName"] = chosen
@@ -156,15 +176,52 @@ class Cluster:
             return self.store.create("pods", pod, dry_run=dry_run)
 
     def _choose(self, pod: dict[str, Any]) -> tuple[str | None, str]:
-        _, nodes = self.store.list("nodes", None)
-        return scheduling.choose_node(pod, [n.obj for n in nodes], self.allocated)
+        # The filters before resources depend on the pod's ask and the nodes only: kept per
+        # ask until a node changes, so a thousand-node cluster counts GPUs on what is left.
+        key = _static_signature(pod)
+        cached = self._static.get(key)
+        if cached is None or cached[0] != self._nodes_version:
+            if len(self._static) > 1000:
+                self._static.clear()  # asks seen once (a test's pods) do not pile up
+            _, nodes = self.store.list("nodes", None)
+            eligible, reasons = scheduling.static_filter(pod, [n.obj for n in nodes])
+            capacities = [(n["metadata"]["name"], scheduling.node_gpus(n)) for n in eligible]
+            cached = self._static[key] = (self._nodes_version, capacities, reasons, len(nodes))
+        _, capacities, reasons, total = cached
+        return scheduling.choose_among(pod, capacities, reasons, total, self.allocated)
+
+    def gpu_holders(self, name: str, devices: int) -> list[Entry | None]:
+        """The pod holding each of the node's `devices` GPU slots (None: free); a newcomer
+        takes the lowest free slots."""
+        pods = self.pods_on_node.get(name, {})
+        slots = [k if k in pods else None for k in self.device_slots.get(name, [None] * devices)]
+        slots = slots[:devices] + [None] * (devices - len(slots))
+        held = collections.Counter(k for k in slots if k)
+        for key, found in pods.items():
+            wanted = scheduling.gpu_request(found.obj) - held[key]
+            for index, holder in enumerate(slots):
+                if wanted <= 0:
+                    break
+                if holder is None:
+                    slots[index] = key
+                    wanted -= 1
+        self.device_slots[name] = slots
+        return [pods[k] if k else None for k in slots]
 
     def _running_status(self, pod: dict[str, Any], node_name: str) -> dict[str, Any]:
-        now = self.store.clock.rfc3339()
-        containers = pod["spec"].get("containers") or []
         status = dict(pod.get("status") or {})
         if status.get("phase") in ("Succeeded", "Failed"):
             return status
+        running = self._started_status(pod, node_name)
+        for hook in self.start_hooks:
+            answer = hook(pod, running)
+            if answer is not None:
+                return answer
+        return running
+
+    def _started_status(self, pod: dict[str, Any], node_name: str) -> dict[str, Any]:
+        now = self.store.clock.rfc3339()
+        containers = pod["spec"].get("containers") or []
         return {
             "phase": "Running",
             "conditions": [
@@ -178,7 +235,7 @@ class Cluster:
             "podIP": self._pod_ip(pod),
             "podIPs": [{"ip": self._pod_ip(pod)}],
             "startTime": now,
-            "qosClass": "BestEffort",
+            "qosClass": qos_class(pod),
             "containerStatuses": [
                 {
                     "name": c.get("name", "main"),
@@ -218,24 +275,44 @@ class Cluster:
         }
 
     def schedule_pending(self) -> int:
-        """Bind the pending pods that fit now; refresh the reasons of those that still do not."""
+        """Bind the pending pods that fit now, oldest first (the scheduling queue's FIFO);
+        refresh the reasons of those that still do not."""
         bound = 0
         with self.store.lock:
-            for e in list(self.pending.values()):
-                pod = copy.deepcopy(e.obj)
-                chosen, message = self._choose(pod)
+            # Pods that ask for the same thing get the same answer until a bind changes the
+            # free GPUs: a queue of identical jobs costs one scheduling cycle, not one each.
+            answers: dict[str, tuple[str | None, str]] = {}
+            waiting = sorted(
+                self.pending.items(),
+                key=lambda item: (item[1].obj["metadata"].get("creationTimestamp", ""), item[0]),
+            )
+            for key, e in waiting:
+                signature = self._signature(key, e)
+                if signature not in answers:
+                    answers[signature] = self._choose(e.obj)
+                chosen, message = answers[signature]
                 if chosen:
+                    answers.clear()
+                    pod = copy.deepcopy(e.obj)
                     pod["spec"]["nodeName"] = chosen
                     pod["status"] = self._running_status(pod, chosen)
                     bound += 1
                 else:
-                    conditions = pod["status"].get("conditions") or []
+                    conditions = (e.obj.get("status") or {}).get("conditions") or []
                     if conditions and conditions[0].get("message") == message:
                         continue
+                    pod = copy.deepcopy(e.obj)
                     pod["status"]["conditions"] = [self._unschedulable(message)]
                 self.store.replace("pods", pod, expected_rv=None)
             self.settle()
         return bound
+
+    def _signature(self, key: str, e: Entry) -> str:
+        rv = e.obj["metadata"].get("resourceVersion", "")
+        cached = self._signatures.get(key)
+        if cached is None or cached[0] != rv:
+            cached = self._signatures[key] = (rv, _scheduling_signature(e.obj))
+        return cached[1]
 
     def run_scheduler(self, stop: threading.Event, interval: float = 0.5) -> None:
         while not stop.is_set():
@@ -290,3 +367,34 @@ def pod_defaults(pod: dict[str, Any]) -> None:
         spec.setdefault(key, value)
     if spec.get("serviceAccountName") != spec.get("serviceAccount"):
         spec["serviceAccount"] = spec["serviceAccountName"]
+
+
+def _static_signature(pod: dict[str, Any]) -> str:
+    """What the scheduler's filters before resources read of a pod."""
+    spec = pod.get("spec") or {}
+    # repr, not JSON: a cache key needs no canonical form, and pods from one template repeat it.
+    return repr((spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")))
+
+
+def _scheduling_signature(pod: dict[str, Any]) -> str:
+    """What the scheduler's filters read of a pod."""
+    return f"{_static_signature(pod)}/{scheduling.gpu_request(pod)}"
+
+
+def qos_class(pod: dict[str, Any]) -> str:
+    """The pod's QoS class as pkg/apis/core/helper/qos computes it (CPU and memory)."""
+    requests_seen = limits_seen = False
+    guaranteed = True
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        requests = resources.get("requests") or {}
+        limits = resources.get("limits") or {}
+        for name in ("cpu", "memory"):
+            requests_seen |= name in requests
+            limits_seen |= name in limits
+            limit = limits.get(name)
+            if limit is None or str(requests.get(name, limit)) != str(limit):
+                guaranteed = False
+    if not requests_seen and not limits_seen:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"

@@ -10,11 +10,11 @@ in sorted order: container, err_code and err_msg (XID only), namespace, pod, pod
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import math
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 from kubesim import daemonsets, mig
 from kubesim.cluster import Cluster
 from kubesim.dcgm_counters import COUNTERS, XID_COUNTER, format_value, xid_message
-from kubesim.scheduling import gpu_request, node_gpus
+from kubesim.scheduling import node_gpus
 from kubesim.store import Entry
 
 DRIVER_VERSION = "550.54.15"
@@ -94,6 +94,34 @@ def gpu_uuid(node: str, index: int) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
+def utilisation(load: str, phase: float, now: float) -> float:
+    """GPU utilisation (%) of a GPU under `load` at `now`; `phase` is the GPU's own offset."""
+    if load == "training":
+        return 93 + 5 * math.sin(now / 60 + phase * 6.28)
+    if load == "inference":
+        return 45 + 30 * math.sin(now / 300 + phase * 6.28)
+    return 0.0  # idle, or held by a pod that does nothing
+
+
+def reserved_mib(memory_mib: int) -> int:
+    return max(1, round(memory_mib * 0.006))
+
+
+def fb_used(load: str, usable: int, phase: float) -> int:
+    """Framebuffer used (MiB) of a GPU under `load`."""
+    if load == "training":
+        return round(usable * (0.88 + 0.02 * phase))
+    if load == "inference":
+        return round(usable * (0.35 + 0.25 * phase))
+    if load == "held":
+        return round(usable * 0.05)
+    return 0
+
+
+def gpu_phase(node: str, index: int) -> float:
+    return _phase(node, index)
+
+
 def sample(
     load: str,
     memory_mib: int,
@@ -106,25 +134,11 @@ def sample(
     boot: float,
 ) -> GpuSample:
     phase = _phase(node, index)
-    if util_override is not None:
-        util = util_override
-    elif load == "training":
-        util = 93 + 5 * math.sin(now / 60 + phase * 6.28)
-    elif load == "inference":
-        util = 45 + 30 * math.sin(now / 300 + phase * 6.28)
-    else:  # idle, or held by a pod that does nothing
-        util = 0.0
+    util = util_override if util_override is not None else utilisation(load, phase, now)
     util = max(0.0, min(100.0, util))
-    reserved = max(1, round(memory_mib * 0.006))
+    reserved = reserved_mib(memory_mib)
     usable = memory_mib - reserved
-    if load == "training":
-        used = round(usable * (0.88 + 0.02 * phase))
-    elif load == "inference":
-        used = round(usable * (0.35 + 0.25 * phase))
-    elif load == "held":
-        used = round(usable * 0.05)
-    else:
-        used = 0
+    used = fb_used(load, usable, phase)
     family = next((f for f in TDP if f in model), "A100")
     tdp = TDP[family]
     idle_power = tdp * 0.15
@@ -153,6 +167,19 @@ def sample(
         pcie_rx=pcie // 3,
         nvlink_total=int(uptime * util * (4000 if load == "training" else 50)),
     )
+
+
+def driver_version(labels: dict[str, str]) -> str:
+    """The node's driver as NVML reports it, from GPU feature discovery's labels."""
+    parts = [labels.get(f"nvidia.com/cuda.driver.{p}") for p in ("major", "minor", "rev")]
+    if all(parts):
+        return ".".join(str(p) for p in parts)
+    return DRIVER_VERSION
+
+
+def _running(pod: dict[str, Any]) -> bool:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return not statuses or any("running" in (s.get("state") or {}) for s in statuses)
 
 
 def _escape(value: str) -> str:
@@ -191,9 +218,16 @@ class Exporter:
         hostname_is_pod: bool = False,
         hostname_label: str = "Hostname",
         pod_uid: bool = False,
+        counters: Collection[str] | None = None,
     ) -> None:
         if hostname_label not in HOSTNAME_LABELS:
             raise ValueError(f"hostname_label must be one of {', '.join(HOSTNAME_LABELS)}")
+        unknown = set(counters or ()) - {c.name for c in COUNTERS}
+        if unknown:
+            raise ValueError(f"unknown DCGM counters: {', '.join(sorted(unknown))}")
+        # The fields collected, as dcgm-exporter's counters file (-f) chooses them: all the
+        # default ones unless told.
+        self.counters = [c for c in COUNTERS if counters is None or c.name in counters]
         self.cluster = cluster
         self.boot = time.time() - 86_400
         # Without the node name passed in (NODE_NAME), dcgm-exporter reports its own pod's
@@ -201,26 +235,9 @@ class Exporter:
         self.hostname_is_pod = hostname_is_pod
         self.hostname_label = hostname_label
         self.pod_uid = pod_uid  # DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID
-        # node -> the pod key holding each device: a pod keeps its devices until it is gone
-        # (terminating included), and the others keep theirs when it goes, as the kubelet's
-        # device manager assigns them.
-        self._slots: dict[str, list[str | None]] = {}
 
     def holders(self, name: str, devices: int) -> list[Entry | None]:
-        pods = self.cluster.pods_on_node.get(name, {})
-        slots = [k if k in pods else None for k in self._slots.get(name, [None] * devices)]
-        slots = slots[:devices] + [None] * (devices - len(slots))
-        held = collections.Counter(k for k in slots if k)
-        for key, entry in pods.items():
-            wanted = gpu_request(entry.obj) - held[key]
-            for index, holder in enumerate(slots):
-                if wanted <= 0:
-                    break
-                if holder is None:
-                    slots[index] = key
-                    wanted -= 1
-        self._slots[name] = slots
-        return [pods[k] if k else None for k in slots]
+        return self.cluster.gpu_holders(name, devices)
 
     def exporter_pod(self, node: str) -> str:
         controller = self.cluster.daemonsets
@@ -259,7 +276,9 @@ class Exporter:
             if pod is not None:
                 annotations = pod["metadata"].get("annotations") or {}
                 load = annotations.get(LOAD_ANNOTATION) or "inference"
-                load = "held" if load == "idle" else load
+                # Devices are allocated at admission: a pod whose container has not started
+                # (an image still failing to pull) holds its GPUs and uses none of them.
+                load = "held" if load == "idle" or not _running(pod) else load
             override = self.cluster.gpu_overrides.get((name, slot))
             s = sample(
                 load,
@@ -273,7 +292,7 @@ class Exporter:
                 self.boot,
             )
             head = self._identity(name, model_name, device)
-            head += f',DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"'
+            head += f',DCGM_FI_DRIVER_VERSION="{driver_version(labels)}"'
             tail = ""
             if pod is not None:
                 meta = pod["metadata"]
@@ -305,7 +324,7 @@ class Exporter:
             ]
         samples = [(head, tail, s.values(), is_mig) for head, tail, s, is_mig in per_node]
         out: list[str] = []
-        for counter in COUNTERS:
+        for counter in self.counters:
             out.append(
                 f"# HELP {counter.name} {counter.help}\n# TYPE {counter.name} {counter.kind}\n"
             )

@@ -50,6 +50,7 @@ class NodeGroup:
     cpu: str = "96"
     memory: str = "1056Gi"
     mig: mig.MigLayout | None = None  # every GPU split into equal MIG instances
+    driver: str = "550.54.15"  # the NVIDIA driver (GPU feature discovery's cuda.driver labels)
 
 
 @dataclass
@@ -201,7 +202,9 @@ class _Reader:
         for required in ("name", "count", "gpu"):
             if required not in f:
                 raise self.fail(node, f"a node group needs {required!r}")
-        gpu = self.mapping(f["gpu"], "gpu", {"model", "count", "memoryMiB", "family", "mig"})
+        gpu = self.mapping(
+            f["gpu"], "gpu", {"model", "count", "memoryMiB", "family", "mig", "driver"}
+        )
         if "model" not in gpu:
             raise self.fail(f["gpu"], "gpu needs a model")
         layout = None
@@ -234,7 +237,15 @@ class _Reader:
             cpu=self.string(f["cpu"], "cpu") if "cpu" in f else "96",
             memory=self.string(f["memory"], "memory") if "memory" in f else "1056Gi",
             mig=layout,
+            driver=self.driver(gpu["driver"]) if "driver" in gpu else "550.54.15",
         )
+
+    def driver(self, node: yaml.Node) -> str:
+        value = self.string(node, "gpu.driver")
+        parts = value.split(".")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            raise self.fail(node, f"gpu.driver must be MAJOR.MINOR.REV, got {value!r}")
+        return value
 
 
 def load_scenario(name_or_path: str) -> Scenario:
@@ -353,6 +364,16 @@ def generated_scenario(nodes: int, gpus_per_node: int = 8) -> Scenario:
 # --- building API objects from a scenario ---
 
 
+def driver_labels(driver: str) -> dict[str, str]:
+    """GPU feature discovery's driver labels for a driver version MAJOR.MINOR.REV."""
+    major, minor, rev = driver.split(".")
+    return {
+        "nvidia.com/cuda.driver.major": major,
+        "nvidia.com/cuda.driver.minor": minor,
+        "nvidia.com/cuda.driver.rev": rev,
+    }
+
+
 def node_object(group: NodeGroup, index: int, created: str) -> dict[str, Any]:
     name = f"{group.prefix}-{index:03d}" if group.count < 1000 else f"{group.prefix}-{index:05d}"
     labels = {
@@ -365,7 +386,7 @@ def node_object(group: NodeGroup, index: int, created: str) -> dict[str, Any]:
         "nvidia.com/gpu.count": str(group.gpus),
         "nvidia.com/gpu.memory": str(group.gpu_memory),
         "nvidia.com/gpu.family": group.family,
-        "nvidia.com/cuda.driver.major": "550",
+        **driver_labels(group.driver),
         "nvidia.com/mig.capable": "true"
         if "A100" in group.gpu_model or "H100" in group.gpu_model
         else "false",

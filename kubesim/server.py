@@ -118,6 +118,7 @@ class ApiServer:
     faults: Faults = field(default_factory=Faults)
     server_address: str = "127.0.0.1:6443"
     rbac: Rbac | None = None  # None: the admin may do anything, the read-only token read
+    workload: Any = None  # the WorkloadRunner, when a workload runs
 
     def __post_init__(self) -> None:
         self._audit_lock = threading.Lock()
@@ -378,6 +379,9 @@ class Handler(BaseHTTPRequestHandler):
             raise errors.too_many_requests(1)
         if outcome == 503:
             raise errors.service_unavailable()
+        if outcome == 410:
+            # What a list or watch from a resourceVersion older than the history meets.
+            raise errors.gone("too old resource version: injected fault")
         raise errors.internal_error("injected fault")
 
     def _route(self, method: str, path: str, query: dict[str, str]) -> Request | None:
@@ -1038,6 +1042,15 @@ class Handler(BaseHTTPRequestHandler):
             return 200
         if path == "/kubesim/clock":
             return self._clock(method)
+        if path in ("/kubesim/workload", "/kubesim/workload/history") and method == "GET":
+            # The workload model's state, or every pod's record (what a watcher saw go by).
+            runner = self.api.workload
+            if runner is None:
+                raise errors.not_found("kubesim", path)
+            with cluster.store.lock:
+                body = runner.history() if path.endswith("history") else runner.describe()
+            self._send_json(200, body)
+            return 200
         if path == "/kubesim/kubelet" and method == "POST":
             # {"node": N, "posting": false}: the kubelet stops (or resumes) posting status.
             body = self._json_body() or {}
@@ -1069,7 +1082,8 @@ class Handler(BaseHTTPRequestHandler):
             if "scale" in body:
                 clock.set_scale(float(body["scale"]))
             if "advance" in body:
-                clock.advance(float(body["advance"]))
+                # Step through the timers due on the way, each at its own time.
+                timers.run_until(clock.now() + float(body["advance"]))
             timers.wake()
             timers.run_due()
         now = clock.now()

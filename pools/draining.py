@@ -10,7 +10,7 @@ worker that resumes the node after a crash knows whose cordon it finds.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
@@ -36,9 +36,12 @@ class LeaseLost(Exception):
 
 @dataclass
 class Cordon:
-    """Whether the portal's cordon is on the node now (so a failure lifts it)."""
+    """Whether the portal's cordon is on the node now (so a failure lifts it), and the
+    uncordon's event, recorded after the node's own (the timeline reads in the order things
+    happened: the PATCH, then the uncordon)."""
 
     on: bool = False
+    later: list[str] = field(default_factory=list)
 
 
 def _renew_lease(item: MoveItem) -> None:
@@ -83,7 +86,7 @@ def drain_hooks(item: MoveItem) -> tuple[DrainHooks, Cordon]:
             return raw
         raw = drain.set_unschedulable(name, False)
         _set_portal_cordon(item, cordon, False)
-        audit("node.uncordoned", request=request, node_name=name)
+        cordon.later.append("node.uncordoned")
         return raw
 
     return DrainHooks(cordon_node, empty, uncordon), cordon

@@ -65,3 +65,16 @@ class CapacityFloorReached(NodeNotMoved):
 
 class DrainDeadlinePassed(NodeNotMoved):
     """Drain-first: GPU pods were still on the node when the deadline came."""
+
+
+class MetricsUnavailable(WorkflowError):
+    """An answer that needs the DCGM metrics (a health filter) while Prometheus cannot give
+    them: refused, not answered as if no node matched."""
+
+    status = 503
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            "metrics_unavailable",
+            f"This filter needs the DCGM metrics, which are unavailable: {reason}.",
+        )

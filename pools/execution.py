@@ -34,6 +34,7 @@ from pools import log_context, observability
 from pools.audit import audit
 from pools.core.checks import NodeFacts, PoolFacts, capacity_floor
 from pools.core.desired import Target, move_target
+from pools.core.labels import counted
 from pools.draining import LeaseLost, drain_hooks, uncordon_after_failure
 from pools.errors import NodeNotMoved
 from pools.inventory import inventory_refresh_nodes
@@ -176,7 +177,9 @@ def _attempt(work: NodeWork) -> Result:
 def _attempt_drain_first(item: MoveItem, work: NodeWork) -> Result:
     hooks, cordon = drain_hooks(item)
     try:
-        return node_outcome(work, hooks)
+        outcome = node_outcome(work, hooks)
+        outcome.later = cordon.later
+        return outcome
     except LeaseLost as exc:
         return exc  # another worker holds the node now: leave it (and its cordon) alone
     except (NodeNotMoved, KubeError) as exc:
@@ -284,6 +287,16 @@ def _to_waiting(item: MoveItem, exc: Exception) -> AuditEvent | None:
     )
 
 
+def _event(item: MoveItem, action: str, message: str = "") -> AuditEvent:
+    return AuditEvent(
+        action=action,
+        actor_name="system",
+        request=item.request,
+        node_name=item.node.name,
+        message=message,
+    )
+
+
 def _close(item: MoveItem, outcome: Outcome, now: datetime) -> AuditEvent | None:
     closed = {
         "state": outcome.state,
@@ -328,7 +341,10 @@ def _record(items: Sequence[MoveItem], results: dict[int, Result], *, now: datet
                 events.append(event)
                 continue
             outcome = result if isinstance(result, Outcome) else _failed(item, result)
-            events.append(_close(item, outcome, now))
+            closed = _close(item, outcome, now)
+            events.append(closed)
+            if closed is not None:
+                events += [_event(item, action) for action in outcome.later]
         AuditEvent.objects.bulk_create([e for e in events if e is not None])
         for request_id in sorted({item.request_id for item in items}):
             _finish_request_if_done(request_id, now)
@@ -363,7 +379,9 @@ def _finish_request_if_done(request_id: int, now: datetime) -> None:
         request = MoveRequest.objects.get(pk=request_id)
         observability.move_finished(outcome=final, approved_at=request.decided_at, ended_at=now)
         release_nodes(request)
-        audit(f"move.{final}", request=request, message=f"{ok} node(s) done, {failed} failed")
+        audit(
+            f"move.{final}", request=request, message=f"{counted(ok, 'node')} done, {failed} failed"
+        )
 
 
 def sweep(*, now: datetime) -> dict[str, list[int]]:

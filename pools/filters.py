@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from pools.core import figures
+from pools.errors import MetricsUnavailable
 from pools.metrics.node_figures import latest_node_metrics
 from pools.models import AuditEvent, MoveRequest, Node
 
@@ -73,7 +74,9 @@ class NodeFilter(django_filters.FilterSet):
         ]
 
     def filter_health(self, queryset: QuerySet[Node], name: str, value: str) -> QuerySet[Node]:
-        _, metrics = latest_node_metrics()
+        result, metrics = latest_node_metrics()
+        if not result.available:  # "no faulty nodes" and "no metrics" must not look alike
+            raise MetricsUnavailable(result.error or "unknown")
         if value == "no-metrics":  # nodes absent from the metrics, not a property of them
             return queryset.exclude(name__in=list(metrics))
         return queryset.filter(

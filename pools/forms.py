@@ -4,6 +4,7 @@ from typing import Any
 
 from django import forms
 
+from pools.core.palette import colour_pick
 from pools.models import Pool
 
 
@@ -39,6 +40,7 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
     class Meta:
         model = Pool
         fields = Pool.EDITABLE_FIELDS
+        widgets = {"colour": forms.TextInput(attrs={"type": "color"})}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -48,6 +50,8 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
             f"{k}={v}" for k, v in sorted((self.instance.labels or {}).items())
         )
         self.initial["accepted_gpu_models"] = "\n".join(self.instance.accepted_gpu_models or [])
+        if not self.instance.colour:  # a new pool: the first colour no other pool uses
+            self.initial["colour"] = colour_pick(Pool.objects.values_list("colour", flat=True))
 
     def clean_labels(self) -> dict[str, str]:
         return parse_labels(self.cleaned_data.get("labels") or "")
@@ -58,9 +62,12 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
 
 
 class MoveForm(forms.Form):
-    nodes = forms.CharField(widget=forms.HiddenInput)
+    nodes = forms.CharField(
+        help_text="Node names, separated by commas (ticking nodes on a pool page fills this).",
+        widget=forms.TextInput(attrs={"placeholder": "a100-node-000, a100-node-001"}),
+    )
     destination = forms.ModelChoiceField(
-        queryset=Pool.objects.none(), to_field_name="name", empty_label=None
+        queryset=Pool.objects.none(), to_field_name="name", empty_label="Choose a pool…"
     )
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -95,9 +102,23 @@ class MoveForm(forms.Form):
     )
     reconcile = forms.BooleanField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, source_pool: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["destination"].queryset = Pool.objects.active()
+        destinations = Pool.objects.active()
+        if self.is_reconcile:
+            # A reconcile puts nodes back as their own pool says: no destination to choose,
+            # nothing to lend.
+            self.fields["destination"].widget = forms.HiddenInput()
+            del self.fields["loan_until"]
+        elif source_pool:
+            destinations = destinations.exclude(name=source_pool)  # a move goes elsewhere
+        self.fields["destination"].queryset = destinations
+
+    @property
+    def is_reconcile(self) -> bool:
+        """Whether this is a reconcile, read as the field reads it ("False" is false)."""
+        # The hidden input posts the text "False", which a template would take as true.
+        return bool(self.fields["reconcile"].to_python(self["reconcile"].value()))
 
     def clean_nodes(self) -> list[str]:
         names = [n.strip() for n in self.cleaned_data["nodes"].split(",") if n.strip()]
@@ -107,7 +128,7 @@ class MoveForm(forms.Form):
 
 
 class DecisionForm(forms.Form):
-    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
 
 class LoanChangeForm(forms.Form):

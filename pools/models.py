@@ -3,6 +3,7 @@ approvals, the append-only audit log, API tokens and idempotency records."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +18,9 @@ from pools.core.pool_definition import definition_errors
 class PoolQuerySet(models.QuerySet["Pool"]):
     def active(self) -> PoolQuerySet:
         return self.filter(retired_at__isnull=True)
+
+    def retired(self) -> PoolQuerySet:
+        return self.filter(retired_at__isnull=False)
 
 
 class Pool(models.Model):
@@ -49,6 +53,11 @@ class Pool(models.Model):
     requires_healthy_nodes = models.BooleanField(
         default=False, help_text="Refuse nodes with XID errors or without metrics."
     )
+    colour = models.CharField(
+        max_length=7,
+        blank=True,
+        help_text="#rrggbb on chips and cards; empty picks the first free palette colour.",
+    )
     retired_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -68,6 +77,7 @@ class Pool(models.Model):
         "accepted_gpu_models",
         "approvals_required",
         "requires_healthy_nodes",
+        "colour",
     )
 
     class Meta:
@@ -84,6 +94,21 @@ class Pool(models.Model):
 
     def spec(self) -> PoolSpec:
         return PoolSpec(self.name, dict(self.labels), self.taint)
+
+    def validate_unique(self, exclude: Collection[str] | None = None) -> None:
+        # A retired pool keeps its name (its moves and audit events refer to it): say so,
+        # rather than "already exists" about a pool nobody sees.
+        retired = Pool.objects.retired().filter(name=self.name).exclude(pk=self.pk).first()
+        if retired is not None and not (exclude and "name" in exclude):
+            raise ValidationError(
+                {
+                    "name": f"The name {self.name!r} is taken by the retired pool "
+                    f"{retired.display_name!r} (retired {retired.retired_at:%Y-%m-%d}): "
+                    "restore it, or choose another name."
+                },
+                code="retired_name",
+            )
+        super().validate_unique(exclude=exclude)
 
     def clean(self) -> None:
         errors = definition_errors(
@@ -456,3 +481,21 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.status or 'in progress'})"
+
+
+class InventoryLease(models.Model):
+    """Who writes the inventory: one row per lease, held by one process until it expires.
+
+    The watcher holds it for as long as it runs, renewing it; a second watcher waits and
+    takes it over once it expires (the first died or hung). The periodic full sync takes it
+    for one sync, or, while a watcher holds it, asks the watcher to re-list instead."""
+
+    name = models.CharField(max_length=63, unique=True)
+    holder = models.CharField(max_length=255, blank=True)
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    renewed_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField()
+    relist_requested_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder or 'free'}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Prefetch
@@ -21,27 +22,41 @@ from pools.roles import Capability, require
 from pools.workflow import ACTION_CAPABILITY, Action
 
 
+def _move_form_initial(request: HttpRequest) -> dict[str, object]:
+    """What the links to the form prefill: ticked nodes, a reconcile of a selection, of a
+    pool's drifted nodes, or of one node."""
+    names = request.GET.getlist("node") or request.GET.get("nodes", "").split(",")
+    initial: dict[str, object] = {
+        "nodes": ",".join(n for n in names if n),
+        "reconcile": request.GET.get("reconcile") == "1",
+        "destination": request.GET.get("destination", ""),
+    }
+    if request.GET.get("reconcile_in"):  # "Reconcile selected" on a pool page
+        initial["reconcile"] = True
+        initial["destination"] = request.GET["reconcile_in"]
+    if initial["reconcile"] and request.GET.get("pool"):
+        pool = get_object_or_404(Pool.objects.active(), name=request.GET["pool"])
+        initial["nodes"] = ",".join(selectors.drifted_node_names(pool))
+        initial["destination"] = pool.name
+    if initial["reconcile"] and initial["destination"]:
+        count = len([n for n in str(initial["nodes"]).split(",") if n])
+        initial["reason"] = (
+            f"reconcile drifted node{'s' if count != 1 else ''} of {initial['destination']}"
+        )
+    return initial
+
+
+def _move_form(request: HttpRequest) -> MoveForm:
+    data = request.POST if request.method == "POST" else None
+    initial = {} if data is not None else _move_form_initial(request)
+    names = str((data or initial).get("nodes", "")).split(",")
+    source = selectors.single_source_pool([n.strip() for n in names if n.strip()])
+    return MoveForm(data, initial=initial, source_pool=source)
+
+
 @require(Capability.REQUEST_MOVE)
 def move_new(request: HttpRequest) -> HttpResponse:
-    if request.method == "POST":
-        form = MoveForm(request.POST)
-    else:
-        names = request.GET.getlist("node") or request.GET.get("nodes", "").split(",")
-        initial = {
-            "nodes": ",".join(n for n in names if n),
-            "reconcile": request.GET.get("reconcile") == "1",
-            "destination": request.GET.get("destination", ""),
-        }
-        if request.GET.get("reconcile_in"):  # "Reconcile selected" on a pool page
-            initial["reconcile"] = True
-            initial["destination"] = request.GET["reconcile_in"]
-            initial["reason"] = f"reconcile drifted nodes of {request.GET['reconcile_in']}"
-        if initial["reconcile"] and request.GET.get("pool"):
-            pool = get_object_or_404(Pool.objects.active(), name=request.GET["pool"])
-            initial["nodes"] = ",".join(selectors.drifted_node_names(pool))
-            initial["destination"] = pool.name
-            initial["reason"] = f"reconcile drifted nodes of {pool.name}"
-        form = MoveForm(initial=initial)
+    form = _move_form(request)
     plan = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -51,7 +66,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
             reason=data["reason"] or "",
             drain_policy=data["drain_policy"],
             drain_deadline_seconds=data["drain_deadline_minutes"] * 60,
-            loan_until=data["loan_until"],
+            loan_until=data.get("loan_until"),
             health_override=data["health_override"],
             reconcile=data["reconcile"],
         )
@@ -101,6 +116,10 @@ def move_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+# A running move's page refreshes at least this often: a move takes seconds, not minutes.
+MOVE_LIVE_SECONDS = 2
+
+
 @require(Capability.VIEW)
 def move_detail(request: HttpRequest, pk: int) -> HttpResponse:
     move = get_object_or_404(
@@ -109,19 +128,22 @@ def move_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ).prefetch_related(
             Prefetch("items", MoveItem.objects.select_related("node", "source_pool")),
             "approvals__approver",
+            "children",
         ),
         pk=pk,
     )
-    return render(
-        request,
-        "pools/move_detail.html",
-        {
-            "move": move,
-            "events": move.events.select_related("actor").order_by("at", "id"),
-            "actions": workflow.allowed_actions(request.user, move),
-            "decision_form": DecisionForm(),
-        },
-    )
+    context = {
+        "move": move,
+        "events": move.events.select_related("actor").order_by("at", "id"),
+        "move_running": move.state in MoveRequest.ACTIVE_STATES,
+        "finished": sum(item.state in MoveItem.FINISHED for item in move.items.all()),
+        "live_seconds": min(settings.LIVE_REFRESH_SECONDS, MOVE_LIVE_SECONDS),
+    }
+    if request.GET.get("partial") == "live":  # the part live.js fetches again
+        return render(request, "pools/_move_live.html", context)
+    context["actions"] = workflow.allowed_actions(request.user, move)
+    context["decision_form"] = DecisionForm()
+    return render(request, "pools/move_detail.html", context)
 
 
 _DONE = {
@@ -134,7 +156,7 @@ _DONE = {
 
 
 def _decide(
-    request: HttpRequest, pk: int, action: Action, *, comment: str, until: datetime | None = None
+    request: HttpRequest, pk: int, action: Action, *, reason: str, until: datetime | None = None
 ) -> None:
     """Take the decision through the workflow and say how it went."""
     move = get_object_or_404(MoveRequest, pk=pk)
@@ -143,7 +165,7 @@ def _decide(
             move=move,
             user=request.user,
             action=action,
-            comment=comment,
+            reason=reason,
             until=until,
             now=timezone.now(),
         )
@@ -156,21 +178,21 @@ def _decide(
 @require_POST
 @require(ACTION_CAPABILITY[Action.APPROVE])
 def move_approve(request: HttpRequest, pk: int) -> HttpResponse:
-    _decide(request, pk, Action.APPROVE, comment=request.POST.get("comment", ""))
+    _decide(request, pk, Action.APPROVE, reason=request.POST.get("reason", ""))
     return redirect("move-detail", pk=pk)
 
 
 @require_POST
 @require(ACTION_CAPABILITY[Action.REJECT])
 def move_reject(request: HttpRequest, pk: int) -> HttpResponse:
-    _decide(request, pk, Action.REJECT, comment=request.POST.get("comment", ""))
+    _decide(request, pk, Action.REJECT, reason=request.POST.get("reason", ""))
     return redirect("move-detail", pk=pk)
 
 
 @require_POST
 @require(ACTION_CAPABILITY[Action.CANCEL])
 def move_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    _decide(request, pk, Action.CANCEL, comment="")
+    _decide(request, pk, Action.CANCEL, reason=request.POST.get("reason", ""))
     return redirect("move-detail", pk=pk)
 
 
@@ -184,6 +206,7 @@ def loans(request: HttpRequest) -> HttpResponse:
                 (loan, workflow.allowed_actions(request.user, loan))
                 for loan in selectors.active_loans()
             ],
+            "ended": selectors.ended_loans(),
             "now": timezone.now(),
         },
     )
@@ -203,7 +226,7 @@ def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("loans")
     action = Action.END_LOAN if "end" in request.POST else Action.EXTEND_LOAN
     _decide(
-        request, pk, action, comment=form.cleaned_data["reason"], until=form.cleaned_data["until"]
+        request, pk, action, reason=form.cleaned_data["reason"], until=form.cleaned_data["until"]
     )
     return redirect("loans")
 

@@ -14,6 +14,7 @@ from django.conf import settings
 
 from pools.core.checks import where_asked
 from pools.core.desired import Target
+from pools.core.labels import counted
 from pools.core.snapshot import node_record
 from pools.errors import CapacityFloorReached, NodeMovedSinceRequest
 from pools.kube.nodes import Raw, read_node
@@ -47,6 +48,7 @@ class Outcome:
     after: dict[str, Any] = field(default_factory=dict)
     applied: dict[str, Any] = field(default_factory=dict)
     raw: Raw | None = field(default=None, repr=False)  # the node as last seen, for the inventory
+    later: list[str] = field(default_factory=list)  # events after the node's own (uncordon)
 
 
 # Drain-first hooks, given by the caller: cordon (and record that the portal did), empty
@@ -114,7 +116,7 @@ def node_outcome(work: NodeWork, hooks: DrainHooks | None = None) -> Outcome:
     return Outcome(
         DONE if result.patched else UNCHANGED,
         result.diff.summary()
-        + (f" ({result.conflicts} conflict(s) re-read)" if result.conflicts else ""),
+        + (f" ({counted(result.conflicts, 'conflict')} re-read)" if result.conflicts else ""),
         before=before,
         after=node_record(raw),
         applied=result.diff.as_dict(),

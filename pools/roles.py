@@ -56,6 +56,14 @@ def has_capability(user: AbstractBaseUser | AnonymousUser, capability: Capabilit
     return capability in capabilities(user)
 
 
+def refusal_reason(capability: Capability) -> str:
+    """Why someone without `capability` is refused, naming the roles that grant it: what
+    the 403 page, the API and the workflow all say."""
+    granting = [role.value for role in Role if capability in ROLE_CAPABILITIES[role]]
+    first, others = granting[0], granting[1:]
+    return f"This needs the {first} role" + (f" (or {', '.join(others)})." if others else ".")
+
+
 def require(capability: Capability):  # type: ignore[no-untyped-def]
     """View decorator: 403 unless the user has `capability` (login is already required)."""
 
@@ -63,7 +71,7 @@ def require(capability: Capability):  # type: ignore[no-untyped-def]
         @wraps(view)
         def wrapped(request, *args, **kwargs):  # type: ignore[no-untyped-def]
             if not has_capability(request.user, capability):
-                raise PermissionDenied(f"This needs the {capability.value} permission.")
+                raise PermissionDenied(refusal_reason(capability))
             return view(request, *args, **kwargs)
 
         return wrapped

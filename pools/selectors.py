@@ -8,16 +8,16 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from pools.core import figures
 from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
 from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.metrics import dcgm
-from pools.metrics.node_figures import latest_node_metrics
+from pools.metrics.node_figures import latest_node_metrics, reads_recorded
 from pools.metrics.results import RangeResult
-from pools.models import MoveRequest, Node, NodeQuerySet, Pool
-from pools.workflow.rules import OPEN_LOAN_STATES
+from pools.models import MoveItem, MoveRequest, Node, NodeQuerySet, Pool
+from pools.workflow.rules import OPEN_LOAN_STATES, Action, allowed_actions
 
 UNASSIGNED = "unassigned"
 HISTORY_SPANS = {
@@ -68,14 +68,16 @@ def overview() -> Overview:
     rows = node_rows(Node.objects.present().values_list(*_ROW_FIELDS), metrics)
     groups = figures.group_by_pool(rows)
     available = result.available
-    cards = [
-        PoolCard(pool, figures.pool_figures(groups.get(pool.name, []), metrics_available=available))
-        for pool in pools
-    ]
-    cards.append(
-        PoolCard(None, figures.pool_figures(groups.get(None, []), metrics_available=available))
-    )
-    return Overview(figures.pool_figures(rows, metrics_available=available), cards, result.error)
+    # One pass over the rows: each group's figures, and the cluster's merged from them.
+    by_group = {
+        name: figures.pool_figures(members, metrics_available=available)
+        for name, members in groups.items()
+    }
+    empty = figures.pool_figures([], metrics_available=available)
+    cards = [PoolCard(pool, by_group.get(pool.name, empty)) for pool in pools]
+    cards.append(PoolCard(None, by_group.get(None, empty)))
+    cluster = figures.merge_figures(by_group.values(), metrics_available=available)
+    return Overview(cluster, cards, result.error)
 
 
 # --- the pool page ---
@@ -149,7 +151,9 @@ def pool_page(pool: Pool | None, *, shown: QuerySet[Node], sort: str = "name") -
 def pool_history(pool: Pool | None, span: str) -> RangeResult:
     length, step = HISTORY_SPANS.get(span, HISTORY_SPANS["24h"])
     names = list(pool_nodes(pool).values_list("name", flat=True))
-    return dcgm.utilisation_history(names, span=length, step=step)
+    # Read after the page's node figures, which found out whether the rules are loaded.
+    recorded = reads_recorded("gpus_reporting") and reads_recorded("util")
+    return dcgm.utilisation_history(names, span=length, step=step, recorded=recorded)
 
 
 # --- the node page ---
@@ -205,6 +209,12 @@ class PoolImpact:
     nodes_in_pool: int
 
 
+def pools_for_list(*, retired: bool) -> QuerySet[Pool]:
+    """Active (or retired) pools with how many present nodes each holds: the pools page."""
+    pools = Pool.objects.retired() if retired else Pool.objects.active()
+    return pools.annotate(node_count=Count("nodes", filter=Q(nodes__gone_at__isnull=True)))
+
+
 def pool_change_impact(candidate: Pool) -> PoolImpact:
     """Which nodes a pool definition (unsaved) would make drifted, and which it would fix.
     The definition replaces the saved one of the same pool, if any."""
@@ -228,6 +238,13 @@ def pool_change_impact(candidate: Pool) -> PoolImpact:
 # --- moves and loans ---
 
 
+def single_source_pool(node_names: list[str]) -> str | None:
+    """The pool all these nodes are in, when it is one pool (the move form leaves it out of
+    the destinations); None for none, several, or unassigned nodes."""
+    pools = set(Node.objects.filter(name__in=node_names).values_list("pool__name", flat=True))
+    return next(iter(pools)) if len(pools) == 1 else None
+
+
 def drifted_node_names(pool: Pool) -> list[str]:
     """The pool's drifted nodes that no active move holds: what a reconcile can take."""
     return list(
@@ -238,18 +255,52 @@ def drifted_node_names(pool: Pool) -> list[str]:
     )
 
 
-def active_loans() -> list[MoveRequest]:
-    """Open loans, the soonest to end first, with their node counts."""
-    return list(
-        MoveRequest.objects.filter(
-            loan_until__isnull=False,
-            loan_return_requested_at__isnull=True,
-            state__in=OPEN_LOAN_STATES,
-        )
+def _loans() -> QuerySet[MoveRequest]:
+    """Loans with what the loans page shows: each node and the pool it came from, the
+    destination, and the return moves that point back to them."""
+    return (
+        MoveRequest.objects.filter(loan_until__isnull=False)
         .select_related("destination", "requested_by")
+        .prefetch_related(
+            Prefetch(
+                "items",
+                MoveItem.objects.select_related("node", "source_pool").order_by("node__name"),
+            ),
+            Prefetch(
+                "children",
+                MoveRequest.objects.filter(kind=MoveRequest.Kind.LOAN_RETURN).order_by("id"),
+                to_attr="returns",
+            ),
+        )
         .annotate(nodes=Count("items"))
+    )
+
+
+def active_loans() -> list[MoveRequest]:
+    """Open loans, the soonest to end first."""
+    return list(
+        _loans()
+        .filter(loan_return_requested_at__isnull=True, state__in=OPEN_LOAN_STATES)
         .order_by("loan_until")
     )
+
+
+def ended_loans(*, limit: int = 50) -> list[MoveRequest]:
+    """Loans whose nodes went back (or that never lent anything), the latest first."""
+    return list(
+        _loans()
+        .exclude(loan_return_requested_at__isnull=True, state__in=OPEN_LOAN_STATES)
+        .order_by("-loan_until", "-id")[:limit]
+    )
+
+
+def moves_awaiting_decision_count(user: Any) -> int:
+    """The pending requests `user` may approve, by the workflow's own rule (so never their
+    own): the navigation's badge. One query."""
+    pending = MoveRequest.objects.filter(state=MoveRequest.State.PENDING).only(
+        "id", "state", "requested_by_id", "loan_until", "loan_return_requested_at"
+    )
+    return sum(Action.APPROVE in allowed_actions(user, move) for move in pending)
 
 
 def moves_for_list() -> QuerySet[MoveRequest]:

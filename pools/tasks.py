@@ -15,13 +15,13 @@ from django.utils import timezone
 from pools import execution, workflow
 from pools.events import execution_wanted
 from pools.idempotency import idempotency_records_purge
-from pools.inventory import inventory_sync
+from pools.inventory.sync import inventory_safety_net
 from portal.celery import NODE_CHANGING_TASK_OPTIONS
 
 
 @shared_task(ignore_result=True)
 def sync_inventory() -> str:
-    return str(inventory_sync())
+    return inventory_safety_net()
 
 
 @shared_task(ignore_result=True, **NODE_CHANGING_TASK_OPTIONS)

@@ -14,31 +14,35 @@ from pools.models import ApiToken
 from pools.roles import Capability, require
 from pools.tokens import TokenInvalid, token_create, token_revoke
 
+# Where a new secret waits, between the POST that made it and the page that shows it once.
+SHOW_ONCE_SESSION_KEY = "new_api_token"
+
 
 @never_cache  # it shows a new token's secret: no browser or proxy may keep a copy
 @require(Capability.VIEW)
 def tokens(request: HttpRequest) -> HttpResponse:
-    new_secret = None
     if request.method == "POST":
+        # Post, redirect, get: a reload of the page does not make a second token.
         form = TokenForm(request.POST)
         if not form.is_valid():
             for field, errors in form.errors.items():
                 messages.error(request, f"{form.fields[field].label}: {' '.join(errors)}")
         else:
             try:
-                _, new_secret = token_create(
+                _, request.session[SHOW_ONCE_SESSION_KEY] = token_create(
                     user=request.user,
                     name=form.cleaned_data["name"],
                     expires_at=form.cleaned_data["expires_at"],
                 )
             except TokenInvalid as exc:
                 messages.error(request, f"Expires: {exc}")
+        return redirect("tokens")
     return render(
         request,
         "pools/tokens.html",
         {
             "tokens": ApiToken.objects.filter(user=request.user),
-            "new_secret": new_secret,
+            "new_secret": request.session.pop(SHOW_ONCE_SESSION_KEY, None),
             "now": timezone.now(),
         },
     )

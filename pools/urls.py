@@ -4,10 +4,13 @@ from pools import move_views, token_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("pools/", views.pool_list, name="pool-list"),
+    path("pool-colours.css", views.pool_colours, name="pool-colours"),
     path("pools/new/", views.pool_create, name="pool-create"),
     path("pools/<str:name>/", views.pool_detail, name="pool-detail"),
     path("pools/<str:name>/edit/", views.pool_edit, name="pool-edit"),
     path("pools/<str:name>/retire/", views.pool_retire, name="pool-retire"),
+    path("pools/<str:name>/restore/", views.pool_restore, name="pool-restore"),
     path("nodes/<str:name>/", views.node_detail, name="node-detail"),
     path("moves/", move_views.move_list, name="move-list"),
     path("moves/new/", move_views.move_new, name="move-new"),

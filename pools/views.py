@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from django.conf import settings
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.cache import get_conditional_response, quote_etag
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from pools import selectors, services
-from pools.core import charts, figures
+from pools.core import charts, figures, palette
 from pools.core.snippets import scheduling_block
+from pools.errors import MetricsUnavailable
 from pools.filters import NodeFilter, page_queryset
 from pools.forms import PoolForm
 from pools.models import AuditEvent, Node, Pool
@@ -49,12 +56,17 @@ def _pool_or_unassigned(name: str) -> Pool | None:
 @require(Capability.VIEW)
 def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     pool = _pool_or_unassigned(name)
-    shown, status = page_queryset(
-        NodeFilter(request.GET, queryset=selectors.pool_nodes(pool)), request
-    )
+    filter_error = None
+    try:
+        shown, status = page_queryset(
+            NodeFilter(request.GET, queryset=selectors.pool_nodes(pool)), request
+        )
+    except MetricsUnavailable as exc:  # a health filter without metrics: no guessed rows
+        shown, status, filter_error = selectors.pool_nodes(pool).none(), 200, exc.message
     page = selectors.pool_page(pool, shown=shown, sort=request.GET.get("sort", "name"))
     context = {
         "page": page,
+        "filter_error": filter_error,
         "pool": pool,
         "slug": name,
         "live_seconds": settings.LIVE_REFRESH_SECONDS,
@@ -93,16 +105,13 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     if _live(request):
         return render(request, "pools/_node_live.html", context)
     history = selectors.node_history(node)
+    # The framebuffer chart's top is the node's framebuffer (None when unknown: to the data).
+    fb_capacity = node.gpu_count * node.gpu_memory_mib / 1024 or None
     context["charts"] = {
-        name: _chart(
-            result.points,
-            title=title,
-            y_max=100.0 if name == "util" else None,
-            unit="%" if name == "util" else " GiB",
-        )
-        for name, title, result in (
-            ("util", "GPU utilisation, 24h", history.get("util")),
-            ("fb_used", "Framebuffer used, 24h", history.get("fb_used")),
+        name: _chart(result.points, title=title, y_max=y_max, unit=unit)
+        for name, title, y_max, unit, result in (
+            ("util", "GPU utilisation, 24h", 100.0, "%", history.get("util")),
+            ("fb_used", "Framebuffer used, 24h", fb_capacity, "GiB", history.get("fb_used")),
         )
         if result is not None
     }
@@ -132,7 +141,12 @@ def _pool_form_page(request: HttpRequest, pool: Pool | None) -> HttpResponse:
             messages.success(
                 request,
                 f"Pool {saved.pool.name} saved. No node was changed; "
-                f"{saved.drifted_nodes} node(s) are now drifted and can be reconciled.",
+                + ngettext(
+                    "%(n)d node is now drifted and can be reconciled.",
+                    "%(n)d nodes are now drifted and can be reconciled.",
+                    saved.drifted_nodes,
+                )
+                % {"n": saved.drifted_nodes},
             )
             return redirect("pool-detail", name=saved.pool.name)
         impact = selectors.pool_change_impact(candidate)
@@ -149,14 +163,57 @@ def pool_edit(request: HttpRequest, name: str) -> HttpResponse:
     return _pool_form_page(request, get_object_or_404(Pool.objects.active(), name=name))
 
 
+@require(Capability.VIEW)
+def pool_colours(request: HttpRequest) -> HttpResponse:
+    """Every pool's colour as a style sheet (a class per pool): colours are data, and the
+    CSP allows no inline style. Revalidated on each page (ETag), so an edit shows at once."""
+    css = palette.style_sheet(Pool.objects.values_list("name", "colour"))
+    etag = quote_etag(hashlib.sha256(css.encode()).hexdigest()[:32])
+    response = HttpResponse(css, content_type="text/css; charset=utf-8")
+    response["ETag"] = etag
+    response["Cache-Control"] = "private, no-cache"
+    return get_conditional_response(request, etag=etag, response=response)
+
+
+@require(Capability.VIEW)
+def pool_list(request: HttpRequest) -> HttpResponse:
+    retired = request.GET.get("retired") == "1"
+    return render(
+        request,
+        "pools/pool_list.html",
+        {
+            "pools": selectors.pools_for_list(retired=retired),
+            "retired": retired,
+            "can_edit": has_capability(request.user, Capability.EDIT_POOLS),
+        },
+    )
+
+
 @require(Capability.EDIT_POOLS)
-@require_POST
 def pool_retire(request: HttpRequest, name: str) -> HttpResponse:
+    """GET asks for confirmation (what retiring does, and that it can be undone); POST
+    retires."""
     pool = get_object_or_404(Pool.objects.active(), name=name)
+    if request.method != "POST":
+        holding = Node.objects.present().filter(pool=pool).count()
+        return render(request, "pools/pool_retire.html", {"pool": pool, "holding": holding})
     try:
         services.pool_retire(pool=pool)
     except services.PoolInUse as exc:
         messages.error(request, exc.messages[0])
         return redirect("pool-detail", name=name)
-    messages.success(request, f"Pool {name} retired.")
-    return redirect("home")
+    messages.success(request, f"Pool {name} retired. It can be restored from the retired pools.")
+    return redirect(f"{reverse('pool-list')}?retired=1")
+
+
+@require(Capability.EDIT_POOLS)
+@require_POST
+def pool_restore(request: HttpRequest, name: str) -> HttpResponse:
+    pool = get_object_or_404(Pool.objects.retired(), name=name)
+    try:
+        services.pool_restore(pool=pool)
+    except ValidationError as exc:
+        messages.error(request, f"Pool {name} cannot be restored: {' '.join(exc.messages)}")
+        return redirect(f"{reverse('pool-list')}?retired=1")
+    messages.success(request, f"Pool {name} restored.")
+    return redirect("pool-detail", name=name)

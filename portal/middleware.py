@@ -20,8 +20,9 @@ from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.utils.functional import empty
 
-from pools import log_context, observability
+from pools import guarded_cache, log_context, observability
 from pools.core.redact import redact_url
+from pools.metrics import source
 
 log = logging.getLogger("portal.request")
 # What a caller's id may look like: a UUID, a trace id, a load balancer's token. Anything
@@ -125,3 +126,19 @@ class UserLogContextMiddleware:
         match = request.resolver_match
         move_id = kwargs.get("pk") if match and match.url_name in MOVE_VIEWS else None
         log_context.bind(user=loaded_user_name(request), move_id=move_id)
+
+
+class OutsideSystemsMiddleware:
+    """Per request: one wait for Prometheus in total (pools.metrics.source.one_wait), and a
+    record of what could not be reached (pools.guarded_cache), said on the response in
+    `X-Portal-Degraded` (the pages show it too)."""
+
+    def __init__(self, get_response: Handler) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        with guarded_cache.request_scope(), source.one_wait():
+            response = self.get_response(request)
+            if parts := guarded_cache.degraded():
+                response["X-Portal-Degraded"] = ", ".join(sorted(parts))
+        return response

@@ -13,6 +13,7 @@ from django.db.utils import Error as DatabaseError
 from pools.core.redact import redact_url
 from pools.kube.client import kube_version
 from pools.kube.errors import KubeError
+from pools.metrics.node_figures import figure_sources, rules_loaded
 from pools.metrics.source import MetricsError, prometheus_ready
 
 
@@ -75,7 +76,24 @@ def check_prometheus() -> str:
         prometheus_ready()
     except MetricsError as exc:
         raise CheckFailed(str(exc)) from exc
-    return f"{settings.PROMETHEUS_URL} ready"
+    return f"{settings.PROMETHEUS_URL} ready; {figures_detail()}"
+
+
+def figures_detail() -> str:
+    """Whether the recording rules are loaded, and where the node figures last came from."""
+    loaded = rules_loaded()
+    rules = {True: "recording rules loaded", False: "no recording rules"}.get(
+        loaded, "recording rules unknown"
+    )
+    sources = figure_sources()
+    if sources is None:
+        return f"{rules}; node figures not fetched yet"
+    raw = sorted(name for name, source in sources.items() if source == "raw")
+    if not raw:
+        return f"{rules}; node figures from recorded series"
+    if len(raw) == len(sources):
+        return f"{rules}; node figures from raw expressions"
+    return f"{rules}; node figures from recorded series, raw for {', '.join(raw)}"
 
 
 def check_kubernetes() -> str:

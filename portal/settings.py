@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pools.core.names import label_key_problem
+from pools.guarded_cache import caches_setting
 from portal.env import (
     EnvError,
     env_bool,
@@ -62,6 +63,8 @@ MIDDLEWARE = [
     # First: the request id, the request's time and its log line cover every other layer.
     "portal.middleware.RequestObservationMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Before the sessions and the throttle: what they cannot reach is recorded per request.
+    "portal.middleware.OutsideSystemsMiddleware",
     # Before whitenoise, so the static files carry the policy too.
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -164,13 +167,8 @@ if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
 
 # --- Cache: the metrics cache lives here (Redis in production). ---
 _cache_url = env_url("CACHE_URL", None, schemes={"redis", "rediss"})
-CACHES = {
-    "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
-        if _cache_url
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-    )
-}
+# Guarded: with Redis down, pages and the API answer without the cache and say so.
+CACHES = caches_setting(_cache_url)
 
 # --- Celery (namespace CELERY_, read by portal/celery.py). ---
 CELERY_BROKER_URL = env_redis_url("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
@@ -249,7 +247,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
     "SWAGGER_UI_DIST": "SIDECAR",  # served from our own static files, no CDN
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "/favicon.ico",  # the portal's own icon
     "REDOC_DIST": "SIDECAR",
     "SECURITY": [{"bearerToken": []}],
 }
@@ -269,8 +267,20 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 POOL_LABEL_KEY = env_str("POOL_LABEL_KEY", "gpu-pool")
 if _problem := label_key_problem(POOL_LABEL_KEY):
     raise EnvError("POOL_LABEL_KEY", f"expected a label key: {_problem}, got {POOL_LABEL_KEY!r}")
-INVENTORY_SYNC_SECONDS = env_int("INVENTORY_SYNC_SECONDS", 30, minimum=5, maximum=3600)
+# The full sync lists every node and pod; it is the safety net behind the watcher.
+INVENTORY_SYNC_SECONDS = env_int("INVENTORY_SYNC_SECONDS", 300, minimum=5, maximum=3600)
 INVENTORY_PAGE_SIZE = env_int("INVENTORY_PAGE_SIZE", 500, minimum=1, maximum=10_000)
+# The pod labels that say a GPU pod's workload type and team (for the pool insights).
+POD_WORKLOAD_LABEL = env_str("POD_WORKLOAD_LABEL", "workload-type")
+POD_TEAM_LABEL = env_str("POD_TEAM_LABEL", "team")
+for _name, _key in (("POD_WORKLOAD_LABEL", POD_WORKLOAD_LABEL), ("POD_TEAM_LABEL", POD_TEAM_LABEL)):
+    if _problem := label_key_problem(_key):
+        raise EnvError(_name, f"expected a label key: {_problem}, got {_key!r}")
+# The inventory watcher's lease: a watcher that stops renewing it for this long is taken
+# over by another (it renews every third of it).
+INVENTORY_LEASE_SECONDS = env_int("INVENTORY_LEASE_SECONDS", 15, minimum=3, maximum=300)
+# How long a GPU pod's row is kept after the pod is deleted.
+POD_HISTORY_DAYS = env_int("POD_HISTORY_DAYS", 30, minimum=1, maximum=3650)
 PATCH_MAX_CONFLICTS = env_int("PATCH_MAX_CONFLICTS", 5, minimum=0, maximum=100)
 PATCH_MAX_RETRIES = env_int("PATCH_MAX_RETRIES", 4, minimum=0, maximum=100)
 PATCH_BACKOFF_SECONDS = env_float("PATCH_BACKOFF_SECONDS", 0.5, minimum=0.0, maximum=60.0)

@@ -4,13 +4,15 @@ from django.contrib.auth.decorators import login_not_required, login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from portal import health, metrics_view
+from portal import favicon, health, metrics_view
 from portal.sso import views as sso_views
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics_view.metrics, name="metrics"),  # for a bearer token, no login
+    # Browsers ask for /favicon.ico on their own, before any login (the pages link the SVG).
+    path("favicon.ico", favicon.favicon, name="favicon"),
     # Password and single sign-on (portal/sso/): the callback is /oidc/callback/.
     path("login/", sso_views.LoginView.as_view(), name="login"),
     path("logout/", sso_views.LogoutView.as_view(), name="logout"),

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -27,6 +28,13 @@ sys.path.insert(0, str(ROOT))
 from portal.env import EnvError, env_port, env_str  # noqa: E402 -- after the path is set
 
 PYTHON = sys.executable
+RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
+HISTORY_DAYS = 30
+# The labels Prometheus's scrape of the exporter adds (prometheus_config): the backfilled
+# history is the same series the live scrape continues.
+EXPORTER_TARGET_LABELS = (
+    "namespace=gpu-operator,pod=nvidia-dcgm-exporter-demo,container=nvidia-dcgm-exporter"
+)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 STOP_TIMEOUT = 15.0
 
@@ -74,6 +82,14 @@ class DemoConfig:
     @property
     def kubeconfig(self) -> Path:
         return self.state / "kubeconfig"
+
+    @property
+    def history(self) -> Path:
+        return self.state / "history"
+
+    @property
+    def prometheus_data(self) -> Path:
+        return self.state / "prometheus-data"
 
 
 def say(message: str) -> None:
@@ -190,6 +206,8 @@ def demo_environment(config: DemoConfig) -> dict[str, str]:
 def prometheus_config(path: Path, exporter_port: int) -> None:
     path.write_text(
         "global:\n  scrape_interval: 5s\n  evaluation_interval: 5s\n"
+        # The portal's recording rules: the pages read the per-node figures they record.
+        f"rule_files: ['{RULES}']\n"
         "scrape_configs:\n"
         "  - job_name: dcgm-exporter\n"
         # As behind a ServiceMonitor: the exporter pod's own labels on the target and
@@ -197,8 +215,7 @@ def prometheus_config(path: Path, exporter_port: int) -> None:
         "    honor_labels: false\n"
         "    static_configs:\n"
         f"      - targets: ['127.0.0.1:{exporter_port}']\n"
-        "        labels: {namespace: gpu-operator, pod: nvidia-dcgm-exporter-demo, "
-        "container: nvidia-dcgm-exporter}\n"
+        "        labels: {" + EXPORTER_TARGET_LABELS.replace("=", ": ").replace(",", ", ") + "}\n"
     )
 
 
@@ -228,8 +245,15 @@ def start_kubesim(children: Children, config: DemoConfig, env: dict[str, str]) -
     argv += ["--kubeconfig", str(config.kubeconfig)]
     argv += ["--audit-log", str(config.logs / "audit.log")]
     argv += ["--tls"]  # kubectl sends its bearer token only over TLS
+    # Thirty days of jobs already run (pods kept as objects), and their DCGM samples written
+    # for Prometheus in the background (imported by Backfill once Prometheus is up).
+    argv += ["--workload", "demo", "--history-days", str(HISTORY_DAYS)]
+    argv += ["--retention-days", str(HISTORY_DAYS + 1)]
+    argv += ["--history-openmetrics", str(config.history)]
+    labels = f"job=dcgm-exporter,instance=127.0.0.1:{config.exporter},{EXPORTER_TARGET_LABELS}"
+    argv += ["--history-labels", labels]
     children.start("kubesim", argv, env)
-    children.wait_until(config.kubeconfig.exists, "kubesim")
+    children.wait_until(config.kubeconfig.exists, "kubesim", timeout=180)
     # The beat syncs every 30 s; the first pages should not wait for it.
     subprocess.run([PYTHON, "manage.py", "sync_inventory"], cwd=ROOT, env=env, check=True)
 
@@ -237,8 +261,11 @@ def start_kubesim(children: Children, config: DemoConfig, env: dict[str, str]) -
 def start_prometheus(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
     prom_config = config.state / "prometheus.yml"
     prometheus_config(prom_config, config.exporter)
+    # kubesim's history is new at every start: so are the samples that go with it.
+    shutil.rmtree(config.prometheus_data, ignore_errors=True)
     argv = ["prometheus", f"--config.file={prom_config}"]
-    argv += [f"--storage.tsdb.path={config.state / 'prometheus-data'}"]
+    argv += [f"--storage.tsdb.path={config.prometheus_data}"]
+    argv += [f"--storage.tsdb.retention.time={HISTORY_DAYS + 15}d"]
     argv += [f"--web.listen-address=127.0.0.1:{config.prometheus}", "--log.level=warn"]
     children.start("prometheus", argv, env)
     children.wait_until(lambda: http_ok(f"{env['PROMETHEUS_URL']}/-/ready"), "prometheus")
@@ -257,6 +284,64 @@ def start_portal(children: Children, config: DemoConfig, env: dict[str, str]) ->
     argv += ["--access-logfile", "-", "--no-control-socket"]
     children.start("web", argv, env)
     children.wait_until(lambda: http_ok(f"http://127.0.0.1:{config.web}/healthz"), "web")
+
+
+class Backfill:
+    """Imports kubesim's history into Prometheus once kubesim has written it: one `promtool
+    tsdb create-blocks-from openmetrics` a metric file, side by side, then the blocks moved
+    into Prometheus's data directory (it loads them at its next block reload, within a
+    minute). The demo is usable meanwhile; the history's charts fill in when it is done."""
+
+    def __init__(self, config: DemoConfig) -> None:
+        self.config = config
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        if shutil.which("promtool") is None:
+            say("demo: promtool is missing (Debian's prometheus package has it): no history")
+            return
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for process in self.processes:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            process.wait()
+
+    def _run(self) -> None:
+        began = time.monotonic()
+        history = self.config.history
+        done = history / "complete"
+        while not done.exists():
+            if self.stopping.wait(1.0) or time.monotonic() - began > 600:
+                return
+        blocks = history / "blocks"
+        shutil.rmtree(blocks, ignore_errors=True)
+        with (self.config.logs / "promtool.log").open("ab") as log:
+            for source in sorted(history.glob("*.om")):
+                argv = ["promtool", "tsdb", "create-blocks-from", "openmetrics"]
+                argv += ["--max-block-duration=1000h", str(source), str(blocks)]
+                self.processes.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+            failed = [p.args for p in self.processes if p.wait() != 0]
+        if self.stopping.is_set():
+            return
+        if failed:
+            say(f"demo: importing the history failed; see {self.config.logs}/promtool.log")
+            return
+        self._move(blocks)
+        for source in history.glob("*.om"):
+            source.unlink()
+        say(
+            f"demo: {HISTORY_DAYS} days of DCGM history imported into Prometheus "
+            f"({time.monotonic() - began:.0f} s after the portal started)"
+        )
+
+    def _move(self, blocks: Path) -> None:
+        for block in blocks.iterdir():
+            shutil.move(str(block), self.config.prometheus_data / block.name)
 
 
 def start_everything(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
@@ -286,6 +371,7 @@ def run(config: DemoConfig) -> None:
     config.state.mkdir(parents=True, exist_ok=True)
     env = demo_environment(config)
     children = Children(config.logs)
+    backfill = Backfill(config)
     with stop_on_signals():
         try:
             manage = [PYTHON, "manage.py"]
@@ -294,6 +380,7 @@ def run(config: DemoConfig) -> None:
             )
             subprocess.run([*manage, "demo_users"], cwd=ROOT, env=env, check=True)
             start_everything(children, config, env)
+            backfill.start()
             print_welcome(config, env)
             while (dead := children.first_dead()) is None:
                 time.sleep(0.5)
@@ -302,6 +389,7 @@ def run(config: DemoConfig) -> None:
             say(f"\ndemo: {stop} received, stopping every child")
         finally:
             ignore_stop_signals()  # nothing may interrupt the stopping itself
+            backfill.stop()
             children.stop_all()
 
 

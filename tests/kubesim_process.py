@@ -83,7 +83,10 @@ def kubesim_server(
     nodes: int | None = None,
     tls: bool = False,
     extra: list[str] | None = None,
+    start_timeout: float = 120,
 ) -> Iterator[Kubesim]:
+    """kubesim serving `scenario` or `nodes` generated nodes; a large cluster seeds for
+    minutes on a busy machine (`start_timeout`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     options = ["--nodes", str(nodes)] if nodes else ["--scenario", scenario]
     options += ["--tls"] if tls else []
@@ -93,7 +96,12 @@ def kubesim_server(
         process, log = _start(workdir, port, metrics_port, options)
         try:
             if _wait_serving(
-                workdir, process, port, metrics_port, last=attempt == PORT_ATTEMPTS - 1
+                workdir,
+                process,
+                port,
+                metrics_port,
+                last=attempt == PORT_ATTEMPTS - 1,
+                timeout=start_timeout,
             ):
                 break
         except BaseException:
@@ -135,7 +143,13 @@ def _start(
 
 
 def _wait_serving(
-    workdir: Path, process: subprocess.Popen[bytes], port: int, metrics_port: int, *, last: bool
+    workdir: Path,
+    process: subprocess.Popen[bytes],
+    port: int,
+    metrics_port: int,
+    *,
+    last: bool,
+    timeout: float,
 ) -> bool:
     """True once kubesim serves; False when a port was taken meanwhile (try again)."""
     kubeconfig = workdir / "kubeconfig"
@@ -144,7 +158,7 @@ def _wait_serving(
             (kubeconfig.exists() and port_open(port) and port_open(metrics_port))
             or process.poll() is not None
         ),
-        timeout=120,
+        timeout=timeout,
         what="kubesim",
     )
     if process.poll() is None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -114,7 +117,23 @@ class PrometheusServer:
         """Queries Prometheus itself logged (its query log), the honest count of PromQL sent."""
         if not self.query_log.exists():
             return 0
-        return sum(1 for line in self.query_log.read_text().splitlines() if line.strip())
+        # The recording rules' evaluations are logged too (with their ruleGroup): not sent.
+        return sum(
+            1
+            for line in self.query_log.read_text().splitlines()
+            if line.strip() and '"ruleGroup"' not in line
+        )
+
+    def queries_sent(self) -> list[str]:
+        """The PromQL sent to this Prometheus so far, in order (its query log)."""
+        if not self.query_log.exists():
+            return []
+        lines = self.query_log.read_text().splitlines()
+        return [
+            json.loads(line)["params"]["query"]
+            for line in lines
+            if line.strip() and '"ruleGroup"' not in line
+        ]
 
     def queries_since(self, before: int) -> int:
         """Queries logged since the count was `before`. The log is appended as each query
@@ -129,6 +148,20 @@ class PrometheusServer:
         return count - before
 
 
+# The project's recording rules (the portal reads their series when they exist).
+RULES = Path(__file__).resolve().parent.parent / "deploy/prometheus/rules.yml"
+
+
+def rules_evaluated(url: str) -> bool:
+    """Whether the recording rules have run once (their marker series exists)."""
+    query = urllib.parse.urlencode({"query": "gpu_pool_portal:rules_loaded"})
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=1) as response:
+            return bool(json.loads(response.read())["data"]["result"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return False
+
+
 @contextlib.contextmanager
 def prometheus_server(
     workdir: Path,
@@ -136,7 +169,11 @@ def prometheus_server(
     scrape_targets: list[str] | None = None,
     scrape_interval: str = "1s",
     file_sd: Path | None = None,
+    rules: bool = True,
+    scrape_timeout: str | None = None,
 ) -> Iterator[PrometheusServer]:
+    """A Prometheus with the project's recording rules loaded (rules=False: without, as
+    a Prometheus nobody configured for the portal), ready once they have run."""
     binary = require_program("prometheus")
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -169,7 +206,10 @@ def prometheus_server(
         "global:\n"
         f"  scrape_interval: {scrape_interval}\n"
         f"  evaluation_interval: {scrape_interval}\n"
-        f"  query_log_file: {query_log}\n" + jobs
+        + (f"  scrape_timeout: {scrape_timeout}\n" if scrape_timeout else "")
+        + f"  query_log_file: {query_log}\n"
+        + (f"rule_files: ['{RULES}']\n" if rules else "")
+        + jobs
     )
     process = subprocess.Popen(
         [
@@ -188,6 +228,54 @@ def prometheus_server(
             timeout=30,
             what=f"prometheus on port {port}",
         )
+        if rules:
+            url = f"http://127.0.0.1:{port}"
+            wait_for(lambda: rules_evaluated(url), timeout=30, what="the recording rules")
         yield PrometheusServer(port, process, query_log)
     finally:
         stop(process)
+
+
+@dataclass
+class HungServer:
+    """Accepts connections and never answers: a hung Prometheus (or anything on HTTP)."""
+
+    port: int
+    accepted: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@contextlib.contextmanager
+def hung_server() -> Iterator[HungServer]:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    listener.settimeout(0.05)
+    server = HungServer(int(listener.getsockname()[1]))
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(connection)  # kept open, never read or answered
+            server.accepted += 1
+
+    thread = threading.Thread(target=accept, daemon=True, name="hung-server")
+    thread.start()
+    try:
+        yield server
+    finally:
+        done.set()
+        thread.join(timeout=5)
+        for connection in held:
+            connection.close()
+        listener.close()

@@ -170,6 +170,7 @@ LAYERS = {
     "edges": (
         "pools.kube",
         "pools.metrics",
+        "pools.guarded_cache",
         "pools.models",
         "pools.observability",
         "pools.log_context",
@@ -186,6 +187,7 @@ LAYERS = {
         "pools.node_outcome",
         "pools.draining",
         "pools.break_glass",
+        "pools.move_records",
         "pools.selectors",
         "pools.filters",
         "pools.tokens",

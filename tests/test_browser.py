@@ -9,10 +9,15 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
+from pools import workflow
 from pools.inventory import inventory_sync
+from pools.models import MoveRequest, Pool
 from tests.kubesim_process import Kubesim, kubesim_server
-from tests.servers import PrometheusServer, prometheus_server
+from tests.moves_helpers import user_in
+from tests.servers import PrometheusServer, RedisServer, prometheus_server
+from tests.workers import celery_worker
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
@@ -39,8 +44,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kubesim, P
         yield sim, prom
 
 
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1400, "height": 1000}
+
+
 @pytest.fixture
-def browser_page(tmp_path: Path) -> Iterator[object]:
+def chromium_browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -56,9 +65,68 @@ def browser_page(tmp_path: Path) -> Iterator[object]:
                 "--disable-sync",
             ],
         )
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        yield page
+        yield browser
         browser.close()
+
+
+@pytest.fixture
+def browser_page(chromium_browser) -> object:  # type: ignore[no-untyped-def]
+    return chromium_browser.new_page(viewport=DESKTOP)
+
+
+class Watched:
+    """A page whose console errors and failed requests are collected, to be asserted on."""
+
+    def __init__(self, browser, *, viewport: dict[str, int], dark: bool = False) -> None:  # type: ignore[no-untyped-def]
+        self.page = browser.new_page(viewport=viewport, color_scheme="dark" if dark else "light")
+        self.problems: list[str] = []
+        self.page.on(
+            "console",
+            lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"),
+        )
+        self.page.on("pageerror", lambda e: self.problems.append(f"pageerror: {e}"))
+        self.page.on("requestfailed", self._failed)
+        self.page.on(
+            "response",
+            lambda r: r.status >= 400 and self.problems.append(f"{r.status}: {r.url}"),
+        )
+
+    def _failed(self, request) -> None:  # type: ignore[no-untyped-def]
+        # A live part's fetch cut short by leaving the page is not a failure of the page,
+        # nor is the icon's, which the browser fetches on its own.
+        aborted = request.failure == "net::ERR_ABORTED"
+        if aborted and ("partial=live" in request.url or "favicon" in request.url):
+            return
+        self.problems.append(f"failed: {request.url} ({request.failure})")
+
+    def log_in(self, base: str, username: str, password: str) -> None:
+        self.page.goto(f"{base}/login/")
+        self.page.fill("#id_username", username)
+        self.page.fill("#id_password", password)
+        self.page.click("button[type=submit]")
+        self.page.wait_for_url(f"{base}/")
+
+    def too_wide(self) -> list[str]:
+        """The outermost elements that reach past the right edge (what makes it scroll)."""
+        return list(
+            self.page.evaluate(
+                """() => { const w = document.documentElement.clientWidth; const out = [];
+                for (const e of document.querySelectorAll('body *')) {
+                  if (e.getBoundingClientRect().right > w + 1 &&
+                      !(e.parentElement && e.parentElement.getBoundingClientRect().right > w + 1)
+                      && !e.closest('.table-scroll, .snippet')) {
+                    out.push(e.tagName + '.' + e.className + ' ' + e.textContent.slice(0, 40));
+                  }
+                } return out; }"""
+            )
+        )
+
+    def no_sideways_scroll(self) -> bool:
+        return bool(
+            self.page.evaluate(
+                "document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+            )
+        )
 
 
 def shoot(page, name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -115,3 +183,140 @@ def test_log_in_and_walk_overview_pool_node(
     assert "Drifted:" in page.inner_text("main")
     page.wait_for_selector("#node-live[data-live-updated]", timeout=10_000)
     shoot(page, "node", tmp_path)
+
+
+WALK = (
+    "/",
+    "/pools/",
+    "/pools/training/",
+    "/pools/unassigned/",
+    "/nodes/a100-train-drift-000/",
+    "/moves/?state=all",
+    "/moves/new/?node=gpu-new-000",
+    "/loans/",
+    "/audit/",
+    "/tokens/",
+)
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_pages_fit_the_screen_from_phone_to_desktop_without_errors(
+    stack,
+    live_server,
+    settings,
+    chromium_browser,  # type: ignore[no-untyped-def]
+    viewport: dict[str, int],
+    tmp_path: Path,
+) -> None:
+    sim, prom = stack
+    settings.KUBECONFIG = str(sim.kubeconfig)
+    settings.PROMETHEUS_URL = prom.url
+    inventory_sync()
+    User.objects.create_superuser("ada", password="walk-the-pools-1")
+    phone = viewport is PHONE
+    for dark in (False, True):
+        watched = Watched(chromium_browser, viewport=viewport, dark=dark)
+        watched.log_in(live_server.url, "ada", "walk-the-pools-1")
+        page = watched.page
+        for path in WALK:
+            page.goto(f"{live_server.url}{path}")
+            page.wait_for_load_state("networkidle")
+            assert watched.no_sideways_scroll(), (path, viewport, watched.too_wide())
+            # Every link of the navigation sits on the dark bar (not white on white).
+            bar = page.locator("header.topbar").bounding_box()
+            for link in page.locator(".mainnav a").all():
+                box = link.bounding_box()
+                assert box and bar and box["y"] + box["height"] <= bar["y"] + bar["height"] + 1
+        suffix = ("-phone" if phone else "") + ("-dark" if dark else "")
+        page.goto(f"{live_server.url}/")
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert (background == "rgb(15, 19, 26)") == dark  # the theme follows the system
+        chip = page.locator('[data-pool="training"] a.pool-chip')
+        assert chip.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(217, 130, 43)"
+        if not phone or not dark:
+            shoot(page, f"overview{suffix}", tmp_path)
+        if not phone:
+            page.goto(f"{live_server.url}/nodes/a100-train-drift-000/")
+            shoot(page, f"node{suffix}", tmp_path)
+        assert watched.problems == [], watched.problems
+        watched.page.close()
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_the_move_page_follows_a_move_until_it_ends(
+    stack,
+    live_server,
+    settings,
+    chromium_browser,  # type: ignore[no-untyped-def]
+    redis: RedisServer,
+    tmp_path: Path,
+) -> None:
+    sim, prom = stack
+    settings.KUBECONFIG = str(sim.kubeconfig)
+    settings.KUBE_CONTEXT = ""
+    settings.PROMETHEUS_URL = prom.url
+    settings.LIVE_REFRESH_SECONDS = 1
+    inventory_sync()
+    move = workflow.move_request_create(
+        requested_by=user_in("requesters", "rita"),
+        node_names=["gpu-new-000", "gpu-new-001"],
+        destination=Pool.objects.get(name="mixed"),
+        reason="assign the new nodes",
+        now=timezone.now(),
+    )
+    arno = user_in("approvers", "arno")
+    arno.set_password("approve-the-move-1")
+    arno.save()
+    watched = Watched(chromium_browser, viewport=DESKTOP)
+    watched.log_in(live_server.url, "arno", "approve-the-move-1")
+    page = watched.page
+    page.goto(f"{live_server.url}/moves/{move.pk}/")
+    assert page.locator("[data-move-state]").get_attribute("data-move-state") == "pending"
+    # Approved before any worker runs: the execution waits in the broker, the page says so.
+    page.fill("#id_reason", "fine")
+    page.click("button:text('Approve')")
+    page.wait_for_url(f"{live_server.url}/moves/{move.pk}/")
+    assert page.locator("[data-move-state]").get_attribute("data-move-state") == "approved"
+    loaded_at = page.evaluate("performance.timeOrigin")
+    with celery_worker(tmp_path):
+        # The page follows the move in place: per node state and attempts, then the end.
+        page.wait_for_selector('[data-move-state="succeeded"]', timeout=60_000)
+        page.wait_for_selector("#move-live[data-live-stopped]", timeout=10_000)
+    assert page.evaluate("performance.timeOrigin") == loaded_at  # no reload
+    move.refresh_from_db()
+    assert move.state == MoveRequest.State.SUCCEEDED
+    for name in ("gpu-new-000", "gpu-new-001"):
+        row = page.locator(f'#move-live tr[data-node="{name}"]')
+        assert row.locator('[data-col="result"] .state').inner_text() == "Done"
+        assert row.locator('[data-col="attempts"]').inner_text() == "1"
+    assert "2 of 2 nodes finished" in page.inner_text("#move-live")
+    stopped = page.locator("#move-live").get_attribute("data-live-updated")
+    page.wait_for_timeout(2500)  # two refresh periods: nothing is fetched any more
+    assert page.locator("#move-live").get_attribute("data-live-updated") == stopped
+    shoot(page, "move", tmp_path)
+    assert watched.problems == [], watched.problems
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_retire_asks_first_and_a_retired_pool_can_be_restored(
+    live_server,
+    chromium_browser,  # type: ignore[no-untyped-def]
+) -> None:
+    User.objects.create_superuser("ada", password="walk-the-pools-1")
+    watched = Watched(chromium_browser, viewport=PHONE)
+    watched.log_in(live_server.url, "ada", "walk-the-pools-1")
+    page = watched.page
+    page.goto(f"{live_server.url}/pools/shared/")
+    page.click("text=Retire pool…")
+    page.wait_for_url(f"{live_server.url}/pools/shared/retire/")
+    assert Pool.objects.get(name="shared").retired_at is None  # asked, not done
+    page.click("button:text('Retire shared')")
+    page.wait_for_url("**/pools/?retired=1")
+    assert page.locator('[data-pool-row="shared"]').count() == 1
+    page.click('[data-pool-row="shared"] button:text("Restore")')
+    page.wait_for_url(f"{live_server.url}/pools/shared/")
+    assert "Pool shared restored." in page.inner_text(".messages")
+    assert Pool.objects.get(name="shared").retired_at is None
+    assert watched.no_sideways_scroll()
+    assert watched.problems == [], watched.problems

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
+
+from tests.servers import require_program
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,3 +60,33 @@ def test_dockerfile_runs_as_non_root_and_installs_the_pinned_set() -> None:
     assert "pip install --no-cache-dir -r requirements.txt" in text
     assert re.search(r"^USER portal$", text, re.MULTILINE)
     assert "FROM python:3.11" in text
+
+
+def test_the_compose_prometheus_loads_the_projects_recording_rules() -> None:
+    config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    mounts = dict(
+        volume.rsplit(":", 1)[0].split(":", 1)
+        for volume in compose()["services"]["prometheus"]["volumes"]
+    )
+    (rule_file,) = config["rule_files"]
+    assert {v: k for k, v in mounts.items()}[rule_file] == "./deploy/prometheus/rules.yml"
+
+
+def test_the_demo_prometheus_loads_the_projects_recording_rules(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("demo_script", ROOT / "scripts/demo.py")
+    assert spec is not None and spec.loader is not None
+    demo = importlib.util.module_from_spec(spec)
+    sys.modules["demo_script"] = demo  # its dataclasses look their module up
+    spec.loader.exec_module(demo)
+    config = tmp_path / "prometheus.yml"
+    demo.prometheus_config(config, 9400)
+    assert yaml.safe_load(config.read_text())["rule_files"] == [
+        str(ROOT / "deploy/prometheus/rules.yml")
+    ]
+    # promtool checks the configuration and the rule files it names.
+    promtool = require_program("promtool")
+    result = subprocess.run(
+        [promtool, "check", "config", str(config)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"SUCCESS: [1-9][0-9]* rules found", result.stdout), result.stdout

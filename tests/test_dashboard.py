@@ -99,7 +99,7 @@ def test_overview_figures_equal_the_exporters(portal: Client) -> None:
     assert figure(inference, "util") == "25.0 %"  # 4 of 8 GPUs at 50 % on every node
     assert figure(inference, "xid") == "1 XID"
     assert (figure(inference, "gpus"), figure(inference, "unallocated")) == ("64", "27")
-    assert figure(inference, "idle-held") == "5 allocated but idle"  # the idle embedders
+    assert figure(inference, "idle-held") == "5 held but idle"  # the idle embedders
     mixed = card(html, "mixed")
     assert figure(mixed, "no-metrics") == "1 without metrics"
     assert figure(mixed, "free-whole-nodes") == "0"
@@ -107,6 +107,12 @@ def test_overview_figures_equal_the_exporters(portal: Client) -> None:
     unassigned = card(html, "unassigned")
     assert (figure(unassigned, "free-whole-nodes"), figure(unassigned, "util")) == ("2", "0.0 %")
     assert "Metrics unavailable" not in html
+    summary = portal.get("/api/v1/summary/").json()
+    for figures in [summary["cluster"], *(p["figures"] for p in summary["pools"])]:
+        assert figures["gpus"] == (
+            figures["allocated"] + figures["unallocated"] + figures["unschedulable_gpus"]
+        )
+        assert figures["largest_free_block"] <= figures["unallocated"]
 
 
 def test_pool_page_table_and_filters(portal: Client) -> None:

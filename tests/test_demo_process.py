@@ -102,7 +102,13 @@ def demo(state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
             what="the demo to serve",
         )
         assert process.poll() is None, running.output()
-        assert http_ok(f"http://127.0.0.1:{ports['DEMO_PORT']}/healthz")
+        # Serving, not necessarily answering within a second yet on a loaded machine: its
+        # gunicorn workers may still be importing Django.
+        wait_for(
+            lambda: http_ok(f"http://127.0.0.1:{ports['DEMO_PORT']}/healthz"),
+            timeout=60,
+            what="the demo's /healthz",
+        )
         running.started = descendants(process.pid)
         yield running
     finally:

@@ -95,6 +95,9 @@ def test_a_password_in_a_malformed_url_is_redacted_by_every_entry_point(process:
         ("DCGM_NODE_LABEL", "host-name", "DCGM_NODE_LABEL: expected a Prometheus label name"),
         ("READYZ_REQUIRED", "database,coffee", "READYZ_REQUIRED: expected a comma-separated list"),
         ("POOL_LABEL_KEY", "Not A Key", "POOL_LABEL_KEY: expected a label key"),
+        ("POD_TEAM_LABEL", "my team", "POD_TEAM_LABEL: expected a label key"),
+        ("POD_WORKLOAD_LABEL", "-kind", "POD_WORKLOAD_LABEL: expected a label key"),
+        ("POD_HISTORY_DAYS", "0", "POD_HISTORY_DAYS: expected a whole number from 1 to 3650"),
         ("DJANGO_CSRF_TRUSTED_ORIGINS", "portal.example.com", "DJANGO_CSRF_TRUSTED_ORIGINS: exp"),
     ],
 )

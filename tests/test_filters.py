@@ -14,6 +14,7 @@ from pools.tokens import token_create
 from tests.api.conftest import api
 from tests.factories import demo_inventory
 from tests.moves_helpers import user_in
+from tests.servers import PrometheusServer
 
 
 @pytest.fixture
@@ -111,9 +112,13 @@ def test_the_audit_log_and_the_api_filter_alike(moves: dict[str, MoveRequest]) -
 )
 def test_the_pool_page_and_the_api_filter_nodes_alike(
     db,  # type: ignore[no-untyped-def]
+    settings,
+    prometheus: PrometheusServer,
     query: str,
     expected: set[str],
 ) -> None:
+    # Prometheus answers, with no DCGM series: every node is "no-metrics".
+    settings.PROMETHEUS_URL = prometheus.url
     demo_inventory()
     page = Client()
     page.force_login(user_in("viewers"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 from io import StringIO
 
 import pytest
@@ -67,18 +68,52 @@ def test_vanished_nodes_are_marked_gone_and_come_back(cluster: Kubesim) -> None:
     assert Node.objects.get(name="gpu-new-001").gone_at is None
 
 
+def statements(captured: CaptureQueriesContext) -> collections.Counter[str]:
+    """The statements by kind: "INSERT pools_node", "UPDATE pools_gpupod", ... (an
+    executemany counts once: one prepared statement, its rows sent together)."""
+    kinds: collections.Counter[str] = collections.Counter()
+    for query in captured.captured_queries:
+        # An executemany is logged once, as "<n> times: <statement>".
+        sql = query["sql"].split(" times: ", 1)[-1]
+        verb = sql.split()[0]
+        after = {"SELECT": " FROM ", "INSERT": "INSERT INTO ", "DELETE": "DELETE FROM "}
+        marker = after.get(verb, f"{verb} ")
+        table = sql.split(marker, 1)[1].split()[0].strip('"')
+        kinds[f"{verb} {table}"] += 1
+    return kinds
+
+
+# One read of the pools; after the listing, one update for gone nodes, one to give newly
+# bound pods their node's pool, one to mark vanished pods deleted, one to forget old ones.
+FIXED = {
+    "SELECT pools_pool": 1,
+    "UPDATE pools_node": 1,
+    "UPDATE pools_gpupod": 2,
+    "DELETE pools_gpupod": 1,
+}
+
+
 @pytest.mark.django_db
 def test_a_sync_costs_a_constant_number_of_statements_per_page(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
     settings.INVENTORY_PAGE_SIZE = 5
     with CaptureQueriesContext(connection) as small_pages:
         inventory_sync()
-    settings.INVENTORY_PAGE_SIZE = 25
+    settings.INVENTORY_PAGE_SIZE = 100
     with CaptureQueriesContext(connection) as one_page:
         inventory_sync()
-    # One read of the pools, one bulk upsert per page of nodes, one update for gone nodes.
-    assert len(one_page) == 1 + 1 + 1
-    assert len(small_pages) == 1 + 5 + 1
+    # One bulk upsert per page of nodes, one per page of pods that holds GPU pods.
+    assert statements(one_page) == {
+        **FIXED,
+        "INSERT pools_node": 1,
+        "INSERT pools_gpupod": 1,
+    }
+    small = statements(small_pages)
+    assert small["INSERT pools_node"] == 25 // 5
+    # 86 pods in 18 pages, of which the DaemonSet pods (no GPU) fill some alone.
+    assert 36 // 5 <= small["INSERT pools_gpupod"] <= 86 // 5 + 1
+    assert {k: v for k, v in small.items() if not k.startswith("INSERT")} == FIXED
     assert cluster.count("list", resource="nodes") == 5 + 1
+    assert cluster.count("list", resource="pods") == 18 + 1
 
 
 @pytest.mark.django_db
@@ -129,7 +164,7 @@ def test_management_command(cluster: Kubesim) -> None:
     call_command("sync_inventory", stdout=out)
     # 36 workload pods, of which two wait unbound (Pending) and belong to no node yet, and
     # the device plugin and dcgm-exporter DaemonSet pods on each of the 25 nodes.
-    assert "25 GPU nodes (of 25 listed), 84 pods, 0 marked gone" in out.getvalue()
+    assert "25 GPU nodes (of 25 listed), 84 pods, 0 marked gone, 36 GPU pods" in out.getvalue()
 
 
 # What the workflow and the pages read of a node; the factory leaves out the Feature

@@ -16,6 +16,7 @@ PUBLIC = {
     "healthz",
     "readyz",
     "metrics",
+    "favicon",
     "oidc_authentication_init",
     "oidc_authentication_callback",
 }

@@ -93,9 +93,9 @@ def test_inbox_approve_reject_cancel_through_the_pages(inventory: dict[str, Node
     detail = arno.get(f"/moves/{move.pk}/").content.decode()
     assert "Approve" in detail and "Reject" in detail
     assert "Approve" not in rita.get(f"/moves/{move.pk}/").content.decode()  # four eyes
-    response = arno.post(f"/moves/{move.pk}/reject/", {"comment": ""}, follow=True)
+    response = arno.post(f"/moves/{move.pk}/reject/", {"reason": ""}, follow=True)
     assert "Say why the move is rejected." in response.content.decode()
-    arno.post(f"/moves/{move.pk}/reject/", {"comment": "not this week"})
+    arno.post(f"/moves/{move.pk}/reject/", {"reason": "not this week"})
     move.refresh_from_db()
     assert move.state == "rejected"
     timeline = arno.get(f"/moves/{move.pk}/").content.decode()
@@ -166,7 +166,7 @@ def test_reconcile_a_selection_and_see_it_on_the_node_page(inventory: dict[str, 
     form = rita.get("/moves/new/?node=a100-train-drift-000&reconcile_in=training").content
     text = form.decode()
     assert 'value="a100-train-drift-000"' in text
-    assert re.search(r'<option value="training" selected>', text)
+    assert '<input type="hidden" name="destination" value="training"' in text
     assert 'name="reconcile" value="True"' in text or 'name="reconcile" value="true"' in text
     rita.post(
         "/moves/new/",
@@ -183,6 +183,101 @@ def test_reconcile_a_selection_and_see_it_on_the_node_page(inventory: dict[str, 
     assert move.kind == "reconcile"
     node_page = client_for("viewers").get("/nodes/a100-train-drift-000/").content.decode()
     assert "Recent audit events" in node_page and "put the taint back" in node_page
+
+
+@pytest.mark.django_db
+def test_a_normal_move_is_not_headed_reconcile_and_leaves_out_its_source(
+    inventory: dict[str, Node],
+) -> None:
+    rita = client_for("requesters", "rita")
+    # A preview posts the hidden reconcile input as the text "False".
+    preview = rita.post("/moves/new/", {**FORM, "reconcile": "False", "preview": "1"})
+    html = preview.content.decode()
+    assert "<h1>Move nodes</h1>" in html and "Reconcile drifted nodes" not in html
+    # Both nodes are in mixed: the destinations leave it out and nothing is chosen for you.
+    form = rita.get("/moves/new/?node=a100-reserve-000&node=a100-reserve-001").content.decode()
+    destinations = re.search(r'<select name="destination".*?</select>', form, re.S).group(0)  # type: ignore[union-attr]
+    assert '<option value="mixed"' not in destinations
+    assert '<option value="" selected>Choose a pool…</option>' in destinations
+    assert '<option value="training">' in destinations
+
+
+@pytest.mark.django_db
+def test_move_form_with_nothing_ticked_lets_you_name_the_nodes(inventory: dict[str, Node]) -> None:
+    rita = client_for("requesters", "rita")
+    html = rita.get("/moves/new/").content.decode()
+    assert re.search(r'<input type="text" name="nodes"[^>]*required', html)
+    response = rita.post(
+        "/moves/new/", {**FORM, "nodes": "a100-reserve-000, a100-reserve-001", "preview": "1"}
+    )
+    assert "All checks pass." in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_reconcile_this_node_prefills_its_reason_and_asks_no_destination_or_loan(
+    inventory: dict[str, Node],
+) -> None:
+    rita = client_for("requesters", "rita")
+    node_page = rita.get("/nodes/a100-train-drift-000/").content.decode()
+    link = re.search(r'href="(/moves/new/\?reconcile=1[^"]*)">Reconcile this node', node_page)
+    assert link is not None
+    html = rita.get(link.group(1).replace("&amp;", "&")).content.decode()
+    assert "<h1>Reconcile drifted nodes</h1>" in html
+    assert "reconcile drifted node of training</textarea>" in html
+    assert '<input type="hidden" name="destination" value="training"' in html
+    assert 'name="loan_until"' not in html and '<select name="destination"' not in html
+
+
+@pytest.mark.django_db
+def test_the_approvals_badge_counts_only_what_you_may_approve(inventory: dict[str, Node]) -> None:
+    pat = client_for("pool-admins", "pat")  # an admin may approve, but not their own request
+    pat.post("/moves/new/", {**FORM, "submit": "1"})
+    assert 'class="badge"' not in pat.get("/moves/").content.decode()
+    arno = client_for("approvers", "arno")
+    assert '<span class="badge">1</span>' in arno.get("/moves/").content.decode()
+
+
+@pytest.mark.django_db
+def test_loans_page_lists_nodes_sources_history_and_the_automatic_return(
+    inventory: dict[str, Node],
+) -> None:
+    now = timezone.now()
+    loan = workflow.move_request_create(
+        requested_by=user_in("requesters", "rita"),
+        node_names=["a100-reserve-000", "a100-reserve-001"],
+        destination=Pool.objects.get(name="shared"),
+        reason="burst",
+        now=now,
+        loan_until=now + timedelta(hours=2),
+    )
+    viewer = client_for("viewers")
+    active = viewer.get("/loans/").content.decode()
+    row = re.search(rf'<tr data-loan="{loan.pk}">(.*?)</tr>', active, re.S).group(1)  # type: ignore[union-attr]
+    assert "a100-reserve-000</a>" in row and "a100-reserve-001</a>" in row
+    assert row.count(">mixed</span>") == 2 and ">shared</span>" in row  # from, and lent to
+    assert "in 1\xa0hour" in row  # the countdown
+    # The loan was carried out (as a worker would record it), then its time came.
+    loan.items.update(state="done", active=False)
+    MoveRequest.objects.filter(pk=loan.pk).update(state="succeeded")
+    (back,) = workflow.loans_return_due(now=now + timedelta(hours=2, seconds=1))
+    ended = viewer.get("/loans/").content.decode()
+    assert f'data-loan="{loan.pk}"' not in ended
+    history = re.search(rf'<tr data-ended-loan="{loan.pk}">(.*?)</tr>', ended, re.S).group(1)  # type: ignore[union-attr]
+    assert f'href="/moves/{back.pk}/" data-return-of="{loan.pk}">#{back.pk}</a>' in history
+    detail = viewer.get(f"/moves/{loan.pk}/").content.decode()
+    assert f'data-return-of="{loan.pk}">move #{back.pk}</a>' in detail
+    listed = viewer.get("/moves/?state=all").content.decode()
+    back_row = re.search(rf'<tr data-move="{back.pk}">(.*?)</tr>', listed, re.S).group(1)  # type: ignore[union-attr]
+    assert f'Loan return <span class="small">of <a href="/moves/{loan.pk}/">' in back_row
+    assert "automatic" in back_row and "0/0" not in back_row and "0 of 0" not in back_row
+
+
+@pytest.mark.django_db
+def test_states_read_as_words_in_the_move_list(inventory: dict[str, Node]) -> None:
+    html = client_for("viewers").get("/moves/?state=all").content.decode()
+    tabs = re.search(r'<nav class="tabs">(.*?)</nav>', html, re.S).group(1)  # type: ignore[union-attr]
+    assert ">Partially failed</a>" in tabs and "partially_failed</a>" not in tabs
+    assert ">Pending approval</a>" in tabs
 
 
 @pytest.mark.django_db

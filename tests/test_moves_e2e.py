@@ -249,11 +249,14 @@ def test_drain_first_evicts_gpu_pods_then_relabels_and_uncordons(
         .order_by("id")
         .values_list("action", flat=True)
     )
+    # Recorded in the order they happened: the patch comes before the uncordon.
     assert (
         actions.index("node.cordoned")
         < actions.index("node.drained")
+        < actions.index("node.patched")
         < actions.index("node.uncordoned")
     )
+    assert actions.count("node.patched") == 1
 
 
 def test_a_drain_waits_out_grace_periods_longer_than_its_deadline(

@@ -114,7 +114,57 @@ def test_retiring_a_pool_that_holds_nodes_is_refused_with_the_count(cluster: Kub
     response = admin.post("/pools/training/retire/", follow=True)
     assert "Pool &#x27;training&#x27; still holds 5 nodes" in response.content.decode()
     assert Pool.objects.get(name="training").retired_at is None
+    confirm = admin.get("/pools/shared/retire/").content.decode()
+    assert 'id="retire-confirm"' in confirm and Pool.objects.get(name="shared").retired_at is None
     response = admin.post("/pools/shared/retire/", follow=True)
     assert "Pool shared retired." in response.content.decode()
     assert Pool.objects.get(name="shared").retired_at is not None
     assert admin.get("/pools/shared/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_retired_pools_are_listed_restored_and_keep_their_name_with_a_reason() -> None:
+    admin = user_in("pool-admins")
+    assert admin.post("/pools/shared/retire/").status_code == 302
+    active = admin.get("/pools/").content.decode()
+    assert 'data-pool-row="training"' in active and 'data-pool-row="shared"' not in active
+    retired = admin.get("/pools/?retired=1").content.decode()
+    assert 'data-pool-row="shared"' in retired and 'data-pool-row="training"' not in retired
+    assert 'action="/pools/shared/restore/"' in retired
+    # A new pool cannot take the name, and the page says which pool holds it.
+    taken = admin.post("/pools/new/", {**FORM, "name": "shared", "taint_key": "x", "preview": "1"})
+    assert "taken by the retired pool" in taken.content.decode()
+    # Viewers see the list, without the button; only pool admins restore.
+    viewer = user_in("viewers")
+    assert "restore/" not in viewer.get("/pools/?retired=1").content.decode()
+    assert viewer.post("/pools/shared/restore/").status_code == 403
+    response = admin.post("/pools/shared/restore/", follow=True)
+    assert "Pool shared restored." in response.content.decode()
+    assert Pool.objects.get(name="shared").retired_at is None
+    assert admin.get("/pools/shared/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_pools_have_colours_picked_from_the_palette_editable_and_served_as_css() -> None:
+    from pools.core.palette import PALETTE
+
+    known = dict(Pool.objects.values_list("name", "colour"))
+    assert known["training"] == "#d9822b" and known["inference"] == "#2b7bd9"
+    admin = user_in("pool-admins")
+    form = admin.get("/pools/new/").content.decode()
+    free = next(c for c in PALETTE if c not in known.values())
+    assert f'type="color" name="colour" value="{free}"' in form
+    new = {**FORM, "name": "batch", "taint_key": "dedicated", "labels": "", "save": "1"}
+    assert admin.post("/pools/new/", {**new, "colour": free}).status_code == 302
+    assert Pool.objects.get(name="batch").colour == free
+    bad = admin.post("/pools/batch/edit/", {**new, "name": "batch", "colour": "red"})
+    assert "must be a colour written #rrggbb" in bad.content.decode()
+    admin.post("/pools/batch/edit/", {**new, "name": "batch", "colour": "#123456"})
+    css = admin.get("/pool-colours.css")
+    assert css["Content-Type"].startswith("text/css")
+    assert ".pool-colour-batch { --pool-colour: #123456; }" in css.content.decode()
+    again = admin.get("/pool-colours.css", HTTP_IF_NONE_MATCH=css["ETag"])
+    assert again.status_code == 304  # revalidated, not downloaded again
+    page = admin.get("/").content.decode()
+    assert '<link rel="stylesheet" href="/pool-colours.css">' in page
+    assert 'class="card pool-colour-batch"' in page and "style=" not in page

@@ -28,12 +28,13 @@ NODE = "a100-infer-000"
 BASELINES: dict[str, int] = {
     # Pages, for a viewer's session.
     "/": 5,
+    "/pools/": 4,
     "/pools/training/": 7,
     "/pools/unassigned/": 6,
     f"/nodes/{NODE}/": 7,
     "/moves/?state=all": 6,
-    "/moves/{move}/": 8,
-    "/loans/": 4,
+    "/moves/{move}/": 9,
+    "/loans/": 7,
     "/audit/": 5,
     "/tokens/": 4,
     # The API, for a viewer's token.
@@ -45,7 +46,7 @@ BASELINES: dict[str, int] = {
     "/api/v1/moves/{move}/": 6,
     "/api/v1/audit-events/": 3,
 }
-SIZES = {"small": (10, 3), "large": (500, 12)}  # extra nodes, moves
+SIZES = {"small": (10, 3), "large": (1000, 12)}  # extra nodes, moves
 
 
 def build_world(extra_nodes: int, moves: int) -> dict[str, str]:

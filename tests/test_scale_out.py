@@ -165,7 +165,7 @@ def approve_in_the_page(browser: requests.Session, web: Web, move_id: int) -> in
     assert page.status_code == 200 and "anna" in page.text  # signed in, on this instance
     response = browser.post(
         f"{web.url}/moves/{move_id}/approve/",
-        data={"csrfmiddlewaretoken": csrf_token(page.text), "comment": "from the other web"},
+        data={"csrfmiddlewaretoken": csrf_token(page.text), "reason": "from the other web"},
         headers={"Referer": f"{web.url}/moves/{move_id}/"},
         allow_redirects=False,
         timeout=30,

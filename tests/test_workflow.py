@@ -103,7 +103,7 @@ def test_capacity_floor_counts_other_active_moves() -> None:
     (failure,) = move_checks(two, PoolFacts("mixed"), sources)
     assert failure.code == "capacity_floor"
     assert failure.message == (
-        "Pool training would keep 1 node(s), below its minimum of 2 "
+        "Pool training would keep 1 node, below its minimum of 2 "
         "(4 now, 1 already leaving in other moves, 2 in this request)."
     )
 
@@ -157,7 +157,7 @@ def test_capacity_floor_refusal(inventory: dict[str, Node]) -> None:
         ask(["a100-train-002", "a100-train-003"], "mixed")
     assert caught.value.code == "capacity_floor"
     assert (
-        "Pool training would keep 1 node(s), below its minimum of 2 (5 now, 2 already "
+        "Pool training would keep 1 node, below its minimum of 2 (5 now, 2 already "
         "leaving in other moves, 2 in this request)." in caught.value.message
     )
     assert MoveRequest.objects.count() == 1

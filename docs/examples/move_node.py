@@ -51,7 +51,7 @@ def main():
         "POST",
         f"/api/v1/moves/{move['id']}/approve/",
         approver,
-        {"comment": "automation"},
+        {"reason": "automation"},
         idempotency_key=f"{key}-approve",
     )
     deadline = time.monotonic() + float(os.environ.get("TIMEOUT_SECONDS", "300"))

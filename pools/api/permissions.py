@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from rest_framework import permissions
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from pools.roles import Capability, has_capability
+from pools import guarded_cache
+from pools.roles import Capability, has_capability, refusal_reason
 
 
 class HasCapability(permissions.BasePermission):
@@ -23,13 +25,29 @@ class HasCapability(permissions.BasePermission):
         action = getattr(view, "action", None)
         capability = needed.get(action or "", needed.get(request.method or "", Capability.VIEW))
         if not has_capability(request.user, capability):
-            self.message = f"This needs the {capability.value} permission."
+            self.message = refusal_reason(capability)
             return False
         return True
 
 
+log = logging.getLogger("pools.api")
+
+
 class ApiTokenThrottle(SimpleRateThrottle):
+    """The token's request rate, counted in the shared cache. Without the cache it fails
+    open: a script is not refused because Redis is down, and the log says the limit is off."""
+
     scope = "token"
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        allowed = super().allow_request(request, view)
+        if getattr(self, "key", None) and guarded_cache.CACHE in guarded_cache.degraded():
+            log.warning(
+                "API rate limit not enforced: the cache is unreachable (fails open)",
+                extra={"degraded": guarded_cache.CACHE},
+            )
+            return True
+        return allowed
 
     def get_rate(self) -> str | None:
         # Read at each request, not frozen at import, so the setting is the setting.

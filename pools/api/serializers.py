@@ -28,8 +28,8 @@ class PoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     class Meta:
         model = Pool
-        fields = [*Pool.EDITABLE_FIELDS, "node_count", "created_at", "updated_at"]
-        read_only_fields = ["created_at", "updated_at"]
+        fields = [*Pool.EDITABLE_FIELDS, "node_count", "created_at", "updated_at", "retired_at"]
+        read_only_fields = ["created_at", "updated_at", "retired_at"]
         # Uniqueness and every other rule are checked by the model (pools.models), so the
         # API and the pages refuse the same definitions with the same messages.
         extra_kwargs = {"name": {"validators": []}}
@@ -154,6 +154,11 @@ class NodeDetailSerializer(NodeSerializer):
     metrics_error = serializers.CharField(
         allow_null=True, read_only=True, source="detail_metrics_error"
     )
+    metrics_available = serializers.BooleanField(
+        read_only=True,
+        source="detail_metrics_available",
+        help_text="false: Prometheus could not answer; metrics and gpus are unknown, not empty.",
+    )
 
     class Meta(NodeSerializer.Meta):
         fields = [
@@ -164,6 +169,7 @@ class NodeDetailSerializer(NodeSerializer):
             "gpus",
             "managed_labels",
             "metrics_error",
+            "metrics_available",
         ]
 
 
@@ -212,7 +218,8 @@ class DryRunResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 class ApprovalSerializer(serializers.Serializer):  # type: ignore[type-arg]
     approver = serializers.CharField(source="approver.username")
-    comment = serializers.CharField(allow_blank=True)
+    reason = serializers.CharField(source="comment", allow_blank=True)
+    comment = serializers.CharField(allow_blank=True, help_text="Deprecated: same as reason.")
     created_at = serializers.DateTimeField()
 
 
@@ -271,13 +278,26 @@ class MoveSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class DecisionSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    comment = StrictCharField(
+    reason = StrictCharField(
         required=False,
         allow_blank=True,
         default="",
         max_length=2000,
-        help_text="Required to reject.",
+        help_text="Why: required to reject, optional to approve or cancel.",
     )
+    comment = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        write_only=True,
+        help_text="Deprecated: the former name of `reason`, read only when `reason` is absent.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        comment = attrs.pop("comment", None)
+        if "reason" not in self.initial_data and comment is not None:
+            attrs["reason"] = comment
+        return attrs
 
 
 class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -303,11 +323,18 @@ class FiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]
     cordoned = serializers.IntegerField()
     gpus = serializers.IntegerField()
     allocated = serializers.IntegerField()
-    unallocated = serializers.IntegerField(help_text="GPUs no pod holds.")
+    unallocated = serializers.IntegerField(
+        help_text="GPUs no pod holds on nodes that take pods now (Ready, not cordoned)."
+    )
+    unschedulable_gpus = serializers.IntegerField(
+        help_text="GPUs no pod holds on NotReady or cordoned nodes: free, but unusable now. "
+        "gpus = allocated + unallocated + unschedulable_gpus."
+    )
+    unschedulable_nodes = serializers.IntegerField(help_text="NotReady or cordoned nodes.")
     idle = serializers.IntegerField(
         source="unallocated",
-        help_text="Deprecated, the same number as unallocated (GPUs no pod holds; "
-        "idle_held_gpus are held but unused).",
+        help_text="Deprecated, the same number as unallocated (idle_held_gpus are the GPUs "
+        "held by a pod but unused).",
     )
     free_whole_nodes = serializers.IntegerField()
     largest_free_block = serializers.IntegerField()
@@ -316,7 +343,7 @@ class FiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]
     fb_percent = serializers.FloatField(allow_null=True)
     xid_gpus = serializers.IntegerField()
     hot_gpus = serializers.IntegerField()
-    idle_held_gpus = serializers.IntegerField()
+    idle_held_gpus = serializers.IntegerField(help_text="GPUs a pod holds but does not use.")
     nodes_without_metrics = serializers.IntegerField()
 
 

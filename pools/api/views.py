@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import filters, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -38,6 +43,7 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
         415: "Unsupported media type",
         422: "Idempotency-Key reused",
         429: "Throttled",
+        503: "The DCGM metrics this needs are unavailable (code metrics_unavailable)",
     }
     return {code: OpenApiResponse(ErrorSerializer, description=described[code]) for code in codes}
 
@@ -65,6 +71,26 @@ class ByName(StrictCursorPagination):
     ordering = "name"
 
 
+class NodePages(ByName):
+    """The node list's pages also say whether the DCGM metrics were available: a node's
+    `metrics: null` means "no metrics for it" only when they were."""
+
+    metrics_error: str | None = None
+
+    def get_paginated_response(self, data: Any) -> Response:
+        response = super().get_paginated_response(data)
+        response.data["metrics_available"] = self.metrics_error is None
+        response.data["metrics_error"] = self.metrics_error
+        return response
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        paged = super().get_paginated_response_schema(schema)
+        paged["properties"]["metrics_available"] = {"type": "boolean"}
+        paged["properties"]["metrics_error"] = {"type": "string", "nullable": True}
+        paged.setdefault("required", []).extend(["metrics_available", "metrics_error"])
+        return paged
+
+
 class Newest(StrictCursorPagination):
     page_size = 100
     max_page_size = 1000
@@ -81,13 +107,18 @@ class BaseView:
 
 
 @extend_schema_view(
-    list=extend_schema(responses={200: s.PoolSerializer(many=True), **READ_ERRORS}),
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter("retired", bool, description="true: the retired pools instead")
+        ],
+        responses={200: s.PoolSerializer(many=True), **READ_ERRORS},
+    ),
     retrieve=extend_schema(responses={200: s.PoolSerializer, **READ_ERRORS, **errors(404)}),
     create=extend_schema(responses={201: s.PoolSerializer, **WRITE_ERRORS}),
     update=extend_schema(responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)}),
     partial_update=extend_schema(responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)}),
     destroy=extend_schema(
-        description="Retire the pool (refused while it holds nodes).",
+        description="Retire the pool (refused while it holds nodes); `restore` undoes it.",
         responses={204: None, **WRITE_ERRORS, **errors(404)},
     ),
 )
@@ -101,12 +132,25 @@ class PoolViewSet(BaseView, viewsets.ModelViewSet):  # type: ignore[type-arg]
         "update": Capability.EDIT_POOLS,
         "partial_update": Capability.EDIT_POOLS,
         "destroy": Capability.EDIT_POOLS,
+        "restore": Capability.EDIT_POOLS,
     }
 
     def get_queryset(self) -> QuerySet[Pool]:
-        return Pool.objects.active().annotate(
-            node_count=Count("nodes", filter=Q(nodes__gone_at__isnull=True))
-        )
+        # The retired pools: with ?retired=true, and the one a restore names.
+        retired = self.action == "restore" or self.request.query_params.get("retired") == "true"
+        return selectors.pools_for_list(retired=retired)
+
+    @extend_schema(
+        request=None,
+        description="Bring a retired pool back as it was (refused when its definition now "
+        "clashes with an active pool's).",
+        responses={200: s.PoolSerializer, **WRITE_ERRORS, **errors(404)},
+    )
+    @action(detail=True, methods=["post"])
+    def restore(self, request: Request, name: str | None = None) -> Response:
+        pool = services.pool_restore(pool=self.get_object())
+        restored = selectors.pools_for_list(retired=False).get(pk=pool.pk)
+        return Response(s.PoolSerializer(restored).data)
 
     def perform_create(self, serializer: s.PoolSerializer) -> None:
         pool = Pool(**serializer.validated_data)
@@ -152,13 +196,15 @@ class SummaryView(BaseView, APIView):
 
 
 @extend_schema_view(
-    list=extend_schema(responses={200: s.NodeSerializer(many=True), **READ_ERRORS, **errors(400)}),
+    list=extend_schema(
+        responses={200: s.NodeSerializer(many=True), **READ_ERRORS, **errors(400, 503)}
+    ),
     retrieve=extend_schema(responses={200: s.NodeDetailSerializer, **READ_ERRORS, **errors(404)}),
 )
 class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
-    pagination_class = ByName
+    pagination_class = NodePages
     filterset_class = NodeFilter
     filter_backends = [
         django_filters.rest_framework.DjangoFilterBackend,
@@ -183,7 +229,9 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()
         if self.action == "list":
-            context["metrics"] = latest_node_metrics()[1]
+            result, context["metrics"] = latest_node_metrics()
+            if isinstance(self.paginator, NodePages):
+                self.paginator.metrics_error = result.error
         return context
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -191,8 +239,11 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
         detail = selectors.node_detail(node)
         node.detail_gpus = [g.__dict__ for g in detail.gpus]  # type: ignore[attr-defined]
         node.detail_managed_labels = [lbl.key for lbl in detail.labels if lbl.managed]  # type: ignore[attr-defined]
-        node.detail_metrics_error = detail.metrics_error  # type: ignore[attr-defined]
-        context = {**self.get_serializer_context(), "metrics": latest_node_metrics()[1]}
+        result, metrics = latest_node_metrics()
+        error = detail.metrics_error or result.error
+        node.detail_metrics_error = error  # type: ignore[attr-defined]
+        node.detail_metrics_available = error is None  # type: ignore[attr-defined]
+        context = {**self.get_serializer_context(), "metrics": metrics}
         return Response(s.NodeDetailSerializer(node, context=context).data)
 
 
@@ -284,7 +335,7 @@ class MoveViewSet(
             move=move,
             user=request.user,
             action=action,
-            comment=_valid(s.DecisionSerializer, request)["comment"],
+            reason=_valid(s.DecisionSerializer, request)["reason"],
             now=timezone.now(),
         )
         return Response(s.MoveSerializer(self.get_queryset().get(pk=move.pk)).data)
@@ -359,7 +410,10 @@ class InventorySyncView(BaseView, APIView):
     @extend_schema(
         request=None,
         responses={202: s.QueuedSerializer, **errors(401, 403, 429)},
-        description="Queue an inventory sync now (it also runs every 30 s).",
+        description=(
+            "Queue a full inventory sync now (it also runs every INVENTORY_SYNC_SECONDS; with "
+            "a watcher running, the watcher lists everything again)."
+        ),
     )
     def post(self, request: Request) -> Response:
         tasks.sync_inventory.delay()

@@ -1,10 +1,97 @@
-"""Server-side SVG charts: no JavaScript library, nothing to vendor (pure)."""
+"""Server-side SVG charts: no JavaScript library, nothing to vendor (pure).
+
+The y axis starts at 0 and ends at the capacity when there is one (100 % for utilisation,
+the node's framebuffer for memory), so a quarter-full chart looks a quarter full; without a
+capacity it ends at a round number above the data. Every point carries its time and value
+as an SVG <title>, which the browser shows on hover; a single point is drawn as a dot.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
+
+_PAD_LEFT, _PAD_RIGHT, _PAD_BOTTOM, _PAD_TOP = 64, 10, 20, 10
+
+
+def round_top(value: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 times a power of ten that is at least `value` (≥ 1)."""
+    if value <= 1:
+        return 1.0
+    power = 10 ** math.floor(math.log10(value))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= value)
+
+
+def number(value: float, unit: str) -> str:
+    """`72 %`, `3.5 GiB`: one decimal below ten, none above."""
+    digits = 1 if abs(value) < 10 and value != int(value) else 0
+    return f"{value:.{digits}f} {unit}".rstrip()
+
+
+def _time_labels(t0: float, t1: float) -> tuple[str, str | None]:
+    """The start label and the end label, or None when it would read the same."""
+    fmt = "%H:%M" if t1 - t0 < 86_400 else "%d %b %H:%M"
+    start = datetime.fromtimestamp(t0, UTC).strftime(fmt) + " UTC"
+    end = datetime.fromtimestamp(t1, UTC).strftime(fmt) + " UTC"
+    return start, (end if end != start else None)
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """Where values and times land in the SVG's coordinates."""
+
+    t0: float
+    t1: float
+    top: float
+    width: int
+    height: int
+
+    def x(self, t: float) -> float:
+        inner = self.width - _PAD_LEFT - _PAD_RIGHT
+        # A single point sits in the middle rather than on the axis.
+        if self.t1 == self.t0:
+            return _PAD_LEFT + inner / 2
+        return _PAD_LEFT + (t - self.t0) / (self.t1 - self.t0) * inner
+
+    def y(self, v: float) -> float:
+        inner = self.height - _PAD_BOTTOM - _PAD_TOP
+        return _PAD_TOP + inner - min(max(v, 0.0), self.top) / self.top * inner
+
+
+def _grid(frame: _Frame, unit: str) -> str:
+    return "".join(
+        f'<line x1="{_PAD_LEFT}" x2="{frame.width - _PAD_RIGHT}" y1="{frame.y(v):.1f}" '
+        f'y2="{frame.y(v):.1f}" class="chart-grid"/><text x="{_PAD_LEFT - 6}" '
+        f'y="{frame.y(v) + 4:.1f}" class="chart-axis" text-anchor="end">'
+        f"{escape(number(v, unit))}</text>"
+        for v in (0.0, frame.top / 2, frame.top)
+    )
+
+
+def _dots(points: Sequence[tuple[float, float]], frame: _Frame, unit: str) -> str:
+    only = len(points) == 1
+    return "".join(
+        f'<circle cx="{frame.x(t):.1f}" cy="{frame.y(v):.1f}" r="{4 if only else 3}" '
+        f'class="chart-point{" chart-point-only" if only else ""}"><title>'
+        f"{datetime.fromtimestamp(t, UTC):%d %b %H:%M} UTC: {escape(number(v, unit))}"
+        "</title></circle>"
+        for t, v in points
+    )
+
+
+def _time_axis(frame: _Frame) -> str:
+    start, end = _time_labels(frame.t0, frame.t1)
+    bottom = frame.height - 4
+    text = f'<text x="{_PAD_LEFT}" y="{bottom}" class="chart-axis">{start}</text>'
+    if end:
+        text += (
+            f'<text x="{frame.width - _PAD_RIGHT}" y="{bottom}" class="chart-axis" '
+            f'text-anchor="end">{end}</text>'
+        )
+    return text
 
 
 def line_chart(
@@ -16,7 +103,8 @@ def line_chart(
     width: int = 640,
     height: int = 160,
 ) -> str:
-    """An SVG line chart of (unix time, value) points, with a min/avg/max caption."""
+    """An SVG line chart of (unix time, value) points, with a min/avg/max caption; `y_max`
+    is the capacity (None: scale to a round number above the data)."""
     label = escape(title)
     if not points:
         return (
@@ -24,39 +112,29 @@ def line_chart(
             f'viewBox="0 0 {width} {height}"><text x="12" y="{height // 2}" '
             f'class="chart-empty">No data for {label}</text></svg>'
         )
-    pad_left, pad_bottom, pad_top = 48, 20, 10
-    inner_w, inner_h = width - pad_left - 8, height - pad_bottom - pad_top
-    t0, t1 = points[0][0], points[-1][0]
     values = [v for _, v in points]
-    top = y_max if y_max is not None else max(max(values), 1.0) * 1.1
-    span = max(t1 - t0, 1.0)
-
-    def x(t: float) -> float:
-        return pad_left + (t - t0) / span * inner_w
-
-    def y(v: float) -> float:
-        return pad_top + inner_h - min(max(v, 0.0), top) / top * inner_h
-
+    top = y_max if y_max else round_top(max(values))
+    frame = _Frame(points[0][0], points[-1][0], top, width, height)
     path = " ".join(
-        f"{'M' if i == 0 else 'L'}{x(t):.1f},{y(v):.1f}" for i, (t, v) in enumerate(points)
+        f"{'M' if i == 0 else 'L'}{frame.x(t):.1f},{frame.y(v):.1f}"
+        for i, (t, v) in enumerate(points)
     )
-    area = f"{path} L{x(t1):.1f},{y(0):.1f} L{x(t0):.1f},{y(0):.1f} Z"
-    avg = sum(values) / len(values)
-    caption = f"min {min(values):.0f}{unit} · avg {avg:.0f}{unit} · max {max(values):.0f}{unit}"
-    start = datetime.fromtimestamp(t0, UTC).strftime("%d %b %H:%M")
-    end = datetime.fromtimestamp(t1, UTC).strftime("%d %b %H:%M")
-    grid = "".join(
-        f'<line x1="{pad_left}" x2="{width - 8}" y1="{y(top * f):.1f}" y2="{y(top * f):.1f}" '
-        f'class="chart-grid"/><text x="{pad_left - 4}" y="{y(top * f) + 4:.1f}" '
-        f'class="chart-axis" text-anchor="end">{top * f:.0f}</text>'
-        for f in (0.0, 0.5, 1.0)
+    area = (
+        f"{path} L{frame.x(frame.t1):.1f},{frame.y(0):.1f} "
+        f"L{frame.x(frame.t0):.1f},{frame.y(0):.1f} Z"
+    )
+    caption = " · ".join(
+        f"{name} {number(v, unit)}"
+        for name, v in (
+            ("min", min(values)),
+            ("avg", sum(values) / len(values)),
+            ("max", max(values)),
+        )
     )
     return (
         f'<svg class="chart" role="img" aria-label="{label}: {escape(caption)}" '
-        f'viewBox="0 0 {width} {height}" width="100%">{grid}'
+        f'viewBox="0 0 {width} {height}" width="100%">{_grid(frame, unit)}'
         f'<path d="{area}" class="chart-area"/><path d="{path}" class="chart-line"/>'
-        f'<text x="{pad_left}" y="{height - 4}" class="chart-axis">{start} UTC</text>'
-        f'<text x="{width - 8}" y="{height - 4}" class="chart-axis" text-anchor="end">'
-        f"{end} UTC</text></svg>"
-        f'<p class="chart-caption">{label}: {escape(caption)}</p>'
+        f"{_dots(points, frame, unit)}{_time_axis(frame)}"
+        f'</svg><p class="chart-caption">{label}: {escape(caption)}</p>'
     )

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from pools.core.labels import counted
+
 
 @dataclass(frozen=True)
 class NodeFacts:
@@ -193,7 +195,10 @@ def _health_failures(node: NodeFacts, destination: PoolFacts) -> list[CheckFailu
     elif not node.has_metrics:
         code, problem = "no_metrics", f"no DCGM metrics arrive for {node.name}"
     elif node.xid_gpus:
-        code, problem = "xid_errors", f"{node.name} has {node.xid_gpus} GPU(s) with XID errors"
+        code, problem = (
+            "xid_errors",
+            f"{node.name} has {counted(node.xid_gpus, 'GPU')} with XID errors",
+        )
     else:
         return []
     return [CheckFailure(node.name, code, f"{why} {problem}: {override}")]
@@ -263,7 +268,7 @@ def capacity_floor(
                 CheckFailure(
                     None,
                     "capacity_floor",
-                    f"Pool {name} would keep {remaining} node(s), below its minimum of "
+                    f"Pool {name} would keep {counted(remaining, 'node')}, below its minimum of "
                     f"{pool.min_nodes} ({pool.present_nodes} now{already}, {count} in this "
                     "request).",
                 )

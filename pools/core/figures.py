@@ -8,7 +8,7 @@ place. Query results arrive as plain (labels, value) pairs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # One series sample: its labels and its value (pools.metrics.results.Sample is one).
@@ -42,7 +42,7 @@ class NodeRow:
 
     @property
     def unallocated(self) -> int:
-        """GPUs no pod holds (whether or not the node accepts pods now)."""
+        """GPUs no pod holds on this node (whether or not it accepts pods now)."""
         return max(0, self.gpus - self.allocated)
 
     @property
@@ -58,6 +58,11 @@ class PoolFigures:
     cordoned: int = 0
     gpus: int = 0
     allocated: int = 0
+    # Every GPU is one of: allocated (a pod holds it), unallocated (free on a node that
+    # takes pods now), or unschedulable (free, on a NotReady or cordoned node).
+    unallocated: int = 0
+    unschedulable_gpus: int = 0
+    unschedulable_nodes: int = 0
     free_whole_nodes: int = 0
     largest_free_block: int = 0
     drifted: int = 0
@@ -70,11 +75,8 @@ class PoolFigures:
     idle_held_gpus: int = 0
     nodes_without_metrics: int = 0
     gpu_models: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def unallocated(self) -> int:
-        """GPUs no pod holds; not to be confused with idle_held_gpus (held, yet unused)."""
-        return max(0, self.gpus - self.allocated)
+    # The GPUs avg_util averages over: what merging figures weighs it by.
+    util_gpus: float = 0.0
 
     @property
     def fb_percent(self) -> float | None:
@@ -85,40 +87,81 @@ class PoolFigures:
         return 100 * self.allocated / self.gpus if self.gpus else 0.0
 
 
+_METRIC_FIELDS = [f.name for f in fields(NodeMetrics)]
+_COUNT_FIELDS = frozenset({"gpus_reporting", "xid_gpus", "hot_gpus", "idle_held_gpus"})
+_DEFAULT_ROW = [0 if name in _COUNT_FIELDS else None for name in _METRIC_FIELDS]
+
+
+def node_metric_rows(
+    series: Mapping[str, Iterable[LabelledValue]], node_label: str
+) -> dict[str, tuple[Any, ...]]:
+    """Per node, NodeMetrics' fields in order as a tuple (NodeMetrics(*row) rebuilds it),
+    from the batched queries' results (pools.metrics.queries' node_figure_queries), keyed by
+    the value of `node_label`; nodes with no GPU reporting are left out, so a missing node
+    means "no DCGM series". Tuples, not objects: at 15,000 nodes building and caching
+    NodeMetrics instances cost more than reading Prometheus' answer."""
+    index = {name: i for i, name in enumerate(_METRIC_FIELDS)}
+    by_node: dict[str, list[Any]] = {}
+    for name, samples in series.items():
+        at = index.get(name)
+        if at is None:
+            continue
+        for labels, value in samples:
+            node = labels.get(node_label)
+            if not node:
+                continue
+            row = by_node.get(node)
+            if row is None:
+                row = by_node[node] = list(_DEFAULT_ROW)
+            row[at] = value
+    counts = [index[name] for name in _COUNT_FIELDS]
+    for row in by_node.values():
+        for at in counts:
+            row[at] = int(row[at])
+    reporting = index["gpus_reporting"]
+    return {node: tuple(row) for node, row in by_node.items() if row[reporting]}
+
+
 def node_metrics_from_series(
     series: Mapping[str, Iterable[LabelledValue]], node_label: str
 ) -> dict[str, NodeMetrics]:
-    """Per-node metrics from the batched queries' results (pools.metrics.queries'
-    node_figure_queries), keyed by the value of `node_label`; nodes with no GPU reporting
-    are left out, so a missing node means "no DCGM series"."""
-    by_node: dict[str, dict[str, float]] = {}
-    for name, samples in series.items():
-        for labels, value in samples:
-            node = labels.get(node_label)
-            if node:
-                by_node.setdefault(node, {})[name] = value
+    """node_metric_rows as NodeMetrics."""
+    return {node: NodeMetrics(*row) for node, row in node_metric_rows(series, node_label).items()}
+
+
+def _metric_sums(metrics: Iterable[NodeMetrics | None], *, available: bool) -> dict[str, Any]:
+    """The metric half of a pool's figures, summed over its nodes' metrics."""
+    util_weighted = util_gpus = fb_used = fb_total = 0.0
+    xid = hot = idle_held = without = 0
+    for m in metrics:
+        if m is None:
+            without += 1
+            continue
+        if m.util is not None:
+            util_weighted += m.util * m.gpus_reporting
+            util_gpus += m.gpus_reporting
+        fb_used += m.fb_used or 0.0
+        fb_total += m.fb_total or 0.0
+        xid += m.xid_gpus
+        hot += m.hot_gpus
+        idle_held += m.idle_held_gpus
     return {
-        node: NodeMetrics(
-            gpus_reporting=int(values.get("gpus_reporting", 0)),
-            util=values.get("util"),
-            fb_used=values.get("fb_used"),
-            fb_total=values.get("fb_total"),
-            temp_max=values.get("temp_max"),
-            power=values.get("power"),
-            xid_gpus=int(values.get("xid_gpus", 0)),
-            hot_gpus=int(values.get("hot_gpus", 0)),
-            idle_held_gpus=int(values.get("idle_held_gpus", 0)),
-        )
-        for node, values in by_node.items()
-        if values.get("gpus_reporting")
+        "metrics_available": available,
+        "avg_util": (util_weighted / util_gpus) if (available and util_gpus) else None,
+        "fb_used": fb_used,
+        "fb_total": fb_total,
+        "xid_gpus": xid,
+        "hot_gpus": hot,
+        "idle_held_gpus": idle_held,
+        "nodes_without_metrics": without if available else 0,
+        "util_gpus": util_gpus if available else 0.0,
     }
 
 
 def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFigures:
+    rows = list(rows)
     nodes = ready = cordoned = gpus = allocated = whole = largest = drifted = 0
-    util_weighted = util_gpus = 0.0
-    fb_used = fb_total = 0.0
-    xid = hot = idle_held = without = 0
+    unallocated = unschedulable_gpus = unschedulable_nodes = 0
     models: set[str] = set()
     for row in rows:
         nodes += 1
@@ -133,18 +176,11 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
             # A gang job needs whole nodes: a node counts only when every GPU on it is free.
             whole += row.gpus > 0 and row.allocated == 0
             largest = max(largest, row.unallocated)
-        m = row.metrics
-        if m is None:
-            without += 1
-            continue
-        if m.util is not None:
-            util_weighted += m.util * m.gpus_reporting
-            util_gpus += m.gpus_reporting
-        fb_used += m.fb_used or 0.0
-        fb_total += m.fb_total or 0.0
-        xid += m.xid_gpus
-        hot += m.hot_gpus
-        idle_held += m.idle_held_gpus
+            unallocated += row.unallocated
+        else:
+            # Free, but no pod lands there: apart, as "largest free block" leaves them out.
+            unschedulable_nodes += 1
+            unschedulable_gpus += row.unallocated
     return PoolFigures(
         nodes=nodes,
         ready=ready,
@@ -152,18 +188,52 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
         cordoned=cordoned,
         gpus=gpus,
         allocated=allocated,
+        unallocated=unallocated,
+        unschedulable_gpus=unschedulable_gpus,
+        unschedulable_nodes=unschedulable_nodes,
         free_whole_nodes=whole,
         largest_free_block=largest,
         drifted=drifted,
-        metrics_available=metrics_available,
-        avg_util=(util_weighted / util_gpus) if (metrics_available and util_gpus) else None,
-        fb_used=fb_used,
-        fb_total=fb_total,
-        xid_gpus=xid,
-        hot_gpus=hot,
-        idle_held_gpus=idle_held,
-        nodes_without_metrics=without if metrics_available else 0,
         gpu_models=tuple(sorted(models)),
+        **_metric_sums((row.metrics for row in rows), available=metrics_available),
+    )
+
+
+_SUMMED = (
+    "nodes",
+    "ready",
+    "not_ready",
+    "cordoned",
+    "gpus",
+    "allocated",
+    "unallocated",
+    "unschedulable_gpus",
+    "unschedulable_nodes",
+    "free_whole_nodes",
+    "drifted",
+    "fb_used",
+    "fb_total",
+    "xid_gpus",
+    "hot_gpus",
+    "idle_held_gpus",
+    "nodes_without_metrics",
+    "util_gpus",
+)
+
+
+def merge_figures(parts: Iterable[PoolFigures], *, metrics_available: bool) -> PoolFigures:
+    """The figures of the union of disjoint sets of nodes, from each set's figures: what
+    pool_figures over all their rows gives, without a second pass over the rows."""
+    parts = list(parts)
+    totals = {name: sum(getattr(p, name) for p in parts) for name in _SUMMED}
+    weighted = sum((p.avg_util or 0.0) * p.util_gpus for p in parts)
+    util_gpus = totals["util_gpus"]
+    return PoolFigures(
+        **totals,
+        largest_free_block=max((p.largest_free_block for p in parts), default=0),
+        metrics_available=metrics_available,
+        avg_util=(weighted / util_gpus) if (metrics_available and util_gpus) else None,
+        gpu_models=tuple(sorted({m for p in parts for m in p.gpu_models})),
     )
 
 
@@ -179,7 +249,7 @@ HEALTH = {
     "xid": "XID errors",
     "hot": "hot GPUs",
     "no-metrics": "no DCGM metrics",
-    "idle-held": "allocated but idle",
+    "idle-held": "held but idle",
     "healthy": "healthy",
 }
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from pools.core import names
+from pools.core.palette import colour_problem
 
 
 class PoolDefinition(Protocol):
@@ -23,6 +24,7 @@ class PoolDefinition(Protocol):
     taint_effect: str
     accepted_gpu_models: Any  # a list of GPU product names, once valid
     approvals_required: int | None
+    colour: str
 
 
 Errors = dict[str, list[str]]
@@ -98,6 +100,8 @@ def definition_errors(
     _label_errors(pool.labels, pool_key, errors)
     _taint_errors(pool, errors)
     _model_errors(pool.accepted_gpu_models, errors)
+    if pool.colour and (problem := colour_problem(pool.colour)):
+        _add(errors, "colour", f"Colour {pool.colour!r} {problem}.")
     if pool.approvals_required is not None and pool.approvals_required < 1:
         _add(errors, "approvals_required", "A move needs at least one approval.")
     if not errors:

@@ -6,13 +6,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pools.core.fit.api_objects import FINISHED
+from pools.core.fit.quantities import QuantityError, parse_quantity
+from pools.core.fit.resources import Resources, amount_in_units
+
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodSummary:
     name: str
     namespace: str
@@ -20,6 +24,13 @@ class PodSummary:
     gpus: int
     owner_kind: str
     phase: str
+    # What the scheduler counts it as requesting; not in as_dict(): the node's sums hold them.
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in FINISHED
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -42,6 +53,8 @@ class NodeSnapshot:
     gpu_allocatable: int
     cpu_allocatable: str
     memory_allocatable: str
+    cpu_allocatable_milli: int
+    memory_allocatable_bytes: int
     ready: bool
     cordoned: bool
     resource_version: str
@@ -51,6 +64,14 @@ def _quantity(value: Any) -> int:
     try:
         return int(str(value or "0"))
     except ValueError:
+        return 0
+
+
+def _amount(resource: str, value: object) -> int:
+    """A quantity in the scheduler's units (millicores for CPU), 0 when absent or malformed."""
+    try:
+        return amount_in_units(resource, parse_quantity(value if value is not None else "0"))
+    except QuantityError:
         return 0
 
 
@@ -84,6 +105,8 @@ def node_snapshot(raw: Mapping[str, Any]) -> NodeSnapshot:
         gpu_allocatable=_quantity(allocatable.get(GPU_RESOURCE)),
         cpu_allocatable=str(allocatable.get("cpu", "")),
         memory_allocatable=str(allocatable.get("memory", "")),
+        cpu_allocatable_milli=_amount("cpu", allocatable.get("cpu")),
+        memory_allocatable_bytes=_amount("memory", allocatable.get("memory")),
         ready=ready,
         cordoned=bool(spec.get("unschedulable")),
         resource_version=str(meta.get("resourceVersion", "")),
@@ -111,8 +134,9 @@ def pod_gpus(raw: Mapping[str, Any]) -> int:
     return total
 
 
-def pod_summary(raw: Mapping[str, Any]) -> PodSummary | None:
-    """The pod as the inventory keeps it, or None for a pod bound to no node."""
+def pod_summary(raw: Mapping[str, Any], requests: Resources | None = None) -> PodSummary | None:
+    """The pod as the inventory keeps it on its node, or None for a pod bound to no node.
+    `requests`: the pod's requests as the scheduler counts them (pools.core.pod_record)."""
     node = (raw.get("spec") or {}).get("nodeName")
     if not node:
         return None
@@ -126,4 +150,6 @@ def pod_summary(raw: Mapping[str, Any]) -> PodSummary | None:
         gpus=pod_gpus(raw),
         owner_kind=str(owner.get("kind", "")),
         phase=str((raw.get("status") or {}).get("phase", "")),
+        cpu_milli=requests.cpu_milli if requests else 0,
+        memory_bytes=requests.memory if requests else 0,
     )

@@ -90,3 +90,12 @@ def pod_pages(page_size: int | None = None, *, node_name: str | None = None) -> 
         page_size or settings.INVENTORY_PAGE_SIZE,
         field_selector=selector,
     )
+
+
+def all_pod_pages(page_size: int | None = None) -> Iterator[list[Raw]]:
+    """Every pod, finished ones too (the inventory keeps when and how GPU pods ended)."""
+    return _pages(
+        core_api().list_pod_for_all_namespaces,
+        "listing pods",
+        page_size or settings.INVENTORY_PAGE_SIZE,
+    )

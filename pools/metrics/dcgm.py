@@ -37,12 +37,13 @@ def node_gpus(node_name: str) -> tuple[list[GpuRow], str | None]:
 
 
 def utilisation_history(
-    node_names: Sequence[str], *, span: timedelta, step: timedelta
+    node_names: Sequence[str], *, span: timedelta, step: timedelta, recorded: bool = False
 ) -> RangeResult:
-    """Average GPU utilisation over the nodes, one point a step."""
+    """Average GPU utilisation over the nodes, one point a step; from the recording rules'
+    per-node series when `recorded` (the node figures came from them)."""
     if not node_names:
         return RangeResult()
-    promql = queries.utilisation_history_query(metric_labels(), node_names)
+    promql = queries.utilisation_history_query(metric_labels(), node_names, recorded=recorded)
     return source.history(promql, span=span, step=step)
 
 

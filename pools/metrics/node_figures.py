@@ -12,7 +12,11 @@ METRICS_CACHE_SECONDS:
 - the refresh starts ahead, in a background thread under the same lock, once an entry is
   70 % through its life, so pages rarely wait at all;
 - each process keeps the entry it last unpickled, and checks a small version key instead
-  of loading 5,000 tuples on every request.
+  of loading 5,000 tuples on every request; with the shared cache unreachable it serves
+  that entry for its lifetime and refreshes it itself (pools.guarded_cache).
+
+A page waits for the figures at most its one PROMETHEUS_TIMEOUT (pools.metrics.source),
+whether it asks Prometheus itself or waits for the deployment's refresher.
 """
 
 from __future__ import annotations
@@ -20,19 +24,23 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import astuple
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
 
-from pools import observability
-from pools.core.figures import NodeMetrics, node_metrics_from_series
+from pools import guarded_cache, observability
+from pools.core.figures import NodeMetrics, node_metric_rows
 from pools.metrics import queries, source
 from pools.metrics.dcgm import metric_labels
 from pools.metrics.results import InstantResult
 
-Entry = tuple[float, str | None, dict[str, tuple[Any, ...]]]  # made at, error, per node
+# Made at, error, per node, and where each figure came from ("recorded" or "raw").
+Entry = tuple[float, str | None, dict[str, tuple[Any, ...]], dict[str, str]]
+# How long figures found without recorded series are asked raw before the recorded ones
+# are tried again (rules loaded later, a Prometheus restarted).
+RAW_RECHECK_SECONDS = 300
 REFRESH_AHEAD_AT = 0.7  # of METRICS_CACHE_SECONDS
 WAIT_STEP_SECONDS = 0.02
 
@@ -45,6 +53,12 @@ class LazyNodeMetrics(Mapping[str, NodeMetrics]):
 
     def __getitem__(self, name: str) -> NodeMetrics:
         return NodeMetrics(*self._compact[name])
+
+    def get(self, name: str, default: Any = None) -> Any:
+        # Mapping.get goes through __getitem__ and a KeyError for every node without
+        # metrics: a page of 15,000 rows asks once a row.
+        row = self._compact.get(name)
+        return NodeMetrics(*row) if row is not None else default
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._compact)
@@ -59,51 +73,89 @@ def _lock_seconds() -> float:
     return settings.PROMETHEUS_TIMEOUT + 2.0
 
 
+@dataclass(frozen=True)
+class Plan:
+    raw: dict[str, str]  # every figure's raw expression
+    recorded: dict[str, str]  # the recorded series standing for some of them
+
+
+def _ask(key: str, plan: Plan) -> tuple[InstantResult, dict[str, str]]:
+    """Every figure, from its recorded series where the rules made one and raw otherwise:
+    one round of queries, and a second for the figures found without recorded series
+    (remembered for RAW_RECHECK_SECONDS, so later rounds go straight to raw)."""
+    raw_only: set[str] = cache.get(f"{key}:raw-only") or set()
+    recorded = {n: q for n, q in plan.recorded.items() if n not in raw_only}
+    result = source.instant({**plan.raw, **recorded}, use_cache=False)
+    if not result.available:
+        return result, {}
+    missing = queries.missing_recorded(recorded, result.series, queries.RULES_NODE_LABEL)
+    series = dict(result.series)
+    if missing:
+        second = source.instant({n: plan.raw[n] for n in missing}, use_cache=False)
+        if not second.available:
+            return second, {}
+        series.update(second.series)
+        cache.set(f"{key}:raw-only", raw_only | missing, RAW_RECHECK_SECONDS)
+    sources = {n: "recorded" if n in recorded and n not in missing else "raw" for n in plan.raw}
+    return InstantResult(series), sources
+
+
 class NodeFigureCache:
     def __init__(self) -> None:
         self._memo: Entry | None = None
 
-    def _keys(self) -> tuple[str, dict[str, str]]:
-        promql = queries.node_figure_queries(
-            metric_labels(),
-            hot_celsius=settings.GPU_HOT_CELSIUS,
-            idle_window=settings.GPU_IDLE_WINDOW,
+    def _keys(self) -> tuple[str, Plan]:
+        options = {"hot_celsius": settings.GPU_HOT_CELSIUS, "idle_window": settings.GPU_IDLE_WINDOW}
+        plan = Plan(
+            raw=queries.node_figure_queries(metric_labels(), **options),
+            recorded=queries.recorded_figure_queries(metric_labels(), **options),
         )
         key = source.cache_key(
             "node-figures",
             settings.PROMETHEUS_URL,
             settings.DCGM_NODE_LABEL,
-            sorted(promql.items()),
+            sorted(plan.raw.items()),
+            sorted(plan.recorded.items()),
         )
-        return key, promql
+        return key, plan
 
     def _stored(self, key: str) -> Entry | None:
         """The shared entry, if there is a current one (the memo spares the unpickling)."""
         version = cache.get(f"{key}:version")
         if version is None:
-            return None
+            return self._memo_without_cache()
         if self._memo is not None and self._memo[0] == version:
             return self._memo
         entry = cache.get(key)
         return entry if entry is not None and entry[0] == version else None
 
-    def _refresh(self, key: str, promql: dict[str, str]) -> Entry:
-        result = source.instant(promql, use_cache=False)
-        per_node = (
-            node_metrics_from_series(result.series, settings.DCGM_NODE_LABEL)
-            if result.available
-            else {}
+    def _memo_without_cache(self) -> Entry | None:
+        """This process's last figures while the shared cache is unreachable, if still
+        current: without them every page would ask Prometheus."""
+        if guarded_cache.CACHE not in guarded_cache.degraded() or self._memo is None:
+            return None
+        fresh = time.time() - self._memo[0] < settings.METRICS_CACHE_SECONDS
+        return self._memo if fresh and self._memo[1] is None else None
+
+    def _refresh(self, key: str, plan: Plan) -> Entry:
+        result, sources = _ask(key, plan)
+        compact = (
+            node_metric_rows(result.series, settings.DCGM_NODE_LABEL) if result.available else {}
         )
-        entry: Entry = (time.time(), result.error, {n: astuple(m) for n, m in per_node.items()})
+        entry: Entry = (time.time(), result.error, compact, sources)
         ttl = settings.METRICS_CACHE_SECONDS
         cache.set(key, entry, ttl)
         cache.set(f"{key}:version", entry[0], ttl)
         return entry
 
-    def _refresh_once(self, key: str, promql: dict[str, str]) -> Entry:
-        """Wait for whoever holds the refresh lock, or take it and refresh."""
+    def _refresh_once(self, key: str, plan: Plan) -> Entry:
+        """Wait for whoever holds the refresh lock, or take it and refresh; within the
+        request's one wait for Prometheus."""
         lock = f"{key}:refreshing"
-        deadline = time.monotonic() + _lock_seconds()
+        wait = source.time_left()
+        if wait is None:
+            return (time.time(), source.not_asked(), {}, {})  # not stored: the next page asks
+        deadline = time.monotonic() + min(wait, _lock_seconds())
         while True:
             entry = self._stored(key)
             if entry is not None:
@@ -111,37 +163,44 @@ class NodeFigureCache:
             if cache.add(lock, 1, _lock_seconds()):
                 try:
                     # Someone may have stored it between our look and our lock.
-                    return self._stored(key) or self._refresh(key, promql)
+                    return self._stored(key) or self._refresh(key, plan)
                 finally:
                     cache.delete(lock)
             if time.monotonic() >= deadline:
-                return self._refresh(key, promql)  # the holder is gone or stuck
+                if source.time_left() is None:  # this page's wait is over
+                    return (time.time(), source.not_asked(), {}, {})
+                return self._refresh(key, plan)  # the holder is gone or stuck
             time.sleep(WAIT_STEP_SECONDS)
 
-    def _refresh_ahead(self, key: str, promql: dict[str, str]) -> None:
+    def _refresh_ahead(self, key: str, plan: Plan) -> None:
         lock = f"{key}:refreshing"
         if not cache.add(lock, 1, _lock_seconds()):
             return  # someone in the deployment is on it
 
         def run() -> None:
             try:
-                self._refresh(key, promql)
+                self._refresh(key, plan)
             finally:
                 cache.delete(lock)
 
         threading.Thread(target=run, daemon=True, name="node-figures").start()
 
     def get(self) -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
-        key, promql = self._keys()
+        key, plan = self._keys()
         entry = self._stored(key)
         observability.cache_lookup("node_figures", hit=entry is not None)
         if entry is None:
-            entry = self._refresh_once(key, promql)
+            entry = self._refresh_once(key, plan)
         elif time.time() - entry[0] > REFRESH_AHEAD_AT * settings.METRICS_CACHE_SECONDS:
-            self._refresh_ahead(key, promql)
+            self._refresh_ahead(key, plan)
         self._memo = entry
-        _, error, compact = entry
-        return InstantResult(error=error), LazyNodeMetrics(compact)
+        return InstantResult(error=entry[1]), LazyNodeMetrics(entry[2])
+
+    def sources(self) -> dict[str, str] | None:
+        """Where the current figures came from, per figure (None: none fetched yet); asks
+        Prometheus nothing."""
+        entry = self._stored(self._keys()[0])
+        return entry[3] if entry is not None and entry[1] is None else None
 
 
 _node_figures = NodeFigureCache()
@@ -151,3 +210,24 @@ def latest_node_metrics() -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
     """Every node's current DCGM figures (by node name; a node absent has no DCGM series),
     and the result's error when Prometheus could not answer."""
     return _node_figures.get()
+
+
+def figure_sources() -> dict[str, str] | None:
+    """Where the current per-node figures came from ("recorded" or "raw", per figure), or
+    None before any were fetched."""
+    return _node_figures.sources()
+
+
+def reads_recorded(figure: str) -> bool:
+    """Whether the current figures read `figure` from a recorded series."""
+    sources = figure_sources()
+    return bool(sources) and sources.get(figure) == "recorded"  # type: ignore[union-attr]
+
+
+def rules_loaded() -> bool | None:
+    """Whether Prometheus has the portal's recording rules (their marker series); None
+    when it cannot say. One small query, not cached: for /readyz."""
+    result = source.instant({"rules": f"count({queries.RULES_LOADED})"}, use_cache=False)
+    if not result.available:
+        return None
+    return bool(result.series.get("rules"))

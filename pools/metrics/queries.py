@@ -4,8 +4,9 @@ whatever the number of nodes (pure: strings in, strings out)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
@@ -86,6 +87,58 @@ def node_figure_queries(
     }
 
 
+# The recording rules' own terms (deploy/prometheus/rules.yml): the node label they group
+# by, the pod label their "held" means, and the series present whenever they are loaded.
+RULES_NODE_LABEL = "Hostname"
+RULES_POD_LABEL = "exported_pod"
+RULES_LOADED = "gpu_pool_portal:rules_loaded"
+RECORDED = {
+    "gpus_reporting": "Hostname:DCGM_FI_DEV_GPU_UTIL:count",
+    "util": "Hostname:DCGM_FI_DEV_GPU_UTIL:avg",
+    "fb_used": "Hostname:DCGM_FI_DEV_FB_USED:sum",
+    "fb_total": "Hostname:DCGM_FI_DEV_FB_TOTAL:sum",
+    "temp_max": "Hostname:DCGM_FI_DEV_GPU_TEMP:max",
+    "power": "Hostname:DCGM_FI_DEV_POWER_USAGE:sum",
+    "xid_gpus": "Hostname:DCGM_FI_DEV_XID_ERRORS:count_nonzero",
+    "hot_gpus": "Hostname:DCGM_FI_DEV_GPU_TEMP:count_hot",
+    "idle_held_gpus": "Hostname:DCGM_FI_DEV_GPU_UTIL:count_held_idle",
+}
+
+
+def recorded_figure_queries(
+    labels: MetricLabels, *, hot_celsius: float, idle_window: str
+) -> dict[str, str]:
+    """The recorded series standing for node_figure_queries' figures, where the rules'
+    terms are this deployment's (none when the node label differs). A threshold baked into
+    a rule is selected by its label: a portal configured otherwise finds no series there
+    and reads the raw expression (missing_recorded)."""
+    if labels.node != RULES_NODE_LABEL:
+        return {}
+    recorded = dict(RECORDED)
+    # The node's GPUs, or the marker alone when the rules are loaded and no GPU reports.
+    recorded["gpus_reporting"] = f"{RECORDED['gpus_reporting']} or on () {RULES_LOADED}"
+    recorded["hot_gpus"] = f'{RECORDED["hot_gpus"]}{{hot_celsius="{hot_celsius:g}"}}'
+    recorded["idle_held_gpus"] = f'{RECORDED["idle_held_gpus"]}{{window="{idle_window}"}}'
+    if labels.pod != RULES_POD_LABEL:
+        del recorded["idle_held_gpus"]
+    return recorded
+
+
+def missing_recorded(
+    asked_recorded: Iterable[str], series: Mapping[str, Sequence[Any]], node_label: str
+) -> set[str]:
+    """Which of the figures asked as recorded series must be asked raw: all of them when
+    the rules are not loaded (gpus_reporting, with its marker, came back empty); otherwise
+    those that came back empty while GPUs report (the counts are zero-filled per node)."""
+    asked = set(asked_recorded)
+    gpus = series.get("gpus_reporting", [])
+    if "gpus_reporting" in asked and not gpus:
+        return asked
+    if not any(node_label in labels for labels, _ in gpus):
+        return set()  # no GPU reports: every figure is rightly empty
+    return {name for name in asked if not series.get(name)}
+
+
 def _regex_escape(name: str) -> str:
     return re.sub(r"([.\\+*?\[\]^$(){}=!<>|:-])", r"\\\1", name)
 
@@ -102,7 +155,18 @@ def per_gpu_query(labels: MetricLabels, node: str) -> str:
     return _on_nodes(labels, "", f'{labels.node}="{node}", __name__=~"{names}"')
 
 
-def utilisation_history_query(labels: MetricLabels, nodes: Iterable[str]) -> str:
+RECORDED_UTIL_SUM = "Hostname:DCGM_FI_DEV_GPU_UTIL:sum"
+
+
+def utilisation_history_query(
+    labels: MetricLabels, nodes: Iterable[str], *, recorded: bool = False
+) -> str:
+    """Average GPU utilisation over the nodes; from the per-node recorded sums and counts
+    when `recorded` (one series a node, not one a GPU: the same GPU-weighted average)."""
+    if recorded and labels.node == RULES_NODE_LABEL:
+        matcher = node_matcher(labels, nodes)
+        count = RECORDED["gpus_reporting"]
+        return f"sum({RECORDED_UTIL_SUM}{{{matcher}}}) / sum({count}{{{matcher}}})"
     return f"avg({_on_nodes(labels, UTIL, node_matcher(labels, nodes))})"
 
 

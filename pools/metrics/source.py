@@ -1,18 +1,27 @@
 """Talking to Prometheus through prometheus-api-client: timeouts, a short cache, no hidden
-retries, and a result that says what is missing instead of raising into a page."""
+retries, and a result that says what is missing instead of raising into a page.
+
+A page waits for Prometheus at most PROMETHEUS_TIMEOUT in total, however many queries it
+asks in turn (`one_wait`, opened per request by the web middleware): the clock starts
+with the page's first query, each query gets the time left, and once that is spent the
+page's remaining queries are not sent and their panels say why.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any
 
 import requests
+import urllib3
 from django.conf import settings
 from django.core.cache import cache
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
@@ -38,6 +47,61 @@ QUERY_FAILURES = (
     ValueError,
     KeyError,
 )
+
+
+class _Wait:
+    """One request's time for Prometheus: a deadline set by its first query."""
+
+    def __init__(self) -> None:
+        self.deadline: float | None = None
+        self.spent: str | None = None  # why later queries are not sent
+
+
+_wait: ContextVar[_Wait | None] = ContextVar("prometheus_wait", default=None)
+
+
+@contextlib.contextmanager
+def one_wait() -> Iterator[None]:
+    """Every query inside shares one PROMETHEUS_TIMEOUT (a page, an API call)."""
+    token = _wait.set(_Wait())
+    try:
+        yield
+    finally:
+        _wait.reset(token)
+
+
+def _timed_out() -> str:
+    return f"Prometheus did not answer within {settings.PROMETHEUS_TIMEOUT:g}s"
+
+
+def time_left() -> float | None:
+    """Seconds this query may wait, or None when the request's time is spent (do not ask).
+    Outside `one_wait` (a task, a shell) each query has its own PROMETHEUS_TIMEOUT."""
+    wait = _wait.get()
+    if wait is None:
+        return settings.PROMETHEUS_TIMEOUT
+    now = time.monotonic()
+    if wait.deadline is None:
+        wait.deadline = now + settings.PROMETHEUS_TIMEOUT
+    left = wait.deadline - now
+    if wait.spent is not None or left <= 0.05:
+        wait.spent = wait.spent or _timed_out()
+        return None
+    return left
+
+
+def time_spent(reason: str | None = None) -> None:
+    """The request's wait is over (a query timed out): later queries are not sent."""
+    wait = _wait.get()
+    if wait is not None:
+        wait.spent = reason or _timed_out()
+
+
+def not_asked() -> str:
+    """What a panel says when its query was not sent because the page's time was spent."""
+    wait = _wait.get()
+    reason = wait.spent if wait is not None and wait.spent else _timed_out()
+    return f"not asked: {reason} earlier on this page"
 
 
 def prometheus() -> PrometheusConnect:
@@ -68,9 +132,21 @@ def _describe(exc: Exception) -> str:
     return redact_url(_explain(exc))
 
 
-def _explain(exc: Exception) -> str:
+def _is_timeout(exc: Exception) -> bool:
+    """A timeout, also when requests reports it as a connection error: with retries off,
+    urllib3 wraps a read timeout in MaxRetryError, which requests calls ConnectionError."""
     if isinstance(exc, requests.Timeout):
-        return f"Prometheus did not answer within {settings.PROMETHEUS_TIMEOUT:g}s"
+        return True
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    # urllib3's NewConnectionError (refused) is a ConnectTimeoutError for old callers' sake.
+    return isinstance(reason, urllib3.exceptions.TimeoutError) and not isinstance(
+        reason, urllib3.exceptions.NewConnectionError
+    )
+
+
+def _explain(exc: Exception) -> str:
+    if _is_timeout(exc):
+        return _timed_out()
     if isinstance(exc, requests.ConnectionError):
         return f"Prometheus unreachable at {settings.PROMETHEUS_URL}"
     if isinstance(exc, PrometheusApiClientException):
@@ -83,10 +159,13 @@ def cache_key(kind: str, *parts: object) -> str:
     return f"metrics:{kind}:{digest}"
 
 
-def _run_instant(promql: str) -> list[Sample]:
-    server_timeout = f"{settings.PROMETHEUS_TIMEOUT:g}s"
+def _run_instant(promql: str, wait: float) -> list[Sample]:
     raw = observability.promql_sent(
-        "instant", prometheus().custom_query, promql, params={"timeout": server_timeout}
+        "instant",
+        prometheus().custom_query,
+        promql,
+        params={"timeout": f"{wait:.3f}"},
+        timeout=wait,
     )
     return [Sample(item.get("metric", {}), float(item["value"][1])) for item in raw]
 
@@ -102,25 +181,38 @@ def instant(queries: Mapping[str, str], *, use_cache: bool = True) -> InstantRes
         observability.cache_lookup("instant", hit=cached is not None)
     if cached is not None:
         return cached
-    futures = {name: _POOL.submit(_run_instant, q) for name, q in queries.items()}
-    deadline = time.monotonic() + settings.PROMETHEUS_TIMEOUT + 0.5
-    series: dict[str, list[Sample]] = {}
-    error = None
-    for name, future in futures.items():
-        try:
-            series[name] = future.result(timeout=max(0.0, deadline - time.monotonic()))
-        except FutureTimeout:
-            error = f"Prometheus did not answer within {settings.PROMETHEUS_TIMEOUT:g}s"
-        except QUERY_FAILURES as exc:
-            error = _describe(exc)
-        if error:
-            for other in futures.values():
-                other.cancel()
-            break
+    wait = time_left()
+    if wait is None:
+        return InstantResult(error=not_asked())  # not cached: the next page may ask
+    series, error = _gather(queries, wait)
     result = InstantResult(error=error) if error else InstantResult(series)
     if use_cache:
         cache.set(key, result, settings.METRICS_CACHE_SECONDS)
     return result
+
+
+def _gather(queries: Mapping[str, str], wait: float) -> tuple[dict[str, list[Sample]], str | None]:
+    """Every query at once, all within `wait` seconds; the first failure is the answer."""
+    futures = {name: _POOL.submit(_run_instant, q, wait) for name, q in queries.items()}
+    deadline = time.monotonic() + wait
+    series: dict[str, list[Sample]] = {}
+    error = None
+    for name, future in futures.items():
+        try:
+            # A little over `wait`: the HTTP timeout fires first and says what happened.
+            series[name] = future.result(timeout=max(0.0, deadline - time.monotonic()) + 0.2)
+        except FutureTimeout:
+            error = _timed_out()
+            time_spent()
+        except QUERY_FAILURES as exc:
+            error = _describe(exc)
+            if _is_timeout(exc):
+                time_spent()
+        if error:
+            for other in futures.values():
+                other.cancel()
+            break
+    return series, error
 
 
 def history(
@@ -134,6 +226,9 @@ def history(
     observability.cache_lookup("range", hit=cached is not None)
     if cached is not None:
         return cached
+    wait = time_left()
+    if wait is None:
+        return RangeResult(error=not_asked())  # not cached: the next page may ask
     try:
         raw: list[dict[str, Any]] = observability.promql_sent(
             "range",
@@ -142,11 +237,14 @@ def history(
             start_time=end - span,
             end_time=end,
             step=f"{int(step.total_seconds())}s",
-            params={"timeout": f"{settings.PROMETHEUS_TIMEOUT:g}s"},
+            params={"timeout": f"{wait:.3f}"},
+            timeout=wait,
         )
         points = [(float(t), float(v)) for t, v in raw[0]["values"]] if raw else []
         result = RangeResult(points)
     except QUERY_FAILURES as exc:
+        if _is_timeout(exc):
+            time_spent()
         result = RangeResult(error=_describe(exc))
     cache.set(key, result, settings.METRICS_CACHE_SECONDS)
     return result

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django import template
 
+from pools.core import labels
 from pools.xid import xid_meaning as _xid_meaning
 
 register = template.Library()
-KNOWN_POOL_COLOURS = {"training", "inference", "mixed", "shared"}
 
 
 @register.filter
@@ -31,10 +31,22 @@ def xid_meaning(code: int | None) -> str:
 
 
 @register.filter
+def human(code: str | None) -> str:
+    """A state or kind code as people read it (`partially_failed` -> `Partially failed`)."""
+    return "" if code is None else labels.human_label(str(code))
+
+
+@register.filter
+def drift_text(drift: dict[str, object] | None) -> str:
+    """A drifted node's differences, joined, ending with a full stop."""
+    phrases = labels.drift_phrases(drift or {})
+    return "; ".join(phrases) + "." if phrases else ""
+
+
+@register.filter
 def pool_class(name: str | None) -> str:
-    if not name:
-        return "pool-unassigned"
-    return f"pool-{name}" if name in KNOWN_POOL_COLOURS else "pool-other"
+    """The class that gives a pool's chip or card its colour (pools.views.pool_colours)."""
+    return f"pool-colour-{name}" if name else "pool-unassigned"
 
 
 @register.simple_tag(takes_context=True)

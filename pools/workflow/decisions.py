@@ -19,18 +19,19 @@ def move_decide(
     move: MoveRequest,
     user: AbstractBaseUser,
     action: Action,
-    comment: str = "",
+    reason: str = "",
     until: datetime | None = None,
     now: datetime,
 ) -> MoveRequest:
-    """Approve, reject (the comment is the reason), cancel, end a loan now, or extend it to
-    `until`. Refusals raise pools.errors.WorkflowError and its kin."""
+    """Approve, reject, cancel, end a loan now, or extend it to `until`; `reason` says why
+    (required to reject and to change a loan, optional otherwise). Refusals raise
+    pools.errors.WorkflowError and its kin."""
     if action is Action.APPROVE:
-        return move_approve(request=move, approver=user, comment=comment, now=now)
+        return move_approve(request=move, approver=user, reason=reason, now=now)
     if action is Action.REJECT:
-        return move_reject(request=move, approver=user, reason=comment, now=now)
+        return move_reject(request=move, approver=user, reason=reason, now=now)
     if action is Action.CANCEL:
-        return move_cancel(request=move, user=user, now=now)
+        return move_cancel(request=move, user=user, reason=reason, now=now)
     if action is Action.EXTEND_LOAN and until is None:
         raise InvalidMove(
             "validation",
@@ -41,6 +42,6 @@ def move_decide(
         loan=move,
         approver=user,
         until=until if action is Action.EXTEND_LOAN else None,
-        reason=comment,
+        reason=reason,
         now=now,
     )

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from pools.audit import audit
 from pools.core.desired import move_target
+from pools.core.labels import counted
 from pools.errors import InvalidMove, WorkflowError
 from pools.events import announce_execution_after_commit
 from pools.models import MoveItem, MoveRequest, Pool
@@ -96,7 +97,7 @@ def _return_move(loan: MoveRequest, items: list[MoveItem], now: datetime) -> Mov
     audit(
         "loan.returning",
         request=back,
-        message=f"{len(items)} node(s) back to {back.destination.name} "
+        message=f"{counted(len(items), 'node')} back to {back.destination.name} "
         f"(loan of move #{loan.pk} ended)",
     )
     announce_execution_after_commit(back.pk)

@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from pools.audit import audit
 from pools.core.checks import CheckFailure
 from pools.core.desired import move_target
+from pools.core.labels import counted
 from pools.errors import InvalidMove, MoveRefused
 from pools.models import MoveItem, MoveRequest, Pool
 from pools.roles import Capability
@@ -48,7 +49,8 @@ def _create(fields: dict[str, Any], plan: MovePlan) -> MoveRequest:
         "move.requested",
         actor=request.requested_by,
         request=request,
-        message=f"{len(plan.nodes)} node(s) to {plan.destination.name}: {request.reason}{override}",
+        message=f"{counted(len(plan.nodes), 'node')} to {plan.destination.name}: "
+        f"{request.reason}{override}",
     )
     return request
 

@@ -16,7 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from pools.errors import NotAllowed
 from pools.models import MoveRequest
-from pools.roles import Capability, has_capability
+from pools.roles import Capability, has_capability, refusal_reason
 
 State = MoveRequest.State
 User = AbstractBaseUser | AnonymousUser
@@ -77,9 +77,7 @@ _OWN = {
 
 def require_capability(user: User, capability: Capability, doing: str) -> None:
     if not has_capability(user, capability):
-        raise NotAllowed(
-            "forbidden", f"You may not {doing}: it needs the {capability.value} permission."
-        )
+        raise NotAllowed("forbidden", f"You may not {doing}. {refusal_reason(capability)}")
 
 
 def refusal(user: User, move: MoveRequest, action: Action) -> NotAllowed | None:

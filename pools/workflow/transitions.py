@@ -46,7 +46,7 @@ def release_nodes(request: MoveRequest) -> None:
 
 
 def move_approve(
-    *, request: MoveRequest, approver: AbstractBaseUser, comment: str = "", now: datetime
+    *, request: MoveRequest, approver: AbstractBaseUser, reason: str = "", now: datetime
 ) -> MoveRequest:
     """One approval; the last one needed approves the request and, after commit, asks for
     its execution."""
@@ -61,14 +61,15 @@ def move_approve(
                 "already_approved",
                 f"You have approved move #{locked.pk} already; it needs someone else.",
             )
-        locked.approvals.create(approver=approver, comment=comment)
+        reason = reason.strip()
+        locked.approvals.create(approver=approver, comment=reason)
         count = locked.approvals.count()
         audit(
             "move.approved",
             actor=approver,
             request=locked,
             message=f"approval {count} of {locked.approvals_required}"
-            + (f": {comment}" if comment else ""),
+            + (f": {reason}" if reason else ""),
         )
         if count >= locked.approvals_required and state_transition(
             locked.pk, FROM_STATES[Action.APPROVE], State.APPROVED, decided_at=now
@@ -98,7 +99,9 @@ def move_reject(
     return request
 
 
-def move_cancel(*, request: MoveRequest, user: AbstractBaseUser, now: datetime) -> MoveRequest:
+def move_cancel(
+    *, request: MoveRequest, user: AbstractBaseUser, reason: str = "", now: datetime
+) -> MoveRequest:
     require_allowed(user, request, Action.CANCEL)
     with transaction.atomic():
         if not state_transition(
@@ -106,7 +109,7 @@ def move_cancel(*, request: MoveRequest, user: AbstractBaseUser, now: datetime) 
         ):
             raise refuse_state(request, "cancel")
         release_nodes(request)
-        audit("move.cancelled", actor=user, request=request)
+        audit("move.cancelled", actor=user, request=request, message=reason.strip())
     request.refresh_from_db()
     return request
 

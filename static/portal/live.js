@@ -20,12 +20,18 @@
         });
         element.setAttribute("data-live-updated", new Date().toISOString());
         element.classList.remove("live-stale");
+        // A part that says it is done (a move that ended) is not fetched again.
+        if (element.querySelector("[data-live-done]")) { stop(element); }
       })
       .catch(function () { element.classList.add("live-stale"); });
   }
+  function stop(element) {
+    clearInterval(element.liveTimer);
+    element.setAttribute("data-live-stopped", new Date().toISOString());
+  }
   document.querySelectorAll("[data-live-url]").forEach(function (element) {
     var seconds = parseInt(element.getAttribute("data-live-seconds") || "10", 10);
-    setInterval(function () { refresh(element); }, seconds * 1000);
+    element.liveTimer = setInterval(function () { refresh(element); }, seconds * 1000);
   });
   document.querySelectorAll("[data-copy-target]").forEach(function (button) {
     button.addEventListener("click", function () {

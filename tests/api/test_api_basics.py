@@ -93,7 +93,7 @@ def test_state_conflicts_are_409_with_a_stable_code(token_for: Callable[[str], s
     )
     assert created.status_code == 201, created.json()
     move_id = created.json()["id"]
-    rejected = post(approver, f"/api/v1/moves/{move_id}/reject/", {"comment": "no"})
+    rejected = post(approver, f"/api/v1/moves/{move_id}/reject/", {"reason": "no"})
     assert rejected.json()["state"] == "rejected"
     again = post(approver, f"/api/v1/moves/{move_id}/approve/", {})
     assert again.status_code == 409
@@ -229,7 +229,7 @@ def test_the_pages_token_ui_shows_a_secret_once(db) -> None:  # type: ignore[no-
 
     client = Client()
     client.force_login(user_in("viewers", "vera"))
-    html = client.post("/tokens/", {"name": "ci"}).content.decode()
+    html = client.post("/tokens/", {"name": "ci"}, follow=True).content.decode()
     secret = html.split('id="token-secret">')[1].split("<")[0]
     assert secret.startswith("gpp_")
     assert secret not in client.get("/tokens/").content.decode()
@@ -301,3 +301,52 @@ def test_a_pool_cannot_be_renamed(token_for: Callable[[str], str]) -> None:
     assert response.status_code == 200 and response.json()["name"] == "shared"
     assert Pool.objects.get(name="shared").min_nodes == 1
     assert not Pool.objects.filter(name="renamed").exists()
+
+
+@pytest.mark.django_db
+def test_decisions_take_reason_and_still_read_the_deprecated_comment(
+    token_for: Callable[[str], str],
+) -> None:
+    demo_inventory()
+    requester = api(token_for("requesters"))
+    approver = api(token_for("approvers"))
+
+    def ask(node: str, destination: str = "mixed") -> int:
+        body = {"nodes": [node], "destination": destination, "reason": "try"}
+        created = post(requester, "/api/v1/moves/", body)
+        assert created.status_code == 201, created.json()
+        return int(created.json()["id"])
+
+    first = ask("gpu-new-000")
+    missing = post(approver, f"/api/v1/moves/{first}/reject/", {})
+    assert missing.status_code == 400
+    assert set(error_of(missing)["fields"]) == {"reason"}  # the field it asks for is reason
+    rejected = post(approver, f"/api/v1/moves/{first}/reject/", {"reason": "not now"})
+    assert rejected.json()["state"] == "rejected"
+    assert MoveRequest.objects.get(pk=first).events.get(action="move.rejected").message == (
+        "not now"
+    )
+    second = ask("gpu-new-001")
+    legacy = post(approver, f"/api/v1/moves/{second}/reject/", {"comment": "old clients"})
+    assert legacy.json()["state"] == "rejected"
+    third = ask("a100-reserve-000", "training")
+    approved = post(approver, f"/api/v1/moves/{third}/approve/", {"reason": "fine by me"})
+    assert approved.json()["approvals"][0]["reason"] == "fine by me"
+
+
+@pytest.mark.django_db
+def test_a_retired_pool_is_listed_apart_restored_and_names_itself_when_its_name_is_asked(
+    token_for: Callable[[str], str],
+) -> None:
+    admin = api(token_for("pool-admins"))
+    assert admin.delete("/api/v1/pools/shared/").status_code == 204
+    assert "shared" not in [p["name"] for p in admin.get("/api/v1/pools/").json()]
+    retired = admin.get("/api/v1/pools/?retired=true").json()
+    assert [p["name"] for p in retired] == ["shared"] and retired[0]["retired_at"]
+    taken = post(admin, "/api/v1/pools/", {"name": "shared", "display_name": "Again"})
+    assert taken.status_code == 400
+    assert "taken by the retired pool 'Shared" in error_of(taken)["fields"]["name"][0]
+    restored = post(admin, "/api/v1/pools/shared/restore/", None)
+    assert restored.status_code == 200 and restored.json()["retired_at"] is None
+    assert "shared" in [p["name"] for p in admin.get("/api/v1/pools/").json()]
+    assert post(admin, "/api/v1/pools/shared/restore/", None).status_code == 404  # not retired

@@ -47,6 +47,8 @@ MATRIX = [
         expect(200, ADMIN),
     ),
     ("DELETE", "/api/v1/pools/shared/", None, expect(204, ADMIN)),
+    ("GET", "/api/v1/pools/?retired=true", None, expect(200, *EVERYONE)),
+    ("POST", "/api/v1/pools/old/restore/", None, expect(200, ADMIN)),
     ("GET", "/api/v1/summary/", None, expect(200, *EVERYONE)),
     ("GET", "/api/v1/nodes/", None, expect(200, *EVERYONE)),
     ("GET", "/api/v1/nodes/n-free/", None, expect(200, *EVERYONE)),
@@ -65,7 +67,7 @@ MATRIX = [
         expect(200, REQUESTER, ADMIN),
     ),
     ("POST", "/api/v1/moves/{pending}/approve/", {}, expect(200, APPROVER, ADMIN)),
-    ("POST", "/api/v1/moves/{pending}/reject/", {"comment": "no"}, expect(200, APPROVER, ADMIN)),
+    ("POST", "/api/v1/moves/{pending}/reject/", {"reason": "no"}, expect(200, APPROVER, ADMIN)),
     # Cancelling is the requester's own right (or a pool admin's): the role opens the door,
     # the service checks ownership, so another requester gets 403 too.
     ("POST", "/api/v1/moves/{pending}/cancel/", {}, expect(200, ADMIN)),
@@ -79,6 +81,7 @@ MATRIX = [
 @pytest.fixture
 def world(db, redis: RedisServer) -> dict[str, str]:  # type: ignore[no-untyped-def]
     now = timezone.now()
+    Pool.objects.create(name="old", display_name="Old", retired_at=now)
     mixed = Pool.objects.get(name="mixed")
     for name in ("n-free", "n-pending", "n-own"):
         Node.objects.create(

@@ -17,7 +17,10 @@ from tests.moves_helpers import user_in
 
 
 @pytest.fixture
-def token(db, redis) -> str:  # type: ignore[no-untyped-def]
+def token(db, redis, prometheus, settings) -> str:  # type: ignore[no-untyped-def]
+    # Prometheus answers: a health filter without metrics is a 503 by design
+    # (tests/metrics/test_prometheus_unavailable.py), which the no-5xx check would flag.
+    settings.PROMETHEUS_URL = prometheus.url
     now = timezone.now()
     mixed = Pool.objects.get(name="mixed")
     for i in range(3):

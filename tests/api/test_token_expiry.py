@@ -41,15 +41,19 @@ def test_the_tokens_page_sets_and_shows_the_expiry() -> None:
     client = Client()
     client.force_login(user_in("viewers", "vic"))
     html = client.post(
-        "/tokens/", {"name": "nightly", "expires_at": "2999-01-02T03:04"}
+        "/tokens/", {"name": "nightly", "expires_at": "2999-01-02T03:04"}, follow=True
     ).content.decode()
     token = ApiToken.objects.get()
     assert token.expires_at is not None
     assert token.expires_at.isoformat().startswith("2999-01-02T03:04")
     assert "2999-01-02 03:04" in html and 'id="token-secret"' in html
-    html = client.post("/tokens/", {"name": "old", "expires_at": "2001-01-01T00:00"}).content
+    html = client.post(
+        "/tokens/", {"name": "old", "expires_at": "2001-01-01T00:00"}, follow=True
+    ).content
     assert "Expires: A token&#x27;s expiry must be in the future." in html.decode()
-    html = client.post("/tokens/", {"name": "bad", "expires_at": "soon"}).content.decode()
+    html = client.post(
+        "/tokens/", {"name": "bad", "expires_at": "soon"}, follow=True
+    ).content.decode()
     assert "Expires: Enter a valid date/time." in html
     assert ApiToken.objects.count() == 1
     ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(days=1))

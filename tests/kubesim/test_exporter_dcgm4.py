@@ -273,3 +273,16 @@ def test_a_gracefully_deleted_pod_stays_on_its_gpus_over_the_api(tmp_path: Path)
         text = scrape(sim, "a100-reserve-004")
         held = [labels for labels, _ in series(text, "DCGM_FI_DEV_FB_USED") if labels.get("pod")]
         assert [labels["pod"] for labels in held] == ["notebook-a100-reserve-004"]
+
+
+def test_the_exporter_collects_the_fields_it_is_told_and_refuses_unknown_ones() -> None:
+    # As dcgm-exporter's counters file (-f): only the chosen fields are exported.
+    cluster = Cluster()
+    seed(cluster, load_scenario("demo"))
+    chosen = ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP"]
+    text = Exporter(cluster, counters=chosen).render("a100-infer-000").decode()
+    assert sorted(set(re.findall(r"^(DCGM_\w+)\{", text, re.MULTILINE))) == sorted(chosen)
+    everything = Exporter(cluster).render("a100-infer-000").decode()
+    assert len(set(re.findall(r"^(DCGM_\w+)\{", everything, re.MULTILINE))) > 20
+    with pytest.raises(ValueError, match="unknown DCGM counters: DCGM_FI_NOPE"):
+        Exporter(cluster, counters=["DCGM_FI_NOPE"])

@@ -98,7 +98,7 @@ def test_an_action_works_exactly_when_it_is_allowed(nodes: dict[str, Node], acti
                     move=move,
                     user=user,
                     action=action,
-                    comment="because",
+                    reason="because",
                     until=soon + timedelta(hours=1),
                     now=timezone.now(),
                 )
@@ -114,7 +114,7 @@ def test_a_decided_move_offers_nothing_and_refuses_with_its_state(nodes: dict[st
     who = people()
     move = ask("a100-reserve-000", who["requester"])
     workflow.move_decide(
-        move=move, user=who["approver"], action=REJECT, comment="no", now=timezone.now()
+        move=move, user=who["approver"], action=REJECT, reason="no", now=timezone.now()
     )
     assert all(allowed_actions(user, move) == set() for user in who.values())
     with pytest.raises(WorkflowError) as caught:
@@ -127,7 +127,7 @@ def test_rejecting_ones_own_request_is_refused(nodes: dict[str, Node]) -> None:
     admin = user_in("pool-admins", "pat")
     move = ask("a100-reserve-000", admin)
     with pytest.raises(NotAllowed) as caught:
-        workflow.move_decide(move=move, user=admin, action=REJECT, comment="x", now=timezone.now())
+        workflow.move_decide(move=move, user=admin, action=REJECT, reason="x", now=timezone.now())
     assert caught.value.code == "self_approval"
     assert "cancel it instead" in caught.value.message
 
@@ -145,7 +145,7 @@ def test_extending_a_loan_needs_the_new_end(nodes: dict[str, Node]) -> None:
             move=loan,
             user=user_in("approvers", "arno"),
             action=EXTEND,
-            comment="longer",
+            reason="longer",
             now=timezone.now(),
         )
     assert "loan_until" in caught.value.fields

@@ -1,0 +1,233 @@
+"""A GPU pod as the inventory keeps it, read from the API object (pure).
+
+The times come from where the kubelet and the scheduler write them: `creationTimestamp`,
+the `PodScheduled` condition turning True, the containers' `startedAt` (the pod's
+`startTime` when no container has started yet: it is when the kubelet took the pod), and
+for a pod that ended, the last container's `finishedAt`. A pod being deleted carries
+`deletionTimestamp` (the end of its grace period) and `deletionGracePeriodSeconds`: it has
+been terminating since the first minus the second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pools.core.fit.api_objects import FINISHED
+from pools.core.fit.fields import FieldReader
+from pools.core.fit.resources import Resources, read_pod_resources
+
+Raw = Mapping[str, Any]
+_MAX_TEXT = 4096  # a termination message can be long; the kubelet caps it at 4 KiB too
+
+
+@dataclass(frozen=True)
+class PodLabels:
+    """Which pod labels name the workload type and the team (settings)."""
+
+    workload: str = "workload-type"
+    team: str = "team"
+
+
+@dataclass(frozen=True)
+class PodRecord:
+    uid: str
+    namespace: str
+    name: str
+    node_name: str
+    phase: str
+    gpus: int
+    cpu_milli: int
+    memory_bytes: int
+    owner_kind: str
+    owner_name: str
+    workload_type: str
+    team: str
+    priority_class: str
+    priority: int | None
+    created_at: datetime
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    terminating_since: datetime | None
+    termination_reason: str
+    exit_code: int | None
+    termination_message: str
+    unschedulable_message: str
+    waiting_reason: str
+    restarts: int
+    node_selector: dict[str, Any] = field(default_factory=dict)
+    affinity: dict[str, Any] = field(default_factory=dict)
+    tolerations: list[Any] = field(default_factory=list)
+    resource_version: str = ""
+
+
+def parse_time(value: object) -> datetime | None:
+    """An RFC 3339 time from the API ("2026-11-30T09:16:54Z"), or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def pod_requests(raw: Raw, cache: dict[str, Resources] | None = None) -> Resources:
+    """What the scheduler counts the pod as requesting (limits default requests, init
+    containers, sidecars, overhead). Pods of one controller look alike: `cache` keeps the
+    figures by what they are computed from."""
+    spec = raw.get("spec") or {}
+    key = repr(
+        (
+            [c.get("resources") for c in spec.get("containers") or []],
+            [
+                (c.get("resources"), c.get("restartPolicy"))
+                for c in spec.get("initContainers") or []
+            ],
+            spec.get("overhead"),
+        )
+    )
+    if cache is not None and (found := cache.get(key)) is not None:
+        return found
+    requests = read_pod_resources(FieldReader(), spec, "spec").requests
+    if cache is not None:
+        cache[key] = requests
+    return requests
+
+
+def _owner(meta: Raw) -> Raw:
+    owners = meta.get("ownerReferences") or []
+    return next((o for o in owners if o.get("controller")), owners[0] if owners else {})
+
+
+def _condition(status: Raw, kind: str) -> Raw:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
+
+
+def _statuses(status: Raw) -> list[Raw]:
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def _times(statuses: Iterable[Raw], state: str, key: str) -> list[datetime]:
+    found = []
+    for container in statuses:
+        for source in (container.get("state") or {}, container.get("lastState") or {}):
+            when = parse_time((source.get(state) or {}).get(key))
+            if when is not None:
+                found.append(when)
+    return found
+
+
+def _started(status: Raw, statuses: list[Raw]) -> datetime | None:
+    running = _times(statuses, "running", "startedAt") + _times(statuses, "terminated", "startedAt")
+    if running:
+        return min(running)
+    # No container start recorded (an evicted pod's status can be that short): the kubelet's
+    # acceptance, but only once the pod ran; a pod pulling its image has not started.
+    if status.get("phase") in ("Running", *FINISHED):
+        return parse_time(status.get("startTime"))
+    return None
+
+
+def _finished(status: Raw, statuses: list[Raw], observed: datetime) -> datetime | None:
+    if status.get("phase") not in FINISHED:
+        return None
+    ended = _times(statuses, "terminated", "finishedAt")
+    if ended:
+        return max(ended)
+    # Evicted or past its deadline, no container ever ran: when it stopped being ready.
+    return parse_time(_condition(status, "Ready").get("lastTransitionTime")) or observed
+
+
+def _termination(status: Raw, statuses: list[Raw]) -> tuple[str, int | None, str]:
+    """Why the pod ended: the pod's own reason (Evicted, DeadlineExceeded) first, then the
+    first container that failed, then any that ended."""
+    ended = [
+        (c.get("state") or {}).get("terminated") or (c.get("lastState") or {}).get("terminated")
+        for c in statuses
+    ]
+    ended = [t for t in ended if t]
+    failed = [t for t in ended if t.get("exitCode")]
+    chosen = (failed or ended or [{}])[0]
+    code = chosen.get("exitCode")
+    reason = str(status.get("reason") or chosen.get("reason") or "")
+    message = str(status.get("message") or chosen.get("message") or "")
+    return reason, code if isinstance(code, int) else None, message[:_MAX_TEXT]
+
+
+def _terminating_since(meta: Raw) -> datetime | None:
+    deletion = parse_time(meta.get("deletionTimestamp"))
+    if deletion is None:
+        return None
+    grace = meta.get("deletionGracePeriodSeconds")
+    return deletion - timedelta(seconds=grace if isinstance(grace, int) else 0)
+
+
+def _waiting_reason(statuses: list[Raw]) -> str:
+    for container in statuses:
+        reason = ((container.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason:
+            return str(reason)
+    return ""
+
+
+def _unschedulable(status: Raw) -> str:
+    scheduled = _condition(status, "PodScheduled")
+    if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        return str(scheduled.get("message") or "")[:_MAX_TEXT]
+    return ""
+
+
+def pod_record(
+    raw: Raw,
+    *,
+    labels: PodLabels,
+    observed: datetime,
+    requests: Resources | None = None,
+) -> PodRecord:
+    """The pod's row; `observed` stands for a time the API object does not give (when it
+    was created, if it has no creationTimestamp; when it ended, if nothing says)."""
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    pod_labels = meta.get("labels") or {}
+    statuses = _statuses(status)
+    requests = requests or pod_requests(raw)
+    owner = _owner(meta)
+    reason, code, message = _termination(status, statuses)
+    scheduled = _condition(status, "PodScheduled")
+    priority = spec.get("priority")
+    return PodRecord(
+        uid=str(meta.get("uid") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        node_name=str(spec.get("nodeName") or ""),
+        phase=str(status.get("phase") or "Pending"),
+        gpus=requests.gpu,
+        cpu_milli=requests.cpu_milli,
+        memory_bytes=requests.memory,
+        owner_kind=str(owner.get("kind") or ""),
+        owner_name=str(owner.get("name") or ""),
+        workload_type=str(pod_labels.get(labels.workload) or ""),
+        team=str(pod_labels.get(labels.team) or ""),
+        priority_class=str(spec.get("priorityClassName") or ""),
+        priority=priority if isinstance(priority, int) else None,
+        created_at=parse_time(meta.get("creationTimestamp")) or observed,
+        scheduled_at=parse_time(scheduled.get("lastTransitionTime"))
+        if scheduled.get("status") == "True"
+        else None,
+        started_at=_started(status, statuses),
+        finished_at=_finished(status, statuses, observed),
+        terminating_since=_terminating_since(meta),
+        termination_reason=reason[:128],
+        exit_code=code,
+        termination_message=message,
+        unschedulable_message=_unschedulable(status),
+        waiting_reason=_waiting_reason(statuses)[:128],
+        restarts=sum(int(c.get("restartCount") or 0) for c in statuses),
+        node_selector=dict(spec.get("nodeSelector") or {}),
+        affinity=dict(spec.get("affinity") or {}),
+        tolerations=list(spec.get("tolerations") or []),
+        resource_version=str(meta.get("resourceVersion") or ""),
+    )

@@ -1,0 +1,100 @@
+"""The inventory's single-writer lease: a row in the database, taken and renewed with
+conditional updates, so two processes can never both believe they hold it.
+
+Times are the database's (`Now()`), not each process's clock: a holder on a pod whose
+clock runs ahead cannot keep a lease that has expired for everyone else.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from pools.models import InventoryLease
+
+NAME = "inventory"
+# An expiry in the past that is never reached again: a released lease.
+_RELEASED = timedelta(days=1)
+
+
+def holder_name(role: str) -> str:
+    """Unique per process: the host (the pod's name under Kubernetes) and the pid."""
+    return f"{role}:{socket.gethostname()}:{os.getpid()}"
+
+
+def _taken(holder: str, seconds: float) -> int:
+    free_or_mine = Q(holder=holder) | Q(expires_at__lt=Now())
+    return InventoryLease.objects.filter(free_or_mine, name=NAME).update(
+        holder=holder,
+        renewed_at=Now(),
+        expires_at=Now() + timedelta(seconds=seconds),
+    )
+
+
+def lease_acquire(holder: str, seconds: float) -> bool:
+    """Take the lease if it is free or expired, or renew it if `holder` has it."""
+    if _taken(holder, seconds):
+        InventoryLease.objects.filter(name=NAME, holder=holder, acquired_at__isnull=True).update(
+            acquired_at=Now()
+        )
+        return True
+    try:
+        with transaction.atomic():
+            InventoryLease.objects.create(
+                name=NAME,
+                holder=holder,
+                acquired_at=Now(),
+                renewed_at=Now(),
+                expires_at=Now() + timedelta(seconds=seconds),
+            )
+    except IntegrityError:
+        return False  # someone else's row: held (checked above) or just created
+    return True
+
+
+def lease_renew(holder: str, seconds: float) -> bool:
+    """Extend the lease `holder` has; False when it is no longer theirs (it expired and was
+    taken over): the caller must stop writing."""
+    return bool(
+        InventoryLease.objects.filter(name=NAME, holder=holder, expires_at__gte=Now()).update(
+            renewed_at=Now(), expires_at=Now() + timedelta(seconds=seconds)
+        )
+    )
+
+
+def lease_release(holder: str) -> None:
+    """Give the lease up at once (a clean shutdown): the next writer need not wait."""
+    InventoryLease.objects.filter(name=NAME, holder=holder).update(
+        holder="", acquired_at=None, expires_at=Now() - _RELEASED
+    )
+
+
+def lease_holder() -> str | None:
+    """Who holds the lease now, or None."""
+    row = InventoryLease.objects.filter(name=NAME, expires_at__gte=Now()).first()
+    return row.holder if row and row.holder else None
+
+
+def relist_request() -> str | None:
+    """Ask the watcher holding the lease to list everything again; its name, or None when
+    no watcher holds it."""
+    held = InventoryLease.objects.filter(
+        name=NAME, expires_at__gte=Now(), holder__startswith="watcher:"
+    )
+    if held.update(relist_requested_at=Now()):
+        return lease_holder()
+    return None
+
+
+def relist_taken(holder: str) -> bool:
+    """For the watcher: whether a re-list was asked for since it last looked (and forget it)."""
+    return bool(
+        InventoryLease.objects.filter(
+            name=NAME, holder=holder, relist_requested_at__isnull=False
+        ).update(relist_requested_at=None)
+    )

@@ -1,0 +1,410 @@
+"""The inventory watcher: nodes and pods kept current the way a Kubernetes informer does.
+
+For each resource, one paged LIST, then a WATCH from the list's resourceVersion with
+bookmarks. A 410 Gone (the server's history no longer reaches back that far, as after an
+API server restart) lists that resource again; a dropped connection resumes from the last
+resourceVersion seen, after a backoff. The two streams run in their own threads and only
+touch the in-memory state (`WatchState`): a node's snapshot, and a small summary of each
+bound pod by node. The main thread writes what changed every FLUSH_SECONDS at most, in
+one transaction of bulk statements whose number does not grow with the batch.
+
+Only the holder of the inventory lease writes; it renews the lease as it goes and stops
+writing the moment a renewal fails (someone took over after it stalled).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.utils import timezone
+
+from pools import observability
+from pools.core.fit.resources import Resources
+from pools.core.pod_record import pod_requests
+from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
+from pools.inventory.lease import (
+    holder_name,
+    lease_acquire,
+    lease_holder,
+    lease_release,
+    lease_renew,
+    relist_taken,
+)
+from pools.inventory.rows import (
+    active_pools,
+    build_node,
+    gpu_pod_from_raw,
+    gpu_pods_deleted,
+    gpu_pods_pool_fill,
+    gpu_pods_unseen_deleted,
+    gpu_pods_upsert,
+    is_gpu_pod,
+    nodes_upsert,
+    pod_labels,
+)
+from pools.kube.errors import KubeError
+from pools.kube.nodes import Raw, core_api
+from pools.kube.watching import WatchExpired, list_pages, watch_events
+from pools.models import Node
+
+log = logging.getLogger(__name__)
+
+# Writes are batched: at most this often, however busy the cluster.
+FLUSH_SECONDS = 0.5
+BACKOFF_MAX = 10.0
+LOGGED_BATCH = 1000  # a list's writes are logged, the watch's small batches are not
+
+
+class LeaseLost(Exception):
+    """The lease was taken over: this process must stop writing."""
+
+
+@dataclass
+class Batch:
+    """What one flush writes, taken from the state under its lock."""
+
+    nodes: list[NodeSnapshot]
+    pods_by_node: dict[str, list[PodSummary]]
+    gone: set[str]
+    pod_rows: list[dict[str, Any]]
+    pods_deleted: set[str]
+    received: dict[str, float]  # resource -> when its newest change arrived (monotonic)
+    # After a full list of the nodes: the rows of nodes not seen since then are gone.
+    sweep_before: datetime | None = None
+
+    def __len__(self) -> int:
+        return len(self.nodes) + len(self.gone) + len(self.pod_rows) + len(self.pods_deleted)
+
+
+@dataclass
+class WatchState:
+    """The cluster as the streams last told it, and what changed since the last flush."""
+
+    nodes: dict[str, NodeSnapshot] = field(default_factory=dict)  # GPU nodes
+    pods: dict[str, dict[str, PodSummary]] = field(
+        default_factory=lambda: collections.defaultdict(dict)
+    )  # node -> uid -> a bound pod that has not finished
+    versions: dict[str, str] = field(default_factory=dict)  # resource -> resourceVersion
+    dirty: set[str] = field(default_factory=set)
+    gone: set[str] = field(default_factory=set)
+    pod_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pods_deleted: set[str] = field(default_factory=set)
+    received: dict[str, float] = field(default_factory=dict)
+    relist: set[str] = field(default_factory=set)  # resources to list again
+    sweep_before: datetime | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    changed: threading.Event = field(default_factory=threading.Event)
+    requests_cache: dict[str, Resources] = field(default_factory=dict)
+
+    def take(self) -> Batch:
+        with self.lock:
+            batch = Batch(
+                nodes=[self.nodes[n] for n in self.dirty if n in self.nodes],
+                pods_by_node={n: list(self.pods.get(n, {}).values()) for n in self.dirty},
+                gone=self.gone - self.nodes.keys(),
+                pod_rows=list(self.pod_rows.values()),
+                pods_deleted=set(self.pods_deleted),
+                received=dict(self.received),
+                sweep_before=self.sweep_before,
+            )
+            self.dirty, self.gone, self.pod_rows = set(), set(), {}
+            self.pods_deleted, self.received, self.sweep_before = set(), {}, None
+            self.changed.clear()
+        return batch
+
+    def node_event(self, kind: str, raw: Raw) -> None:
+        name = raw["metadata"]["name"]
+        with self.lock:
+            if kind == "DELETED" or not is_gpu_node(raw):
+                if self.nodes.pop(name, None) is not None:
+                    self.gone.add(name)
+            else:
+                self.nodes[name] = node_snapshot(raw)
+                self.gone.discard(name)
+                self.dirty.add(name)
+            self._changed("nodes")
+
+    def pod_event(self, kind: str, raw: Raw, now: datetime) -> None:
+        requests = pod_requests(raw, self.requests_cache)
+        summary = pod_summary(raw, requests)
+        uid = str(raw["metadata"].get("uid") or "")
+        with self.lock:
+            if summary is not None:
+                on_node = self.pods[summary.node]
+                if kind == "DELETED" or summary.finished:
+                    on_node.pop(uid, None)
+                else:
+                    on_node[uid] = summary
+                self.dirty.add(summary.node)
+            if is_gpu_pod(requests):
+                if kind == "DELETED":
+                    self.pod_rows.pop(uid, None)
+                    self.pods_deleted.add(uid)
+                else:
+                    self.pod_rows[uid] = self._pod_row(raw, requests, now)
+            self._changed("pods")
+
+    def _pod_row(self, raw: Raw, requests: Resources, now: datetime) -> dict[str, Any]:
+        node_pools = {
+            name: snap.labels.get(settings.POOL_LABEL_KEY, "") for name, snap in self._node_of(raw)
+        }
+        return gpu_pod_from_raw(
+            raw, requests, labels=pod_labels(), node_pools=node_pools, observed=now
+        )
+
+    def _node_of(self, raw: Raw) -> Iterable[tuple[str, NodeSnapshot]]:
+        name = (raw.get("spec") or {}).get("nodeName")
+        if name and name in self.nodes:
+            yield name, self.nodes[name]
+
+    def nodes_listed(self, nodes: dict[str, NodeSnapshot], version: str, since: datetime) -> None:
+        with self.lock:
+            self.gone |= self.nodes.keys() - nodes.keys()
+            self.nodes = nodes
+            self.dirty |= nodes.keys()
+            self.versions["nodes"] = version
+            self.sweep_before = since
+            self._changed("nodes")
+
+    def pods_listed(self, pods: dict[str, dict[str, PodSummary]], version: str) -> None:
+        with self.lock:
+            self.dirty |= self.pods.keys() | pods.keys()
+            self.pods = pods
+            self.versions["pods"] = version
+            self._changed("pods")
+
+    def _changed(self, resource: str) -> None:
+        self.received[resource] = time.monotonic()
+        self.changed.set()
+
+
+def flush(batch: Batch, now: datetime) -> None:
+    """Write one batch: a constant number of statements whatever its size."""
+    specs, pool_ids = active_pools()
+    rows = [
+        build_node(s, batch.pods_by_node.get(s.name, ()), specs, pool_ids, now) for s in batch.nodes
+    ]
+    with transaction.atomic():
+        nodes_upsert(rows)
+        if batch.sweep_before is not None:
+            Node.objects.filter(last_seen__lt=batch.sweep_before, gone_at__isnull=True).update(
+                gone_at=now
+            )
+        if batch.gone:
+            Node.objects.filter(name__in=batch.gone, gone_at__isnull=True).update(gone_at=now)
+        gpu_pods_upsert(batch.pod_rows)
+        gpu_pods_deleted(batch.pods_deleted, now)
+        if batch.pod_rows:
+            gpu_pods_pool_fill()
+    applied = time.monotonic()
+    for resource, received in batch.received.items():
+        observability.watch_lag_set(applied - received, resource=resource)
+
+
+def nodes_relist(state: WatchState) -> None:
+    """List every node (paged) and replace the state's nodes with what the list says."""
+    since = timezone.now()
+    nodes: dict[str, NodeSnapshot] = {}
+    version = ""
+    for page in list_pages("nodes"):
+        version = page.resource_version
+        for raw in page.items:
+            if is_gpu_node(raw):
+                nodes[raw["metadata"]["name"]] = node_snapshot(raw)
+    state.nodes_listed(nodes, version, since)
+    log.info("listed %d GPU nodes at resourceVersion %s", len(nodes), version)
+
+
+def pods_relist(state: WatchState, leading: threading.Event) -> None:
+    """List every pod (paged): GPU pods are written page by page (the list can be 100,000
+    pods: they are not held), bound ones summarised by node; rows of pods the list did not
+    show are marked deleted."""
+    since = timezone.now()
+    labels = pod_labels()
+    node_pools = {n: s.labels.get(settings.POOL_LABEL_KEY, "") for n, s in state.nodes.items()}
+    by_node: dict[str, dict[str, PodSummary]] = collections.defaultdict(dict)
+    version, written = "", 0
+    with state.lock:
+        state.pod_rows, state.pods_deleted = {}, set()  # the list rewrites them all
+    for page in list_pages("pods"):
+        version = page.resource_version
+        rows = []
+        for raw in page.items:
+            requests = pod_requests(raw, state.requests_cache)
+            summary = pod_summary(raw, requests)
+            if summary is not None and not summary.finished:
+                by_node[summary.node][str(raw["metadata"].get("uid"))] = summary
+            if is_gpu_pod(requests):
+                rows.append(
+                    gpu_pod_from_raw(
+                        raw, requests, labels=labels, node_pools=node_pools, observed=since
+                    )
+                )
+        if not leading.is_set():
+            raise LeaseLost("the lease was lost while listing pods")
+        gpu_pods_upsert(rows)
+        written += len(rows)
+    gpu_pods_unseen_deleted(since, timezone.now())
+    gpu_pods_pool_fill()
+    state.pods_listed(by_node, version)
+    log.info("listed pods at resourceVersion %s: %d GPU pods", version, written)
+
+
+def _relist(resource: str, state: WatchState, leading: threading.Event) -> None:
+    if resource == "nodes":
+        nodes_relist(state)
+        return
+    # The nodes first: a new pod's row takes its node's pool.
+    while not state.versions.get("nodes"):
+        if not leading.is_set():
+            raise LeaseLost("stopped before the nodes were listed")
+        time.sleep(0.05)
+    pods_relist(state, leading)
+
+
+def _apply(resource: str, state: WatchState, event: dict[str, object]) -> None:
+    raw = event.get("object")
+    if not isinstance(raw, dict):
+        return
+    version = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+    kind = str(event.get("type"))
+    if kind != "BOOKMARK":
+        if resource == "nodes":
+            state.node_event(kind, raw)
+        else:
+            state.pod_event(kind, raw, timezone.now())
+    if version:
+        state.versions[resource] = version
+
+
+def follow(resource: str, state: WatchState, leading: threading.Event) -> None:
+    """One resource's stream, for as long as this process leads: list when there is no
+    resourceVersion to start from (or a re-list is wanted), then watch and resume."""
+    backoff = 0.5
+    while leading.is_set():
+        try:
+            if resource in state.relist or not state.versions.get(resource):
+                state.relist.discard(resource)
+                _relist(resource, state, leading)
+            for event in watch_events(resource, state.versions[resource]):
+                if not leading.is_set() or resource in state.relist:
+                    break
+                _apply(resource, state, event)
+            backoff = 0.5
+        except LeaseLost:
+            return
+        except WatchExpired as exc:
+            log.info("%s: listing again", exc)
+            state.relist.add(resource)
+        except Exception as exc:  # noqa: BLE001 -- KubeError, or the database away: resume later
+            level = logging.WARNING if isinstance(exc, KubeError) else logging.ERROR
+            log.log(level, "watching %s: %s; resuming in %.1fs", resource, exc, backoff)
+            close_old_connections()
+            time.sleep(backoff * (0.5 + random.random()))  # noqa: S311 -- jitter
+            backoff = min(BACKOFF_MAX, backoff * 2)
+    close_old_connections()
+
+
+@dataclass
+class Leader:
+    """The loop of the process that holds the lease: flush, renew, and purge."""
+
+    holder: str
+    stop: threading.Event
+    state: WatchState = field(default_factory=WatchState)
+    leading: threading.Event = field(default_factory=threading.Event)
+    renewed: float = 0.0
+    flushed: float = 0.0
+
+    def run(self) -> None:
+        self.leading.set()
+        self.renewed = time.monotonic()
+        try:
+            for resource in ("nodes", "pods"):
+                threading.Thread(
+                    target=follow,
+                    args=(resource, self.state, self.leading),
+                    daemon=True,
+                    name=f"watch-{resource}",
+                ).start()
+            while not self.stop.is_set():
+                self.state.changed.wait(FLUSH_SECONDS)
+                self.renew()
+                if self.state.changed.is_set():
+                    self.stop.wait(max(0.0, self.flushed + FLUSH_SECONDS - time.monotonic()))
+                    self.flush()
+            self.flush()
+        finally:
+            self.leading.clear()
+
+    def renew(self) -> None:
+        seconds = settings.INVENTORY_LEASE_SECONDS
+        if time.monotonic() - self.renewed < seconds / 3:
+            return
+        if not lease_renew(self.holder, seconds):
+            raise LeaseLost("the inventory lease was taken over")
+        self.renewed = time.monotonic()
+        if relist_taken(self.holder):
+            log.info("a full sync asked for a re-list")
+            self.state.relist |= {"nodes", "pods"}
+
+    def flush(self) -> None:
+        if time.monotonic() - self.renewed > settings.INVENTORY_LEASE_SECONDS:
+            raise LeaseLost("the lease may have expired: not writing")
+        batch = self.state.take()
+        if len(batch) or batch.sweep_before is not None:
+            started = time.monotonic()
+            flush(batch, timezone.now())
+            if len(batch) >= LOGGED_BATCH:
+                log.info(
+                    "wrote %d nodes (%d gone), %d pods (%d deleted) in %.2fs",
+                    len(batch.nodes),
+                    len(batch.gone),
+                    len(batch.pod_rows),
+                    len(batch.pods_deleted),
+                    time.monotonic() - started,
+                )
+        self.flushed = time.monotonic()
+
+
+def watch_inventory(stop: threading.Event) -> None:
+    """Wait for the lease, then lead until `stop` is set or the lease is lost (then wait
+    again); give the lease back on the way out."""
+    holder = holder_name("watcher")
+    seconds = settings.INVENTORY_LEASE_SECONDS
+    log.info("inventory watcher %s starting", holder)
+    # Building the client imports its generated API classes (seconds on a busy machine):
+    # done before taking the lease, not while holding it.
+    core_api()
+    waiting = False
+    try:
+        while not stop.is_set():
+            try:
+                if lease_acquire(holder, seconds):
+                    log.info("%s holds the inventory lease", holder)
+                    waiting = False
+                    Leader(holder, stop).run()
+                    continue
+                if not waiting:
+                    log.info("waiting for the inventory lease held by %s", lease_holder())
+                    waiting = True
+                stop.wait(seconds / 3)
+            except LeaseLost as exc:
+                log.warning("%s: %s", holder, exc)
+            except Exception:
+                log.exception("the inventory watcher failed; starting again")
+                close_old_connections()
+                stop.wait(2.0)
+    finally:
+        lease_release(holder)
+        log.info("inventory watcher %s stopped", holder)

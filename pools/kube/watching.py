@@ -1,0 +1,114 @@
+"""Listing with the list's resourceVersion, and WATCH streams, as raw JSON.
+
+The official client's `Watch` decodes every event into model objects and keeps the
+resourceVersion only when it does; the inventory needs neither the models nor its one
+silent retry after a 410, so it reads the stream's lines itself (the client's own line
+splitter) and says what ended a stream: `WatchExpired` (410 Gone: list again) or
+`KubeUnavailable` (the connection dropped or the server is away: resume later).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from pools.kube.client import translate
+from pools.kube.errors import KubeError, KubeUnavailable
+from pools.kube.nodes import Raw, core_api
+from pools.kube.retry import RetryPolicy
+
+RESOURCES = ("nodes", "pods")
+# The server ends a watch after this long (the client then resumes): bounded streams notice
+# a lost lease or a wanted re-list even on a quiet cluster.
+WATCH_SECONDS = 60
+# Bookmarks arrive about every minute; a read that waits longer is a dead connection.
+READ_TIMEOUT = WATCH_SECONDS + 30
+
+
+class WatchExpired(KubeError):
+    """410 Gone: the resourceVersion is older than the server's history; list again."""
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Raw]
+    resource_version: str
+
+
+def _call(resource: str) -> Any:
+    core = core_api()
+    return core.list_node if resource == "nodes" else core.list_pod_for_all_namespaces
+
+
+def list_pages(resource: str, page_size: int | None = None) -> Iterator[Page]:
+    """Every object of `resource` (nodes or pods), page by page (limit and continue), each
+    page with the list's resourceVersion (the same on every page: one snapshot)."""
+    policy = RetryPolicy()
+    token: str | None = None
+    size = page_size or settings.INVENTORY_PAGE_SIZE
+    while True:
+        extra = {"_continue": token} if token else {}
+        body = policy.call(
+            lambda extra=extra: json.loads(
+                _call(resource)(
+                    limit=size,
+                    _preload_content=False,
+                    _request_timeout=settings.KUBE_TIMEOUT,
+                    **extra,
+                ).data
+            ),
+            doing=f"listing {resource}",
+        )
+        meta = body.get("metadata") or {}
+        yield Page(body.get("items") or [], str(meta.get("resourceVersion") or ""))
+        token = meta.get("continue")
+        if not token:
+            return
+
+
+def watch_events(resource: str, resource_version: str) -> Iterator[dict[str, Any]]:
+    """The events after `resource_version` (ADDED, MODIFIED, DELETED, BOOKMARK), until the
+    server ends the stream. Raises WatchExpired on 410, KubeUnavailable when cut off."""
+    try:
+        response = _call(resource)(
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_SECONDS,
+            _preload_content=False,
+            _request_timeout=(settings.KUBE_TIMEOUT, READ_TIMEOUT),
+        )
+    except ApiException as exc:
+        if exc.status == 410:
+            raise WatchExpired(f"watching {resource}: {exc.reason}") from exc
+        raise translate(exc, doing=f"watching {resource}") from exc
+    except Exception as exc:
+        raise translate(exc, doing=f"watching {resource}") from exc
+    try:
+        yield from _events(resource, response)
+    except KubeError:
+        raise
+    except Exception as exc:  # the connection dropped mid-stream
+        raise KubeUnavailable(f"watching {resource}: the stream broke: {exc}") from exc
+    finally:
+        response.close()
+        response.release_conn()
+
+
+def _events(resource: str, response: Any) -> Iterator[dict[str, Any]]:
+    for line in iter_resp_lines(response):
+        if not line.strip():
+            continue
+        event = json.loads(line)
+        if event.get("type") == "ERROR":
+            status = event.get("object") or {}
+            if status.get("code") == 410:
+                raise WatchExpired(f"watching {resource}: {status.get('message', 'Gone')}")
+            raise KubeUnavailable(f"watching {resource}: {status.get('message', status)}")
+        yield event

@@ -1,0 +1,50 @@
+"""SVG charts (pools/core/charts.py): axes from 0 to the capacity, units, hover, one point."""
+
+from __future__ import annotations
+
+import re
+
+from pools.core.charts import line_chart, number, round_top
+
+T0 = 1_767_225_600  # 2026-01-01 00:00 UTC
+
+
+def axis_labels(svg: str) -> list[str]:
+    return re.findall(r'class="chart-axis" text-anchor="end">([^<]*)</text>', svg)
+
+
+def test_a_quarter_full_framebuffer_is_drawn_a_quarter_full_with_units() -> None:
+    svg = line_chart([(T0, 160.0), (T0 + 300, 160.0)], title="FB", y_max=640.0, unit="GiB")
+    assert axis_labels(svg)[:3] == ["0 GiB", "320 GiB", "640 GiB"]
+    ys = [float(y) for y in re.findall(r'<circle cx="[^"]+" cy="([^"]+)"', svg)]
+    top, bottom = 10, 160 - 20
+    assert all(abs((bottom - y) / (bottom - top) - 0.25) < 0.01 for y in ys)
+    assert "min 160 GiB · avg 160 GiB · max 160 GiB" in svg
+
+
+def test_without_a_capacity_the_axis_ends_at_a_round_number_above_the_data() -> None:
+    assert [round_top(v) for v in (0.3, 7, 13, 240, 2600)] == [1, 10, 20, 250, 5000]
+    svg = line_chart([(T0, 3.0), (T0 + 60, 7.0)], title="x", y_max=None, unit="GiB")
+    assert axis_labels(svg)[:3] == ["0 GiB", "5 GiB", "10 GiB"]
+
+
+def test_hover_shows_time_and_value_and_one_point_is_still_drawn() -> None:
+    svg = line_chart([(T0 + 3600, 42.0)], title="Util", unit="%")
+    assert '<circle cx="' in svg and 'class="chart-point chart-point-only"' in svg
+    assert "<title>01 Jan 01:00 UTC: 42 %</title>" in svg
+    starts = re.findall(r'class="chart-axis">([^<]*)</text>', svg)
+    assert starts == ["01:00 UTC"]  # one label: start and end would read the same
+
+
+def test_start_and_end_labels_differ_and_numbers_read_well() -> None:
+    svg = line_chart([(T0, 1.0), (T0 + 86_400 * 2, 2.0)], title="t")
+    assert "01 Jan 00:00 UTC</text>" in svg and "03 Jan 00:00 UTC</text>" in svg
+    assert (number(3.25, "GiB"), number(72.4, "%"), number(5.0, "%")) == (
+        "3.2 GiB",
+        "72 %",
+        "5 %",
+    )
+
+
+def test_titles_are_escaped() -> None:
+    assert "<b>" not in line_chart([(T0, 1.0)], title="<b>")

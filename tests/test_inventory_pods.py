@@ -1,0 +1,160 @@
+"""The inventory's GPU pods and the nodes' CPU and memory figures, against kubesim."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from pools.inventory import inventory_sync
+from pools.models import GpuPod, Node
+from tests.kubesim_process import Kubesim
+
+
+def pod(name: str, node: str, *, gpus: int = 1, **requests: str) -> dict[str, object]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "research",
+            "labels": {"team": "vision", "workload-type": "training"},
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": f"job-{name}"}
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "priorityClassName": "research-low",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/train:1",
+                    "resources": {"requests": requests, "limits": {"nvidia.com/gpu": str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+@pytest.mark.django_db
+def test_gpu_pods_are_kept_with_their_node_pool_and_times(cluster: Kubesim) -> None:
+    report = inventory_sync()
+    # 36 workload pods ask for GPUs; the DaemonSet pods do not and are not kept.
+    assert report.gpu_pods == GpuPod.objects.count() == 36
+    serving = GpuPod.objects.get(name="chat-serving-a100-infer-000-0")
+    assert (serving.node_name, serving.pool_label, serving.phase) == (
+        "a100-infer-000",
+        "inference",
+        "Running",
+    )
+    assert (serving.gpus, serving.owner_kind, serving.owner_name) == (
+        2,
+        "ReplicaSet",
+        "chat-serving",
+    )
+    assert serving.created_at <= serving.scheduled_at <= serving.started_at
+    assert serving.finished_at is None and serving.deleted_at is None
+    assert serving.resource_version
+    waiting = GpuPod.objects.pending().get(name="big-train")
+    assert (waiting.node_name, waiting.pool_label, waiting.scheduled_at) == ("", "", None)
+    assert waiting.unschedulable_message.startswith("0/25 nodes are available")
+    assert waiting.affinity["nodeAffinity"]
+    assert waiting.tolerations == [
+        {"key": "workload-training", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert GpuPod.objects.live().count() == 36
+
+
+@pytest.mark.django_db
+def test_nodes_hold_numeric_allocatable_and_the_requests_of_every_bound_pod(
+    cluster: Kubesim,
+) -> None:
+    core = cluster.core()
+    core.create_namespaced_pod("research", pod("probe", "gpu-new-000", cpu="1500m", memory="2Gi"))
+    cpu_only = pod("sidecar", "gpu-new-000", gpus=0, cpu="250m", memory="512Mi")
+    core.create_namespaced_pod("research", cpu_only)
+    inventory_sync()
+    node = Node.objects.get(name="gpu-new-000")
+    allocatable = core.read_node("gpu-new-000").status.allocatable
+    assert allocatable["cpu"].isdigit()
+    assert node.cpu_allocatable_milli == int(allocatable["cpu"]) * 1000
+    assert node.memory_allocatable_bytes > 0
+    # The CPU-only pod counts in the node's sums; only the GPU pod is kept as a GpuPod.
+    assert (node.cpu_requested_milli, node.memory_requested_bytes) == (1750, (2048 + 512) * 2**20)
+    row = GpuPod.objects.get(name="probe")
+    assert (row.cpu_milli, row.memory_bytes, row.gpus) == (1500, 2 * 2**30, 1)
+    assert (row.team, row.workload_type, row.priority_class) == (
+        "vision",
+        "training",
+        "research-low",
+    )
+    assert not GpuPod.objects.filter(name="sidecar").exists()
+
+
+@pytest.mark.django_db
+def test_a_finished_pod_keeps_its_end_and_frees_its_node(cluster: Kubesim) -> None:
+    core = cluster.core()
+    core.create_namespaced_pod("research", pod("done", "gpu-new-001", cpu="1"))
+    inventory_sync()
+    ended = {"exitCode": 3, "reason": "Error", "message": "CUDA out of memory"}
+    status = {
+        "phase": "Failed",
+        "containerStatuses": [
+            {
+                "name": "main",
+                "ready": False,
+                "restartCount": 2,
+                "image": "registry.example/train:1",
+                "imageID": "",
+                "state": {
+                    "terminated": {
+                        **ended,
+                        "startedAt": "2026-11-30T09:00:00Z",
+                        "finishedAt": "2026-11-30T09:05:00Z",
+                    }
+                },
+            }
+        ],
+    }
+    core.patch_namespaced_pod_status("done", "research", {"status": status})
+    inventory_sync()
+    row = GpuPod.objects.get(name="done")
+    assert row.phase == "Failed"
+    assert row.finished_at == datetime(2026, 11, 30, 9, 5, tzinfo=UTC)
+    assert (row.termination_reason, row.exit_code, row.restarts) == ("Error", 3, 2)
+    assert row.termination_message == "CUDA out of memory"
+    assert not GpuPod.objects.live().filter(name="done").exists()
+    node = Node.objects.get(name="gpu-new-001")
+    assert (node.gpu_allocated, node.cpu_requested_milli) == (0, 0)
+    assert "done" not in [p["name"] for p in node.pods]
+
+
+@pytest.mark.django_db
+def test_a_pod_keeps_the_pool_it_was_bound_in_and_is_marked_deleted(cluster: Kubesim) -> None:
+    core = cluster.core()
+    core.create_namespaced_pod("research", pod("moved", "a100-reserve-000"))
+    inventory_sync()
+    core.patch_node("a100-reserve-000", {"metadata": {"labels": {"gpu-pool": "training"}}})
+    inventory_sync()
+    assert Node.objects.get(name="a100-reserve-000").pool_label == "training"
+    assert GpuPod.objects.get(name="moved").pool_label == "mixed"
+    core.delete_namespaced_pod("moved", "research", grace_period_seconds=0)
+    report = inventory_sync()
+    assert report.pods_deleted == 1
+    gone = GpuPod.objects.get(name="moved")
+    assert gone.deleted_at is not None
+    assert GpuPod.objects.filter(deleted_at__isnull=False).count() == 1
+
+
+@pytest.mark.django_db
+def test_deleted_pods_are_forgotten_after_the_history_days(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.POD_HISTORY_DAYS = 7
+    inventory_sync()
+    now = timezone.now()
+    # Two pods deleted long ago (under uids the cluster no longer has).
+    old, recent = GpuPod.objects.order_by("id")[:2]
+    GpuPod.objects.filter(pk=old.pk).update(uid="old", deleted_at=now - timedelta(days=8))
+    GpuPod.objects.filter(pk=recent.pk).update(uid="recent", deleted_at=now - timedelta(days=6))
+    inventory_sync()
+    assert not GpuPod.objects.filter(uid="old").exists()
+    assert GpuPod.objects.filter(uid="recent").exists()

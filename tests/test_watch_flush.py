@@ -1,0 +1,75 @@
+"""The watcher's writes: a flush costs the same statements for 2 changes as for 50, and the
+periodic full sync defers to a watcher that holds the lease."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from pools import tasks
+from pools.inventory.watch import WatchState, flush
+from pools.kube.watching import list_pages
+from pools.models import GpuPod, InventoryLease, Node
+from tests.kubesim_process import Kubesim
+from tests.test_inventory import statements
+
+
+def writes(captured: CaptureQueriesContext) -> dict[str, int]:
+    return {k: v for k, v in statements(captured).items() if "SAVEPOINT" not in k}
+
+
+def state_with(nodes: list[dict], pods: list[dict]) -> WatchState:  # type: ignore[type-arg]
+    state = WatchState()
+    for raw in nodes:
+        state.node_event("ADDED", raw)
+    for raw in pods:
+        state.pod_event("ADDED", raw, timezone.now())
+    return state
+
+
+@pytest.mark.django_db
+def test_a_flush_costs_the_same_statements_whatever_its_size(cluster: Kubesim) -> None:
+    nodes = [n for page in list_pages("nodes") for n in page.items]
+    pods = [p for page in list_pages("pods") for p in page.items]
+    gpu_pods = [p for p in pods if "nvidia.com/gpu" in str(p["spec"]["containers"])]
+    small = state_with(nodes[:2], gpu_pods[:2])
+    small.pods_deleted |= {"gone-1"}
+    small.gone |= {"old-node-1"}
+    large = state_with(nodes, gpu_pods)
+    large.pods_deleted |= {f"gone-{i}" for i in range(50)}
+    large.gone |= {f"old-node-{i}" for i in range(50)}
+    with CaptureQueriesContext(connection) as few:
+        flush(small.take(), timezone.now())
+    with CaptureQueriesContext(connection) as many:
+        flush(large.take(), timezone.now())
+    assert (Node.objects.count(), GpuPod.objects.count()) == (25, 36)
+    # Pools read once; one upsert of nodes, one of pods, one update to mark deleted pods, one
+    # for newly bound pods' pool, one for gone nodes (the savepoints are the test's own).
+    fixed = {"SELECT pools_pool": 1, "UPDATE pools_gpupod": 2, "UPDATE pools_node": 1}
+    assert writes(few) == {**fixed, "INSERT pools_node": 1, "INSERT pools_gpupod": 1}
+    assert writes(many) == writes(few)
+
+
+@pytest.mark.django_db
+def test_the_periodic_sync_runs_under_the_lease_when_no_watcher_holds_it(
+    cluster: Kubesim,
+) -> None:
+    past = timezone.now() - timedelta(minutes=5)
+    InventoryLease.objects.create(name="inventory", holder="watcher:dead:1", expires_at=past)
+    assert "25 GPU nodes" in tasks.sync_inventory()
+    lease = InventoryLease.objects.get()
+    assert lease.holder == "" and lease.expires_at < timezone.now()  # released
+    assert Node.objects.count() == 25
+
+
+@pytest.mark.django_db
+def test_the_periodic_sync_skips_while_another_sync_holds_the_lease(cluster: Kubesim) -> None:
+    later = timezone.now() + timedelta(minutes=5)
+    InventoryLease.objects.create(name="inventory", holder="sync:other:7", expires_at=later)
+    assert tasks.sync_inventory() == "skipped: sync:other:7 holds the inventory lease"
+    assert not Node.objects.exists()
+    assert cluster.count("list", resource="nodes") == 0
