@@ -12,7 +12,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from pools.core import names
-from pools.core.desired import PoolSpec, Taint
+from pools.core.desired import PoolSpec, Taint, Target
 from pools.core.pool_definition import definition_errors
 
 
@@ -370,6 +370,19 @@ class MoveItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node.name} in move #{self.request_id}"
+
+    @staticmethod
+    def approved(node: Node, target: Target) -> dict[str, Any]:
+        """The fields that fix what a move item is approved to do: the node as planned
+        (its inventory row), and the target it is to meet."""
+        return {
+            "planned_before": {
+                "labels": node.labels,
+                "taints": node.taints,
+                "unschedulable": node.cordoned,
+            },
+            "desired": target.as_dict(),
+        }
 
 
 class Approval(models.Model):

@@ -19,7 +19,6 @@ from pools import drills, execution, insights, notifications, workflow
 from pools.events import drill_wanted, execution_wanted, move_event
 from pools.idempotency import idempotency_records_purge
 from pools.inventory.sync import inventory_safety_net
-from pools.kube.errors import KubeUnavailable
 from pools.notify.errors import NotificationFailed
 from portal.celery import NODE_CHANGING_TASK_OPTIONS
 
@@ -34,19 +33,28 @@ def sync_inventory() -> str:
 @shared_task(ignore_result=True, **NODE_CHANGING_TASK_OPTIONS)
 def execute_move(request_id: int) -> int:
     items = execution.start_request(request_id)
-    for item_id in items:
-        execute_move_item.delay(item_id)
+    for chunk in execution.chunks(request_id, items):
+        execute_move_items.delay(chunk)
     return len(items)
 
 
 @shared_task(bind=True, ignore_result=True, max_retries=None, **NODE_CHANGING_TASK_OPTIONS)
-def execute_move_item(self, item_id: int) -> str | None:  # type: ignore[no-untyped-def]
-    final = self.request.retries >= settings.MOVE_ITEM_MAX_RETRIES
-    try:
-        return execution.execute_item(item_id, final_attempt=final)
-    except KubeUnavailable as exc:
-        # Celery's own retry, with exponential backoff: the item is pending again meanwhile.
-        raise self.retry(exc=exc, countdown=min(60, 2**self.request.retries)) from exc
+def execute_move_items(self, item_ids: list[int]) -> int:  # type: ignore[no-untyped-def]
+    waiting = execution.execute_items(item_ids)
+    if waiting:
+        # The nodes waiting for the Kubernetes API, again after a backoff: the execution
+        # deadline, not a count of retries, decides when they fail.
+        raise self.retry(args=[waiting], countdown=execution.retry_delay(self.request.retries))
+    return len(item_ids)
+
+
+@shared_task(bind=True, ignore_result=True, max_retries=None, **NODE_CHANGING_TASK_OPTIONS)
+def execute_move_item(self, item_id: int) -> int:  # type: ignore[no-untyped-def]
+    """One node (what the sweep enqueues)."""
+    waiting = execution.execute_items([item_id])
+    if waiting:
+        raise self.retry(args=[item_id], countdown=execution.retry_delay(self.request.retries))
+    return 1
 
 
 @shared_task(ignore_result=True)

@@ -342,7 +342,8 @@ MOVE_PENDING_HOURS = env_int("MOVE_PENDING_HOURS", 72, minimum=1, maximum=8760)
 MOVE_LEASE_SECONDS = env_int("MOVE_LEASE_SECONDS", 120, minimum=1, maximum=86_400)
 # How long an approved move or a queued node may wait before the sweep enqueues it again.
 MOVE_SWEEP_GRACE_SECONDS = env_int("MOVE_SWEEP_GRACE_SECONDS", 30, minimum=1, maximum=86_400)
-MOVE_ITEM_MAX_RETRIES = env_int("MOVE_ITEM_MAX_RETRIES", 5, minimum=0, maximum=100)
+# Nodes of one move a worker process changes at once (threads, each its own PATCH).
+MOVE_PARALLEL_NODES = env_int("MOVE_PARALLEL_NODES", 8, minimum=1, maximum=64)
 DRAIN_POLL_SECONDS = env_float("DRAIN_POLL_SECONDS", 5.0, minimum=0.05, maximum=300.0)
 # Reserved: how long a move may keep retrying transient Kubernetes errors before a node fails.
 MOVE_EXECUTION_DEADLINE_SECONDS = env_int(

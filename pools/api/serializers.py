@@ -269,6 +269,7 @@ class MoveItemSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "planned_diff",
             "applied_diff",
             "error",
+            "waiting",
             "attempts",
             "finished_at",
             "gpu_pods",
