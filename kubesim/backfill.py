@@ -98,7 +98,12 @@ def _walk(spans: list[Holding], times: range) -> Iterator[tuple[int, Holding | N
 
 
 Gpu = tuple[str, int, str, int, bool]  # node, slot, labels, framebuffer MiB, is a MIG instance
-FILES = ("gpu_util.om", "fb_used.om", "xid_errors.om")
+FILE_METRICS = {
+    "gpu_util.om": "DCGM_FI_DEV_GPU_UTIL",
+    "fb_used.om": "DCGM_FI_DEV_FB_USED",
+    "xid_errors.om": "DCGM_FI_DEV_XID_ERRORS",
+}
+FILES = tuple(FILE_METRICS)
 COMPLETE = "complete"  # written last: the files are whole
 
 
@@ -128,6 +133,7 @@ class Snapshot:
     held: dict[tuple[str, int], list[Holding]]
     xids: dict[tuple[str, int], list[tuple[float, int]]]
     times: range
+    counters: frozenset[str]  # the fields the exporter collects (its counters file)
 
 
 def snapshot(
@@ -148,12 +154,14 @@ def snapshot(
         holdings(runner, start, end),
         xids,
         _times(start, end, step),
+        frozenset(c.name for c in exporter.counters),
     )
 
 
 def write_files(directory: Path, taken: Snapshot) -> dict[str, int]:
     """One OpenMetrics file a metric in `directory` (promtool can read them side by side),
-    then `complete` (the counts, as JSON); the samples written to each."""
+    then `complete` (JSON: the samples written to each file, and the history's start and
+    end in seconds); the samples written to each."""
     directory.mkdir(parents=True, exist_ok=True)
     writers = {
         "gpu_util.om": lambda out: _write_util(out, taken.gpus, taken.held, taken.times),
@@ -162,12 +170,16 @@ def write_files(directory: Path, taken: Snapshot) -> dict[str, int]:
     }
     written = {}
     for name, write in writers.items():
+        if FILE_METRICS[name] not in taken.counters:
+            continue  # a field the exporter does not collect has no history either
         tmp = directory / f".{name}.tmp"
         with tmp.open("w") as out:
             written[name] = write(out)
             out.write("# EOF\n")
         tmp.replace(directory / name)
-    (directory / COMPLETE).write_text(json.dumps(written))
+    times = taken.times
+    summary = {"samples": written, "start": times.start, "end": times.stop}
+    (directory / COMPLETE).write_text(json.dumps(summary))
     return written
 
 

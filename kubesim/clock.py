@@ -5,8 +5,10 @@ grace period ends, the node lifecycle controller's NoExecute taint, a disruption
 recheck — is a timer on this clock, served by one thread: no thread or sleep per object, so
 114,000 terminating pods cost a heap entry each.
 
-The clock runs at real speed by default; `scale` makes it run faster, and `advance` jumps it
-forward and fires what became due before it returns, so a test never sleeps.
+The clock runs at real speed by default; `scale` makes it run faster, and `Timers.run_until`
+steps it forward through every timer due on the way, each fired at its own time while the
+clock stands still, so a test never sleeps and a replay gives the same times however long
+it takes.
 """
 
 from __future__ import annotations

@@ -6,19 +6,26 @@ import collections
 from typing import Any
 
 GPU = "nvidia.com/gpu"
+UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+
+
+def _container_gpus(container: dict[str, Any]) -> int:
+    resources = container.get("resources") or {}
+    # Extended resources: a limit implies an equal request.
+    value = (resources.get("requests") or {}).get(GPU) or (resources.get("limits") or {}).get(GPU)
+    return 0 if value is None else int(str(value))
 
 
 def gpu_request(pod: dict[str, Any]) -> int:
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        # Extended resources: a limit implies an equal request.
-        value = (resources.get("requests") or {}).get(GPU) or (resources.get("limits") or {}).get(
-            GPU
-        )
-        if value is not None:
-            total += int(str(value))
-    return total
+    """The pod's effective GPU request, as the scheduler counts it: the app containers' sum,
+    or the largest init container's when that is larger (init containers run one at a time,
+    before the app containers)."""
+    spec = pod.get("spec") or {}
+    apps = sum(_container_gpus(c) for c in spec.get("containers") or [])
+    inits = [_container_gpus(c) for c in spec.get("initContainers") or []]
+    return max([apps, *inits])
 
 
 def node_gpus(node: dict[str, Any]) -> int:
@@ -72,7 +79,29 @@ def _match_expression(labels: dict[str, str], expression: dict[str, Any]) -> boo
     return False
 
 
-def matches_affinity(pod: dict[str, Any], labels: dict[str, str]) -> bool:
+def _match_field(name: str, requirement: dict[str, Any]) -> bool:
+    # The only field a node selector term may name is metadata.name, with In or NotIn.
+    if requirement.get("key") != "metadata.name":
+        return False
+    values = requirement.get("values") or []
+    if requirement.get("operator") == "In":
+        return name in values
+    if requirement.get("operator") == "NotIn":
+        return name not in values
+    return False
+
+
+def _matches_term(term: dict[str, Any], name: str, labels: dict[str, str]) -> bool:
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not expressions and not fields:
+        return False  # an empty term matches no node
+    return all(_match_expression(labels, e) for e in expressions) and all(
+        _match_field(name, f) for f in fields
+    )
+
+
+def matches_affinity(pod: dict[str, Any], labels: dict[str, str], name: str = "") -> bool:
     spec = pod.get("spec") or {}
     for key, value in (spec.get("nodeSelector") or {}).items():
         if labels.get(key) != value:
@@ -82,11 +111,8 @@ def matches_affinity(pod: dict[str, Any], labels: dict[str, str]) -> bool:
     )
     if not required:
         return True
-    # Terms are ORed; the expressions inside one term are ANDed.
-    return any(
-        all(_match_expression(labels, e) for e in term.get("matchExpressions") or [])
-        for term in required.get("nodeSelectorTerms") or []
-    )
+    # Terms are ORed; the requirements inside one term are ANDed.
+    return any(_matches_term(t, name, labels) for t in required.get("nodeSelectorTerms") or [])
 
 
 def _taint_text(taint: dict[str, Any]) -> str:
@@ -97,14 +123,15 @@ def static_reason(pod: dict[str, Any], node: dict[str, Any]) -> str | None:
     """The first filter that rejects the node before resources are counted, in the default
     scheduler's plugin order (unschedulable, taints, node affinity)."""
     spec = node.get("spec") or {}
-    if spec.get("unschedulable"):
-        return "node(s) were unschedulable"
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    # NodeUnschedulable lets a pod that tolerates the cordon's taint onto a cordoned node.
+    if spec.get("unschedulable") and not tolerates(tolerations, UNSCHEDULABLE_TAINT):
+        return "node(s) were unschedulable"
     for taint in spec.get("taints") or []:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
             return f"node(s) had untolerated taint {_taint_text(taint)}"
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    if not matches_affinity(pod, labels):
+    metadata = node.get("metadata") or {}
+    if not matches_affinity(pod, metadata.get("labels") or {}, metadata.get("name") or ""):
         return "node(s) didn't match Pod's node affinity/selector"
     return None
 
@@ -155,11 +182,12 @@ def choose_among(
     (name, GPUs) of the nodes that passed them."""
     wanted = gpu_request(pod)
     best: tuple[int, str] | None = None
-    short = 0
+    short = beyond = 0
     for name, capacity in capacities:
         free = capacity - allocated.get(name, 0)
         if wanted and free < wanted:
             short += 1
+            beyond += wanted > capacity  # more than the whole node: no eviction helps
             continue
         if best is None or (free, name) < best:
             best = (free, name)
@@ -168,13 +196,18 @@ def choose_among(
     reasons = collections.Counter(static_reasons)
     if short:
         reasons[f"Insufficient {GPU}"] += short
-    listed = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    message = (
-        f"0/{total} nodes are available: {listed}."
-        if listed
-        else (f"0/{total} nodes are available.")
+    # DefaultPreemption: the filters before resources cannot be helped; a node short of GPUs
+    # could be, by evicting lower-priority pods, which kubesim never does.
+    preemption = collections.Counter(
+        {NOT_HELPFUL: total - short + beyond, NO_VICTIMS: short - beyond}
     )
-    return None, (
-        f"{message} preemption: 0/{total} nodes are available: {total} Preemption is not "
-        "helpful for scheduling."
-    )
+    return None, f"{fit_error(total, reasons)} preemption: {fit_error(total, preemption)}"
+
+
+def fit_error(total: int, reasons: collections.Counter[str]) -> str:
+    """FitError.Error(): the "count reason" strings sorted as strings (so "11 ..." comes
+    before "4 ..."), after `0/N nodes are available: `."""
+    listed = sorted(f"{count} {reason}" for reason, count in reasons.items() if count)
+    if not listed:
+        return f"0/{total} nodes are available."
+    return f"0/{total} nodes are available: {', '.join(listed)}."

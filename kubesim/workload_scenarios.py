@@ -23,6 +23,13 @@ portal's). Its interface:
 - `DEMO_ANSWERS` — the same for the demo scenario's notable pods: the `intruder` class runs
   on the tainted inference pool without tolerating its taint, the scenario's pending pods.
 
+- `serve_arguments(workload, days=..., retention_days=..., openmetrics=None)` — the
+  `kubesim serve` options that run a workload with that much history, for
+  `tests.kubesim_process.kubesim_server(workdir, scenario=NAME, extra=...)`. Over HTTP,
+  `GET /kubesim/workload/history` gives each pod's record (created, scheduled, started,
+  finished, node, GPU slots, outcome, reasons) and `POST /kubesim/clock {"advance": s}`
+  runs the workload on.
+
 Every pool here is its own `gpu-pool`; the classes of one pool never run on another.
 """
 
@@ -326,3 +333,21 @@ DEMO_ANSWERS = DemoAnswers(
 )
 
 WORKLOADS: dict[str, tuple[JobClass, ...]] = {"demo": DEMO, "insights": INSIGHTS}
+
+
+def serve_arguments(
+    workload: str,
+    *,
+    days: float = 2,
+    retention_days: float = 7,
+    seed: int = INSIGHTS_SEED,
+    openmetrics: str | None = None,
+) -> list[str]:
+    """`kubesim serve` options: run `workload` with `days` of history already replayed."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"no workload {workload!r} (known: {', '.join(sorted(WORKLOADS))})")
+    options = ["--workload", workload, "--workload-seed", str(seed)]
+    options += ["--history-days", str(days), "--retention-days", str(retention_days)]
+    if openmetrics is not None:
+        options += ["--history-openmetrics", openmetrics]
+    return options

@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from portal.env import EnvError, env_port, env_str  # noqa: E402 -- after the path is set
 
 PYTHON = sys.executable
+RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
 HISTORY_DAYS = 30
 # The labels Prometheus's scrape of the exporter adds (prometheus_config): the backfilled
 # history is the same series the live scrape continues.
@@ -206,7 +207,7 @@ def prometheus_config(path: Path, exporter_port: int) -> None:
     path.write_text(
         "global:\n  scrape_interval: 5s\n  evaluation_interval: 5s\n"
         # The portal's recording rules: the pages read the per-node figures they record.
-        f"rule_files: ['{ROOT / 'deploy/prometheus/rules.yml'}']\n"
+        f"rule_files: ['{RULES}']\n"
         "scrape_configs:\n"
         "  - job_name: dcgm-exporter\n"
         # As behind a ServiceMonitor: the exporter pod's own labels on the target and
@@ -330,14 +331,17 @@ class Backfill:
         if failed:
             say(f"demo: importing the history failed; see {self.config.logs}/promtool.log")
             return
-        for block in blocks.iterdir():
-            shutil.move(str(block), self.config.prometheus_data / block.name)
+        self._move(blocks)
         for source in history.glob("*.om"):
             source.unlink()
         say(
             f"demo: {HISTORY_DAYS} days of DCGM history imported into Prometheus "
-            f"({time.monotonic() - began:.0f} s after kubesim started)"
+            f"({time.monotonic() - began:.0f} s after the portal started)"
         )
+
+    def _move(self, blocks: Path) -> None:
+        for block in blocks.iterdir():
+            shutil.move(str(block), self.config.prometheus_data / block.name)
 
 
 def start_everything(children: Children, config: DemoConfig, env: dict[str, str]) -> None:

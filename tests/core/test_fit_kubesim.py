@@ -5,8 +5,8 @@ real HTTP), asks the fit check where a pod would land, then creates the pod and 
 kubesim's scheduler did: bound to one of the nodes the check named, or Pending with the same
 reasons on the same number of nodes. Only filters kubesim implements are exercised here
 (unschedulable, taints, nodeSelector, matchExpressions, GPUs). Where kubesim differs from
-kube-scheduler, the test that shows it is marked `xfail(strict=True)` with the difference:
-when kubesim is fixed the test starts passing and fails as "XPASS", so the mark comes off.
+kube-scheduler, it is fixed in kubesim (reason order, preemption text, a tolerated cordon,
+matchFields, init containers' GPUs: the tests at the end); what remains is in docs/kubesim.md.
 """
 
 from __future__ import annotations
@@ -266,14 +266,9 @@ def test_a_cordoned_node_is_unschedulable_for_both(kubesim: Kubesim) -> None:
     }
 
 
-# --- where kubesim's scheduler differs from kube-scheduler ---
+# --- where kubesim's scheduler used to differ from kube-scheduler ---
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kubesim sorts reasons by their text; kube-scheduler's FitError sorts the "
-    "'count reason' strings, so '1 Insufficient ..., 1 node(s) ..., 11 ..., 4 ..., 8 ...'",
-)
 def test_kubesim_orders_reasons_like_kube_scheduler(kubesim: Kubesim) -> None:
     pod = gpu_pod("eval-y", 2, expressions=IN_TRAINING)
     expected = verdict(kubesim, pod)
@@ -281,11 +276,6 @@ def test_kubesim_orders_reasons_like_kube_scheduler(kubesim: Kubesim) -> None:
     assert message.split(" preemption: ")[0] == expected.message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kubesim says 'Preemption is not helpful' for every node; kube-scheduler says 'No "
-    "preemption victims found for incoming pod' where only resources are short",
-)
 def test_kubesim_preemption_text_for_nodes_short_of_gpus(kubesim: Kubesim) -> None:
     pod = gpu_pod("big-mixed", 8, selector={POOL_KEY: "mixed"})
     expected = verdict(kubesim, pod)
@@ -294,11 +284,6 @@ def test_kubesim_preemption_text_for_nodes_short_of_gpus(kubesim: Kubesim) -> No
     assert message == expected.scheduler_message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kubesim ignores a toleration of node.kubernetes.io/unschedulable; NodeUnschedulable "
-    "lets such a pod onto a cordoned node",
-)
 def test_kubesim_honours_a_toleration_of_the_cordon(kubesim: Kubesim) -> None:
     kubesim.core().patch_node("a100-reserve-004", {"spec": {"unschedulable": True}})
     pod = gpu_pod(
@@ -317,10 +302,6 @@ def test_kubesim_honours_a_toleration_of_the_cordon(kubesim: Kubesim) -> None:
     assert create(kubesim, pod)[0] == "a100-reserve-004"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kubesim ignores matchFields: a term with only matchFields matches every node",
-)
 def test_kubesim_honours_match_fields(kubesim: Kubesim) -> None:
     pod = gpu_pod(
         "by-name", 1, fields=[{"key": "metadata.name", "operator": "In", "values": ["gpu-new-001"]}]
@@ -329,11 +310,6 @@ def test_kubesim_honours_match_fields(kubesim: Kubesim) -> None:
     assert create(kubesim, pod)[0] == "gpu-new-001"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kubesim counts only app containers' GPUs; the scheduler takes the larger of them "
-    "and each init container",
-)
 def test_kubesim_counts_init_container_gpus(kubesim: Kubesim) -> None:
     pod = gpu_pod("warm-up", 1, selector={POOL_KEY: "mixed"}, init_gpus=8)
     expected = verdict(kubesim, pod)

@@ -42,6 +42,7 @@ from kubesim.workload_scenarios import (
     INSIGHTS,
     INSIGHTS_ANSWERS,
     INSIGHTS_SEED,
+    serve_arguments,
 )
 from tests.kubesim.conftest import http
 from tests.kubesim_process import Kubesim, kubesim_server
@@ -56,9 +57,9 @@ START = 1_790_035_200.0  # a UTC midnight (a Monday)
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubesim]:
     """The insights scenario with two days (and today so far) of its workload run."""
     workdir = tmp_path_factory.mktemp("workload")
-    extra = ["--workload", "insights", "--workload-seed", str(INSIGHTS_SEED)]
-    extra += ["--history-days", "2", "--retention-days", "5"]
-    extra += ["--history-openmetrics", str(workdir / "history")]
+    extra = serve_arguments(
+        "insights", days=2, retention_days=5, openmetrics=str(workdir / "history")
+    )
     with kubesim_server(workdir, scenario="insights", extra=extra) as server:
         yield server
 
@@ -300,10 +301,13 @@ def test_a_job_that_fits_nowhere_queues_in_the_schedulers_words(sim: Kubesim) ->
     scheduled = condition(pod, "PodScheduled")
     assert scheduled is not None
     assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
-    assert scheduled["message"].startswith(
-        "0/15 nodes are available: 2 Insufficient nvidia.com/gpu"
+    # kube-scheduler sorts the "count reason" strings as strings: "13 ..." before "2 ...".
+    assert scheduled["message"] == (
+        "0/15 nodes are available: 13 node(s) didn't match Pod's node affinity/selector, "
+        "2 Insufficient nvidia.com/gpu. preemption: 0/15 nodes are available: "
+        "13 Preemption is not helpful for scheduling, "
+        "2 No preemption victims found for incoming pod."
     )
-    assert "13 node(s) didn't match Pod's node affinity/selector" in scheduled["message"]
     name = pod["metadata"]["name"]
     events = http(
         sim,
@@ -332,6 +336,32 @@ def test_the_clock_brings_new_jobs(sim: Kubesim) -> None:
     # Each arrived at its own moment of the hour the clock ran through.
     assert all(was <= r["created"] <= now for r in new)
     assert len({int(r["created"]) for r in new}) > 1
+
+
+def test_a_fast_clock_runs_the_workload_live(sim: Kubesim) -> None:
+    """At 3,600 times real speed the timer thread, the scheduler and the kubelet go on by
+    themselves: jobs arrive, bind and end without anyone advancing the clock."""
+    before = {r["name"]: r for r in records(sim)}
+    http(sim, "POST", "/kubesim/clock", {"scale": 3600})
+    try:
+
+        def moved() -> bool:
+            now = records(sim)
+            new = [r for r in now if r["name"] not in before]
+            ended = [r for r in new if r["finished"]]
+            return bool(ended)
+
+        wait_for(moved, timeout=60, what="jobs arriving and ending on a fast clock")
+    finally:
+        http(sim, "POST", "/kubesim/clock", {"scale": 1})
+    pod = next(
+        p
+        for p in pods(sim).values()
+        if p["metadata"]["name"] not in before
+        and p["metadata"].get("labels", {}).get(workload.CLASS_LABEL)
+        and p["status"]["phase"] in ("Succeeded", "Failed")
+    )
+    assert condition(pod, "PodScheduled")["status"] == "True"  # type: ignore[index]
 
 
 # --- the scenarios' known answers ---
@@ -431,7 +461,8 @@ def test_backfilled_history_is_queryable_in_prometheus(sim: Kubesim, tmp_path: P
     history = sim.kubeconfig.parent / "history"
     wait_for(lambda: (history / "complete").exists(), timeout=120, what="the history's samples")
     written = json.loads((history / "complete").read_text())
-    assert written["gpu_util.om"] > 0
+    assert written["samples"]["gpu_util.om"] > 0
+    assert written["start"] < written["end"]
     data = tmp_path / "prom" / "data"
     for source in sorted(history.glob("*.om")):
         argv = [promtool, "tsdb", "create-blocks-from", "openmetrics"]
@@ -482,3 +513,24 @@ def test_the_backfill_ends_where_the_live_exporter_goes_on() -> None:
             assert (backfilled.group(1) if backfilled else None) == live, (name, slot)
             checked += 1
     assert checked == 192
+
+
+def test_the_backfill_has_only_the_fields_the_exporter_collects(tmp_path: Path) -> None:
+    cluster = in_process(INSIGHTS, "insights", 0.25)
+    exporter = Exporter(cluster, counters=["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS"])
+    taken = backfill.snapshot(
+        cluster.runner,  # type: ignore[attr-defined]
+        exporter,
+        start=START,
+        end=START + DAY / 4,
+        step=300,
+        target_labels={"job": "dcgm-exporter"},
+    )
+    written = backfill.write_files(tmp_path, taken)
+    assert set(written) == {"gpu_util.om", "xid_errors.om"}
+    assert sorted(p.name for p in tmp_path.glob("*.om")) == ["gpu_util.om", "xid_errors.om"]
+    # 112 GPUs, one sample each 5 minutes of the 6 hours.
+    assert written["gpu_util.om"] == 112 * 72
+    text = (tmp_path / "gpu_util.om").read_text()
+    assert text.endswith("# EOF\n")
+    assert text.count("DCGM_FI_DEV_GPU_UTIL{") == 112 * 72
