@@ -81,17 +81,8 @@ def move_new(request: HttpRequest) -> HttpResponse:
         impact = move_impact(plan, drain_policy=data["drain_policy"])
         if "submit" in request.POST:
             try:
-                move = workflow.move_request_create(
-                    requested_by=request.user,
-                    node_names=ask.node_names,
-                    destination=ask.destination,
-                    reason=ask.reason,
-                    drain_policy=ask.drain_policy,
-                    drain_deadline_seconds=ask.drain_deadline_seconds,
-                    loan_until=ask.loan_until,
-                    health_override=ask.health_override,
-                    reconcile=ask.reconcile,
-                    now=timezone.now(),
+                move = workflow.move_request_ask(
+                    requested_by=request.user, ask=ask, now=timezone.now()
                 )
             except WorkflowError as exc:
                 for field, message in exc.fields.items():

@@ -301,18 +301,7 @@ class MoveViewSet(
     @idempotent
     def create(self, request: Request) -> Response:
         ask = _ask(_valid(s.MoveCreateSerializer, request))
-        move = workflow.move_request_create(
-            requested_by=request.user,
-            node_names=ask.node_names,
-            destination=ask.destination,
-            reason=ask.reason,
-            drain_policy=ask.drain_policy,
-            drain_deadline_seconds=ask.drain_deadline_seconds,
-            loan_until=ask.loan_until,
-            health_override=ask.health_override,
-            reconcile=ask.reconcile,
-            now=timezone.now(),
-        )
+        move = workflow.move_request_ask(requested_by=request.user, ask=ask, now=timezone.now())
         return Response(
             s.MoveSerializer(self.get_queryset().get(pk=move.pk)).data,
             status=status.HTTP_201_CREATED,

@@ -1,7 +1,7 @@
 """The move workflow: ask, approve, reject, cancel, expire, and loans coming back.
 
 - `plan`: what a move would do (the dry run): facts, checks, the diff per node;
-- `requests`: asking for a move (`move_request_create`);
+- `requests`: asking for a move (`move_request_create`, or `move_request_ask` for a MoveAsk);
 - `rules`: who may do what to a move, from which state (`allowed_actions`);
 - `transitions`: approve, reject, cancel, expire, each a guarded compare-and-swap;
 - `decisions`: `move_decide`, the one entry pages and the API call for a decision;
@@ -14,7 +14,7 @@ announces, after commit, that a move may run (pools.events).
 from pools.workflow.decisions import move_decide
 from pools.workflow.loans import loan_change, loans_ending_announce, loans_return_due
 from pools.workflow.plan import MoveAsk, MovePlan, PlannedNode, move_plan
-from pools.workflow.requests import move_request_create
+from pools.workflow.requests import move_request_ask, move_request_create
 from pools.workflow.rules import ACTION_CAPABILITY, Action, allowed_actions
 from pools.workflow.transitions import (
     move_approve,
@@ -40,6 +40,7 @@ __all__ = [
     "move_decide",
     "move_plan",
     "move_reject",
+    "move_request_ask",
     "move_request_create",
     "moves_expire",
     "release_nodes",

@@ -3,6 +3,7 @@ nothing created."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -73,6 +74,12 @@ def _taken(node_names: Sequence[str], destination: Pool) -> MoveRefused:
         ]
         or [CheckFailure(None, "active_move", "A node already has an active move.")]
     )
+
+
+def move_request_ask(*, requested_by: AbstractBaseUser, ask: MoveAsk, now: datetime) -> MoveRequest:
+    """move_request_create for what a form or an API body asked (the MoveAsk they preview)."""
+    fields = {f.name: getattr(ask, f.name) for f in dataclasses.fields(ask)}
+    return move_request_create(requested_by=requested_by, now=now, **fields)
 
 
 def move_request_create(
