@@ -196,6 +196,33 @@ def move_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("move-detail", pk=pk)
 
 
+@require_POST
+@require(ACTION_CAPABILITY[Action.APPROVE])
+def move_bulk(request: HttpRequest) -> HttpResponse:
+    """Approve or reject the ticked moves of the list, each through the workflow on its own."""
+    action = Action.REJECT if request.POST.get("action") == "reject" else Action.APPROVE
+    # Ids as the list page sends them; anything else (or beyond a database id) is no move.
+    ids = [int(v) for v in request.POST.getlist("move") if v.isdigit() and len(v) <= 18]
+    try:
+        outcomes = workflow.moves_decide_bulk(
+            move_ids=ids,
+            user=request.user,
+            action=action,
+            reason=request.POST.get("reason", ""),
+            now=timezone.now(),
+        )
+    except WorkflowError as exc:  # nothing was decided: say why, keep the list
+        messages.error(request, exc.message)
+        return redirect("move-list")
+    done = [f"#{o.move_id}" for o in outcomes if o.ok]
+    if done:
+        messages.success(request, f"{_DONE[action].capitalize()}: {', '.join(done)}.")
+    for outcome in outcomes:
+        if not outcome.ok:
+            messages.error(request, f"Move #{outcome.move_id}: {outcome.message}")
+    return redirect("move-list")
+
+
 @require(Capability.VIEW)
 def loans(request: HttpRequest) -> HttpResponse:
     return render(
