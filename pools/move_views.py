@@ -14,8 +14,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from pools import selectors, workflow
-from pools.errors import WorkflowError
-from pools.filters import ACTIVE, AuditFilter, MoveFilter, page_queryset
+from pools.errors import MetricsUnavailable, WorkflowError
+from pools.filters import ACTIVE, AuditFilter, MoveFilter, NodeFilter, page_queryset
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
 from pools.roles import Capability, require
@@ -31,6 +31,8 @@ def _move_form_initial(request: HttpRequest) -> dict[str, object]:
         "reconcile": request.GET.get("reconcile") == "1",
         "destination": request.GET.get("destination", ""),
     }
+    if request.GET.get("match_in"):  # "Move all that match" on a pool page: its filter
+        initial["nodes"] = ",".join(_matching_nodes(request, request.GET["match_in"]))
     if request.GET.get("reconcile_in"):  # "Reconcile selected" on a pool page
         initial["reconcile"] = True
         initial["destination"] = request.GET["reconcile_in"]
@@ -44,6 +46,23 @@ def _move_form_initial(request: HttpRequest) -> dict[str, object]:
             f"reconcile drifted node{'s' if count != 1 else ''} of {initial['destination']}"
         )
     return initial
+
+
+def _matching_nodes(request: HttpRequest, slug: str) -> list[str]:
+    """The names of a pool's nodes that match the pool page's filter in the query."""
+    pool = (
+        None
+        if slug == selectors.UNASSIGNED
+        else get_object_or_404(Pool.objects.active(), name=slug)
+    )
+    try:
+        nodes, _ = page_queryset(
+            NodeFilter(request.GET, queryset=selectors.pool_nodes(pool)), request
+        )
+        return list(nodes.order_by("name").values_list("name", flat=True))
+    except MetricsUnavailable as exc:  # a health filter without metrics: no guessed nodes
+        messages.error(request, exc.message)
+        return []
 
 
 def _move_form(request: HttpRequest) -> MoveForm:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -85,6 +86,10 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
             "history_error": history.error,
             "history_chart": _chart(history.points, title=f"GPU utilisation, {span}"),
             "can_edit": has_capability(request.user, Capability.EDIT_POOLS),
+            # "Move all that match": the filter goes to the move form, not the names.
+            "match_query": urlencode(
+                {"match_in": name, **{k: v for k, v in context["filters"].items() if v}}
+            ),
         }
     )
     if pool is not None:

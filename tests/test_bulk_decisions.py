@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 import pytest
@@ -168,3 +169,24 @@ def test_the_queries_of_a_bulk_approval_grow_by_a_constant_per_move(
     # adds a fixed few (token, loading the moves), never a query per move per move.
     for size, count in zip((1, 2, 3), counts, strict=True):
         assert count <= 6 + 11 * size, counts
+
+
+@pytest.mark.django_db
+def test_move_all_that_match_sends_the_filter_and_the_form_gets_the_nodes(
+    inventory: dict[str, Node],
+) -> None:
+    client = Client()
+    client.force_login(user_in("requesters", "rita"))
+    pool_page = client.get("/pools/mixed/?ready=false").content.decode()
+    assert 'data-select-all="node"' in pool_page
+    link = re.search(r'href="(/moves/new/\?[^"]*)" data-move-matching', pool_page)
+    assert link is not None
+    url = link.group(1).replace("&amp;", "&")
+    assert url == "/moves/new/?match_in=mixed&ready=false"  # the filter, not the names
+    form = client.get(url).content.decode()
+    nodes = re.search(r'name="nodes"[^>]*value="([^"]*)"', form) or re.search(
+        r'name="nodes"[^>]*>([^<]*)<', form
+    )
+    assert nodes is not None and nodes.group(1).strip() == "a100-reserve-down-000"
+    every = client.get("/moves/new/?match_in=mixed").content.decode()
+    assert "a100-reserve-008" in every and "a100-train-000" not in every
