@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import BadRequest, ValidationError
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -34,6 +34,14 @@ def _chart(points: list[tuple[float, float]], **options: object) -> SafeString:
 
 # The filters of pools.filters.NodeFilter the pool page offers (the pool is the page's).
 POOL_PAGE_FILTERS = ("gpu_model", "ready", "cordoned", "drifted", "health")
+
+
+def _time_range(request: HttpRequest) -> str:
+    """The chart range the page asks for; an unknown one is a 400, not a silent 24 h."""
+    span = request.GET.get("span", charts.DEFAULT_RANGE)
+    if span not in charts.TIME_RANGES:
+        raise BadRequest(f"Unknown time range {span!r}: one of {', '.join(charts.TIME_RANGES)}.")
+    return span
 
 
 def _live(request: HttpRequest) -> bool:
@@ -76,8 +84,7 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     }
     if _live(request):
         return render(request, "pools/_pool_live.html", context, status=status)
-    span = request.GET.get("span", "24h")
-    span = span if span in selectors.HISTORY_SPANS else "24h"
+    span = _time_range(request)
     history = selectors.pool_history(pool, span)
     context.update(
         {
@@ -109,17 +116,10 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = {"detail": detail, "node": node, "live_seconds": settings.LIVE_REFRESH_SECONDS}
     if _live(request):
         return render(request, "pools/_node_live.html", context)
-    history = selectors.node_history(node)
-    # The framebuffer chart's top is the node's framebuffer (None when unknown: to the data).
-    fb_capacity = node.gpu_count * node.gpu_memory_mib / 1024 or None
-    context["charts"] = {
-        name: _chart(result.points, title=title, y_max=y_max, unit=unit)
-        for name, title, y_max, unit, result in (
-            ("util", "GPU utilisation, 24h", 100.0, "%", history.get("util")),
-            ("fb_used", "Framebuffer used, 24h", fb_capacity, "GiB", history.get("fb_used")),
-        )
-        if result is not None
-    }
+    span = _time_range(request)
+    history = selectors.node_history(node, span)
+    context["span"], context["spans"] = span, list(selectors.HISTORY_SPANS)
+    context["charts"] = _node_charts(node, history, span)
     context["history_items"] = node.move_items.select_related(
         "request__destination", "source_pool"
     ).order_by("-request__created_at")[:50]
@@ -131,6 +131,24 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     )
     context["history_error"] = next((r.error for r in history.values() if r.error), None)
     return render(request, "pools/node.html", context)
+
+
+def _node_charts(
+    node: Node, history: dict[str, selectors.RangeResult], span: str
+) -> dict[str, SafeString]:
+    # The framebuffer chart's top is the node's framebuffer (None when unknown: to the data).
+    fb_capacity = node.gpu_count * node.gpu_memory_mib / 1024 or None
+    return {
+        name: _chart(result.points, title=f"{title}, {span}", y_max=y_max, unit=unit)
+        for name, title, y_max, unit, result in (
+            ("util", "GPU utilisation", 100.0, "%", history.get("util")),
+            ("fb_used", "Framebuffer used", fb_capacity, "GiB", history.get("fb_used")),
+            ("temp", "Hottest GPU", None, "°C", history.get("temp")),
+            ("power", "Power", None, "W", history.get("power")),
+            ("xid", "Last XID error code", None, "", history.get("xid")),
+        )
+        if result is not None
+    }
 
 
 # --- pool management (pool admins) ---

@@ -11,8 +11,42 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from html import escape
+
+# The time ranges a chart offers. Every range draws about CHART_POINTS points: the step
+# grows with the range, so a 30-day chart costs Prometheus and the page what a 1-hour one
+# does, and a 1-hour chart is not three dots.
+TIME_RANGES = {
+    "1h": timedelta(hours=1),
+    "6h": timedelta(hours=6),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+DEFAULT_RANGE = "24h"
+CHART_POINTS = 240
+# Below the usual DCGM exporter scrape interval, a finer step only repeats samples.
+MIN_STEP = timedelta(seconds=15)
+
+
+class UnknownRange(ValueError):
+    """A time range that is not one of TIME_RANGES."""
+
+
+def chart_step(span: timedelta, points: int = CHART_POINTS) -> timedelta:
+    """The step that gives `points` points over `span`, in whole seconds, at least MIN_STEP."""
+    seconds = max(int(span.total_seconds() // points), int(MIN_STEP.total_seconds()))
+    return timedelta(seconds=seconds)
+
+
+def time_range(name: str) -> tuple[timedelta, timedelta]:
+    """The span and step of a named range ("1h" ... "30d"); UnknownRange for anything else."""
+    if name not in TIME_RANGES:
+        raise UnknownRange(f"Unknown time range {name!r}: one of {', '.join(TIME_RANGES)}.")
+    span = TIME_RANGES[name]
+    return span, chart_step(span)
+
 
 _PAD_LEFT, _PAD_RIGHT, _PAD_BOTTOM, _PAD_TOP = 64, 10, 20, 10
 

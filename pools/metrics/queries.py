@@ -175,4 +175,7 @@ def node_history_queries(labels: MetricLabels, node: str) -> dict[str, str]:
     return {
         "util": f"avg({_on_nodes(labels, UTIL, matcher)})",
         "fb_used": f"sum({_on_nodes(labels, FB_USED, matcher)}) / 1024",  # GiB
+        "temp": f"max({_on_nodes(labels, GPU_TEMP, matcher)})",  # the hottest GPU
+        "power": f"sum({_on_nodes(labels, POWER, matcher)})",  # W, the whole node
+        "xid": f"max({_on_nodes(labels, XID, matcher)})",  # the last XID code, 0 if none
     }
