@@ -117,6 +117,7 @@ def main() -> None:
                 tmp / "sim",
                 nodes=args.nodes,
                 extra=["--exporter-counters", ",".join(PER_GPU_METRICS)],
+                start_timeout=900,
             ) as sim,
             prometheus_server(
                 tmp / "prom",
@@ -137,6 +138,7 @@ def main() -> None:
                 "KUBECONFIG": str(sim.kubeconfig),
                 "PROMETHEUS_URL": prom.url,
                 "PROMETHEUS_TIMEOUT": "10",
+                "KUBE_TIMEOUT": "60",  # kubesim lists 5,000 nodes' pods slowly on a busy machine
                 "API_TOKEN_RATE": "100000/min",
                 "CACHE_URL": f"redis://127.0.0.1:{redis.port}/1",
                 "CELERY_BROKER_URL": redis.url,

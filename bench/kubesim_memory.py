@@ -2,7 +2,7 @@
 the device plugin and dcgm-exporter DaemonSet pods), its peak memory, and the cost of the
 parts built on demand (one node's exporter page, the OpenAPI documents).
 
-.venv/bin/python -m bench.kubesim_memory [--nodes 15000]
+.venv/bin/python -m bench.kubesim_memory [--nodes 15000] [--churn-events 200000]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import resource
 import time
 
 from kubesim import openapi
+from kubesim.churn import Churn
 from kubesim.cluster import Cluster
 from kubesim.dcgm import Exporter
 from kubesim.scenario import generated_scenario
@@ -25,6 +26,13 @@ def peak_mib() -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=15000)
+    parser.add_argument(
+        "--churn-events",
+        type=int,
+        default=0,
+        help="then replace pods as --churn does until this many watch events were made "
+        "(the watch history keeps the last 200,000: the steady state of a long churn)",
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -35,6 +43,17 @@ def main() -> None:
     daemon = sum(1 for key in pods if key.startswith("gpu-operator/"))
     print(f"{args.nodes} nodes, {len(pods) - daemon} workload pods, {daemon} DaemonSet pods")
     print(f"seeded in {seeded:.1f} s; peak RSS {peak_mib()} MiB")
+
+    if args.churn_events:
+        churn = Churn(cluster, rate=1.0)
+        churn.keys = churn.workload_keys()
+        started = time.perf_counter()
+        for _ in range(args.churn_events // 2):
+            churn.step()
+        print(
+            f"churn: {args.churn_events} pod events in {time.perf_counter() - started:.1f} s; "
+            f"peak RSS {peak_mib()} MiB (history of {len(cluster.store.events)} events)"
+        )
 
     exporter = Exporter(cluster)
     node = next(iter(cluster.store.objects["nodes"]))

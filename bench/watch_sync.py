@@ -99,7 +99,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        with kubesim_server(tmp / "sim", nodes=args.nodes) as sim:
+        with kubesim_server(tmp / "sim", nodes=args.nodes, start_timeout=900) as sim:
             times, peaks = [], []
             for index in range(args.runs):
                 seconds, peak, found = one_run(tmp, sim.kubeconfig, index)

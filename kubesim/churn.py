@@ -31,7 +31,7 @@ class Churn:
         self.counter = itertools.count()
         self.keys: list[str] = []
 
-    def _workload_keys(self) -> list[str]:
+    def workload_keys(self) -> list[str]:
         pods = self.cluster.store.objects["pods"]
         return [
             key
@@ -76,7 +76,7 @@ class Churn:
     def run(self, stop: threading.Event) -> None:
         """Two events per step, steps evenly spaced, catching up after a slow one."""
         with self.cluster.store.lock:
-            self.keys = self._workload_keys()
+            self.keys = self.workload_keys()
         interval = 2.0 / self.rate
         due = time.monotonic()
         while not stop.is_set():

@@ -17,6 +17,9 @@ log = logging.getLogger(__name__)
 
 # Sent with request_id=<MoveRequest pk> once an approved move (or a loan return) may run.
 execution_wanted = Signal()
+# Sent with request_id and event=<pools.core.notices.Event value> once a move was asked,
+# decided, finished, or its loan nears its end: what notifications are made of.
+move_event = Signal()
 
 
 def announce_execution_after_commit(request_id: int) -> None:
@@ -28,6 +31,26 @@ def announce_execution_after_commit(request_id: int) -> None:
             if isinstance(outcome, Exception):
                 log.error(
                     "could not enqueue move #%s (%s: %s); the sweep will start it",
+                    request_id,
+                    getattr(receiver, "__name__", receiver),
+                    outcome,
+                )
+
+    transaction.on_commit(send)
+
+
+def announce_event_after_commit(request_id: int, event: str) -> None:
+    """After commit, and never in the way: a receiver that fails (the broker down) is
+    logged, and the step that announced stands."""
+
+    def send() -> None:
+        for receiver, outcome in move_event.send_robust(
+            sender=None, request_id=request_id, event=event
+        ):
+            if isinstance(outcome, Exception):
+                log.error(
+                    "could not announce %s of move #%s (%s: %s); no notification goes out",
+                    event,
                     request_id,
                     getattr(receiver, "__name__", receiver),
                     outcome,

@@ -23,6 +23,7 @@ from pools import log_context, observability
 from pools.audit import audit
 from pools.core.checks import NodeFacts, PoolFacts, capacity_floor
 from pools.core.labels import counted
+from pools.core.notices import Event
 from pools.core.snapshot import node_record
 from pools.errors import (
     CapacityFloorReached,
@@ -30,6 +31,7 @@ from pools.errors import (
     NodeMovedSinceRequest,
     NodeNotMoved,
 )
+from pools.events import announce_event_after_commit
 from pools.inventory import inventory_refresh_node
 from pools.kube import drain
 from pools.kube.errors import KubeError
@@ -376,6 +378,7 @@ def _finish_request_if_done(request_id: int, now: datetime) -> None:
         audit(
             f"move.{final}", request=request, message=f"{counted(ok, 'node')} done, {failed} failed"
         )
+        announce_event_after_commit(request_id, Event.FINISHED)
 
 
 def sweep(*, now: datetime) -> dict[str, list[int]]:

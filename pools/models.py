@@ -289,6 +289,9 @@ class MoveRequest(models.Model):
     # When the loan's return moves were created (they point back here as their parent):
     # the return is requested, not done; each return move records its own progress.
     loan_return_requested_at = models.DateTimeField(null=True, blank=True)
+    # The loan end its owner was told about ("ends within the hour"); an extended loan has a
+    # new end, and its owner is told again.
+    loan_end_notified_for = models.DateTimeField(null=True, blank=True)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )

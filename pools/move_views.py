@@ -127,10 +127,16 @@ def move_list(request: HttpRequest) -> HttpResponse:
         MoveFilter(query, queryset=selectors.moves_for_list(), request=request), request
     )
     page = Paginator(moves, 50).get_page(request.GET.get("page"))
+    query.pop("page", None)
     return render(
         request,
         "pools/move_list.html",
-        {"page": page, "state": state, "states": [ACTIVE, *MoveRequest.State.values, ALL]},
+        {
+            "page": page,
+            "state": state,
+            "states": [ACTIVE, *MoveRequest.State.values, ALL],
+            "export_query": query.urlencode(),
+        },
         status=status,
     )
 
@@ -277,11 +283,29 @@ def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("loans")
 
 
+def _audit_filter_values(filterset: AuditFilter) -> dict[str, str]:
+    """What the audit page's filter form shows: as typed, but times as a datetime-local
+    input reads them (an API-style 2026-01-02T03:04:05+00:00 in the page's time zone)."""
+    values = {name: filterset.data.get(name, "").strip() for name in AuditFilter.base_filters}
+    cleaned = filterset.form.cleaned_data if filterset.form.is_valid() else {}
+    for name in ("since", "until"):
+        if cleaned.get(name):
+            values[name] = timezone.localtime(cleaned[name]).strftime("%Y-%m-%dT%H:%M")
+    return values
+
+
 @require(Capability.VIEW)
 def audit_log(request: HttpRequest) -> HttpResponse:
-    events, status = page_queryset(
-        AuditFilter(request.GET, queryset=AuditEvent.objects.all()), request
-    )
+    filterset = AuditFilter(request.GET, queryset=AuditEvent.objects.all())
+    events, status = page_queryset(filterset, request)
     page = Paginator(events, 100).get_page(request.GET.get("page"))
-    filters = {name: request.GET.get(name, "").strip() for name in AuditFilter.base_filters}
-    return render(request, "pools/audit.html", {"page": page, "filters": filters}, status=status)
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "page": page,
+        "filters": _audit_filter_values(filterset),
+        "export_query": query.urlencode(),
+        "event_types": selectors.audit_event_types(),
+        "time_zone": timezone.get_current_timezone_name(),
+    }
+    return render(request, "pools/audit.html", context, status=status)

@@ -15,7 +15,7 @@ from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.metrics import dcgm
 from pools.metrics.node_figures import latest_node_metrics, reads_recorded
 from pools.metrics.results import RangeResult
-from pools.models import MoveItem, MoveRequest, Node, NodeQuerySet, Pool
+from pools.models import AuditEvent, MoveItem, MoveRequest, Node, NodeQuerySet, Pool
 from pools.workflow.rules import OPEN_LOAN_STATES, Action, allowed_actions
 
 UNASSIGNED = "unassigned"
@@ -310,3 +310,8 @@ def moves_for_list() -> QuerySet[MoveRequest]:
         .annotate(node_count=Count("items", distinct=True))
         .order_by("-created_at", "-id")
     )
+
+
+def audit_event_types() -> list[str]:
+    """The event types the log holds (move.approved, node.patched, …), for the audit filter."""
+    return list(AuditEvent.objects.order_by("action").values_list("action", flat=True).distinct())

@@ -6,6 +6,8 @@ the database, not the broker, remembers what is done (see pools/execution.py).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery import shared_task
@@ -13,12 +15,15 @@ from django.conf import settings
 from django.dispatch import receiver
 from django.utils import timezone
 
-from pools import execution, workflow
-from pools.events import execution_wanted
+from pools import execution, notifications, workflow
+from pools.events import execution_wanted, move_event
 from pools.idempotency import idempotency_records_purge
 from pools.inventory.sync import inventory_safety_net
 from pools.kube.errors import KubeUnavailable
+from pools.notify.errors import NotificationFailed
 from portal.celery import NODE_CHANGING_TASK_OPTIONS
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(ignore_result=True)
@@ -73,3 +78,51 @@ def purge_idempotency_records() -> int:
 def enqueue_execution(sender: Any, request_id: int, **kwargs: Any) -> None:
     """The workflow's announcement that a move may run (sent after its commit)."""
     execute_move.delay(request_id)
+
+
+# --- notifications: one task a channel, retried on transient failures, never in a move's way
+
+
+@shared_task(ignore_result=True)
+def announce_loans_ending() -> int:
+    return len(workflow.loans_ending_announce(now=timezone.now()))
+
+
+def _deliver(
+    task: Any, channel: str, send: Callable[..., object], event: str, request_id: int
+) -> None:
+    try:
+        send(event=event, request_id=request_id)
+    except NotificationFailed as exc:
+        retries = task.request.retries
+        if exc.transient and retries < settings.NOTIFY_MAX_RETRIES:
+            log.warning("move #%s %s: %s failed (%s), retrying", request_id, event, channel, exc)
+            raise task.retry(countdown=settings.NOTIFY_RETRY_SECONDS * 2**retries) from None
+        log.error(
+            "move #%s %s: %s not delivered after %d tries: %s",
+            request_id,
+            event,
+            channel,
+            retries + 1,
+            exc,
+        )
+
+
+@shared_task(bind=True, ignore_result=True, max_retries=None)
+def notify_email(self, event: str, request_id: int) -> None:  # type: ignore[no-untyped-def]
+    _deliver(self, "e-mail", notifications.notification_email, event, request_id)
+
+
+@shared_task(bind=True, ignore_result=True, max_retries=None)
+def notify_webhook(self, event: str, request_id: int) -> None:  # type: ignore[no-untyped-def]
+    _deliver(self, "webhook", notifications.notification_webhook, event, request_id)
+
+
+@receiver(move_event)
+def enqueue_notifications(sender: Any, request_id: int, event: str, **kwargs: Any) -> None:
+    """The workflow's announcement of an event (after its commit). retry=False: with the
+    broker down this fails at once (logged by pools.events) instead of holding the caller."""
+    if settings.NOTIFY_EMAIL:
+        notify_email.apply_async((event, request_id), retry=False)
+    if settings.NOTIFY_WEBHOOK_URL:
+        notify_webhook.apply_async((event, request_id), retry=False)

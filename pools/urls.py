@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pools import move_views, token_views, views
+from pools import export_views, move_views, search_views, token_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -22,6 +22,10 @@ urlpatterns = [
     path("loans/", move_views.loans, name="loans"),
     path("loans/<int:pk>/change/", move_views.loan_change, name="loan-change"),
     path("audit/", move_views.audit_log, name="audit-log"),
+    path("export/nodes.csv", export_views.nodes_csv, name="export-nodes"),
+    path("export/moves.csv", export_views.moves_csv, name="export-moves"),
+    path("export/audit.csv", export_views.audit_csv, name="export-audit"),
+    path("search/", search_views.search_page, name="search"),
     path("tokens/", token_views.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", token_views.token_revoke_view, name="token-revoke"),
 ]

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import BadRequest, ValidationError
 from django.db.models import Q
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import get_conditional_response, quote_etag
@@ -18,7 +18,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from pools import selectors, services
-from pools.core import charts, figures, palette
+from pools.core import charts, figures, links, palette
 from pools.core.snippets import scheduling_block
 from pools.errors import MetricsUnavailable
 from pools.filters import NodeFilter, page_queryset
@@ -44,6 +44,11 @@ def _time_range(request: HttpRequest) -> str:
     return span
 
 
+def _grafana(template: str | None, placeholder: str, value: str | None) -> str | None:
+    """The link out to the team's dashboard, where one is configured (GRAFANA_*_URL)."""
+    return links.link(template, placeholder, value) if template and value else None
+
+
 def _live(request: HttpRequest) -> bool:
     return request.GET.get("partial") == "live"
 
@@ -60,6 +65,20 @@ def _pool_or_unassigned(name: str) -> Pool | None:
     if name == selectors.UNASSIGNED:
         return None
     return get_object_or_404(Pool.objects.active(), name=name)
+
+
+def _node_export_query(request: HttpRequest, pool: Pool | None) -> str:
+    """The CSV export's filters: the page's own, its pool, and present nodes only."""
+    query = QueryDict(mutable=True)
+    for key in POOL_PAGE_FILTERS:
+        if request.GET.get(key):
+            query[key] = request.GET[key]
+    if pool is None:
+        query["unassigned"] = "true"
+    else:
+        query["pool"] = pool.name
+    query["gone"] = "false"
+    return query.urlencode()
 
 
 @require(Capability.VIEW)
@@ -80,6 +99,7 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         "slug": name,
         "live_seconds": settings.LIVE_REFRESH_SECONDS,
         "filters": {key: request.GET.get(key, "") for key in POOL_PAGE_FILTERS},
+        "export_query": _node_export_query(request, pool),
         "health": figures.HEALTH,
     }
     if _live(request):
@@ -100,6 +120,7 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         }
     )
     if pool is not None:
+        context["grafana_url"] = _grafana(settings.GRAFANA_POOL_URL, "pool", pool.name)
         context["pool_key_label"] = f"{settings.POOL_LABEL_KEY}={pool.name}"
         model = request.GET.get("snippet_model", "")
         context["snippet_model"] = model
@@ -120,6 +141,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     history = selectors.node_history(node, span)
     context["span"], context["spans"] = span, list(selectors.HISTORY_SPANS)
     context["charts"] = _node_charts(node, history, span)
+    context["grafana_url"] = _grafana(settings.GRAFANA_NODE_URL, "node", node.name)
     context["history_items"] = node.move_items.select_related(
         "request__destination", "source_pool"
     ).order_by("-request__created_at")[:50]

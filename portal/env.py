@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from pools.core.links import template_problem
 from pools.core.redact import redact_url
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -327,3 +328,32 @@ def settings_or_exit(*, exit_code: int = 2) -> None:
         message = redact_url(" ".join(str(exc).split()))
         print(f"configuration error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(exit_code) from None
+
+
+def env_link_template(
+    name: str, placeholder: str, environ_: dict[str, str] | None = None
+) -> str | None:
+    """A URL template with one placeholder (``https://grafana/d/x?var-Hostname={node}``)."""
+    value = _raw(name, environ_)
+    if value is None:
+        return None
+    problem = template_problem(value, placeholder)
+    if problem is not None:
+        raise EnvError(name, f"{problem}, got {value!r}")
+    return value
+
+
+_EMAIL = re.compile(r"[^@\s<>]+@[^@\s<>]+")
+
+
+def env_email(name: str, default: str, environ_: dict[str, str] | None = None) -> str:
+    """An address (``portal@example.com``) or a name with one (``GPU portal <portal@…>``)."""
+    value = _raw(name, environ_)
+    if value is None:
+        return default
+    inner = value[value.find("<") + 1 : -1] if value.endswith(">") and "<" in value else value
+    if not _EMAIL.fullmatch(inner.strip()):
+        raise EnvError(
+            name, f"expected an address like portal@example.com or Name <portal@…>, got {value!r}"
+        )
+    return value

@@ -11,8 +11,10 @@ from portal.env import (
     env_bool,
     env_choice,
     env_database,
+    env_email,
     env_float,
     env_int,
+    env_link_template,
     env_list,
     env_origins,
     env_port,
@@ -215,6 +217,10 @@ KUBE_CONTEXT = env_str("KUBE_CONTEXT", "")
 KUBE_IN_CLUSTER = env_bool("KUBE_IN_CLUSTER", False)
 KUBE_TIMEOUT = env_float("KUBE_TIMEOUT", 5.0, minimum=0.1, maximum=300.0)
 
+# Links out to the team's dashboards, shown on the node and pool pages where set.
+GRAFANA_NODE_URL = env_link_template("GRAFANA_NODE_URL", "node")
+GRAFANA_POOL_URL = env_link_template("GRAFANA_POOL_URL", "pool")
+
 # Which readiness checks make /readyz answer 503 when they fail.
 READYZ_REQUIRED = env_list(
     "READYZ_REQUIRED",
@@ -343,6 +349,40 @@ CELERY_BEAT_SCHEDULE.update(
         },
     }
 )
+
+# --- Notifications (pools/notifications.py): both channels off unless configured ---
+# The portal's own address, for links in notifications (https://portal.example.com).
+_portal_url = env_origins("PORTAL_URL")
+if len(_portal_url) > 1:
+    raise EnvError("PORTAL_URL", "expected one address like https://portal.example.com")
+PORTAL_URL = _portal_url[0].rstrip("/") if _portal_url else ""
+NOTIFY_EMAIL = env_bool("NOTIFY_EMAIL", False)
+EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"  # tests: locmem (pytest-django)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_port("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise EnvError("EMAIL_USE_SSL", "set EMAIL_USE_TLS (STARTTLS) or EMAIL_USE_SSL, not both")
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1, maximum=300.0)
+DEFAULT_FROM_EMAIL = env_email("NOTIFY_FROM_EMAIL", "gpu-portal@localhost")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# A secret: a Slack or Mattermost incoming webhook's path is its key.
+_webhook = env_secret("NOTIFY_WEBHOOK_URL")
+NOTIFY_WEBHOOK_URL = (
+    env_url("NOTIFY_WEBHOOK_URL", None, {"NOTIFY_WEBHOOK_URL": _webhook}, schemes={"http", "https"})
+    if _webhook
+    else None
+)
+NOTIFY_WEBHOOK_TIMEOUT = env_float("NOTIFY_WEBHOOK_TIMEOUT", 5.0, minimum=0.1, maximum=60.0)
+NOTIFY_MAX_RETRIES = env_int("NOTIFY_MAX_RETRIES", 5, minimum=0, maximum=50)
+NOTIFY_RETRY_SECONDS = env_float("NOTIFY_RETRY_SECONDS", 30.0, minimum=0.0, maximum=3600.0)
+CELERY_BEAT_SCHEDULE["announce-loans-ending"] = {
+    "task": "pools.tasks.announce_loans_ending",
+    "schedule": 60.0,
+}
 
 # --- Single sign-on (OpenID Connect, portal/sso/) ---
 # Sets LOCAL_LOGIN_ENABLED, AUTHENTICATION_BACKENDS, OIDC_ENABLED, OIDC_ROLE_MAP (parsed),

@@ -254,7 +254,7 @@ def start_kubesim(children: Children, config: DemoConfig, env: dict[str, str]) -
     argv += ["--history-labels", labels]
     children.start("kubesim", argv, env)
     children.wait_until(config.kubeconfig.exists, "kubesim", timeout=180)
-    # The beat syncs every 30 s; the first pages should not wait for it.
+    # The watcher lists the cluster too once it starts; the first pages should not wait.
     subprocess.run([PYTHON, "manage.py", "sync_inventory"], cwd=ROOT, env=env, check=True)
 
 
@@ -278,6 +278,8 @@ def start_portal(children: Children, config: DemoConfig, env: dict[str, str]) ->
     children.start(
         "beat", [*celery, "beat", "--loglevel", "INFO", "--schedule", beat_schedule], env
     )
+    # Keeps the inventory current within seconds: a kubectl label shows on the next page.
+    children.start("watcher", [PYTHON, "manage.py", "watch_inventory"], env)
     argv = [PYTHON, "-m", "gunicorn", "portal.wsgi:application"]
     argv += ["--bind", f"127.0.0.1:{config.web}", "--workers", "2", "--threads", "4"]
     # One demo's control socket must not collide with another's (or with a test's).

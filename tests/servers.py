@@ -152,6 +152,13 @@ class PrometheusServer:
 RULES = Path(__file__).resolve().parent.parent / "deploy/prometheus/rules.yml"
 
 
+def duration_seconds(duration: str) -> float:
+    """A Prometheus duration as this module writes them: 1s, 15s, 1m."""
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    number = duration.rstrip("smh")
+    return float(number) * units[duration[len(number) :]]
+
+
 def rules_evaluated(url: str) -> bool:
     """Whether the recording rules have run once (their marker series exists)."""
     query = urllib.parse.urlencode({"query": "gpu_pool_portal:rules_loaded"})
@@ -229,8 +236,10 @@ def prometheus_server(
             what=f"prometheus on port {port}",
         )
         if rules:
+            # The rules first run within one evaluation interval of the start.
             url = f"http://127.0.0.1:{port}"
-            wait_for(lambda: rules_evaluated(url), timeout=30, what="the recording rules")
+            wait = 30 + duration_seconds(scrape_interval)
+            wait_for(lambda: rules_evaluated(url), timeout=wait, what="the recording rules")
         yield PrometheusServer(port, process, query_log)
     finally:
         stop(process)

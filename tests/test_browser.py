@@ -196,6 +196,10 @@ WALK = (
     "/loans/",
     "/audit/",
     "/tokens/",
+    "/pools/new/",
+    "/pools/training/edit/",
+    "/pools/shared/retire/",
+    "/moves/{move}/",
 )
 
 
@@ -214,13 +218,20 @@ def test_pages_fit_the_screen_from_phone_to_desktop_without_errors(
     settings.PROMETHEUS_URL = prom.url
     inventory_sync()
     User.objects.create_superuser("ada", password="walk-the-pools-1")
+    move = workflow.move_request_create(
+        requested_by=user_in("requesters", "rita"),
+        node_names=["a100-reserve-000", "a100-reserve-001"],
+        destination=Pool.objects.get(name="training"),
+        reason="more training capacity for the launch",
+        now=timezone.now(),
+    )
     phone = viewport is PHONE
     for dark in (False, True):
         watched = Watched(chromium_browser, viewport=viewport, dark=dark)
         watched.log_in(live_server.url, "ada", "walk-the-pools-1")
         page = watched.page
         for path in WALK:
-            page.goto(f"{live_server.url}{path}")
+            page.goto(f"{live_server.url}{path.format(move=move.pk)}")
             page.wait_for_load_state("networkidle")
             assert watched.no_sideways_scroll(), (path, viewport, watched.too_wide())
             # Every link of the navigation sits on the dark bar (not white on white).
@@ -233,7 +244,11 @@ def test_pages_fit_the_screen_from_phone_to_desktop_without_errors(
         background = page.evaluate("getComputedStyle(document.body).backgroundColor")
         assert (background == "rgb(15, 19, 26)") == dark  # the theme follows the system
         chip = page.locator('[data-pool="training"] a.pool-chip')
-        assert chip.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(217, 130, 43)"
+        # The pool's own colour (#d9822b), a quarter darker under the chip's white text.
+        colour = "e => getComputedStyle(e).getPropertyValue('--pool-colour').trim()"
+        assert chip.evaluate(colour) == "#d9822b"
+        background = chip.evaluate("e => getComputedStyle(e).backgroundColor")
+        assert background == "color(srgb 0.638235 0.382353 0.126471)"  # 0.75 of 217, 130, 43
         if not phone or not dark:
             shoot(page, f"overview{suffix}", tmp_path)
         if not phone:
@@ -284,6 +299,8 @@ def test_the_move_page_follows_a_move_until_it_ends(
         page.wait_for_selector('[data-move-state="succeeded"]', timeout=60_000)
         page.wait_for_selector("#move-live[data-live-stopped]", timeout=10_000)
     assert page.evaluate("performance.timeOrigin") == loaded_at  # no reload
+    # It says it is final, not how long ago it refreshed (static/portal/live_age.js).
+    assert page.locator("[data-live-age]").inner_text().startswith("Final: updated at ")
     move.refresh_from_db()
     assert move.state == MoveRequest.State.SUCCEEDED
     for name in ("gpu-new-000", "gpu-new-001"):

@@ -21,9 +21,12 @@ def compose() -> dict:  # type: ignore[type-arg]
 
 def test_the_full_stack_is_declared() -> None:
     services = compose()["services"]
-    assert set(services) == {"web", "worker", "beat", "redis", "postgres", "prometheus", "kubesim"}
+    assert set(services) == {
+        *("web", "worker", "beat", "watcher"),
+        *("redis", "postgres", "prometheus", "kubesim"),
+    }
     assert services["kubesim"]["profiles"] == ["simulator"]
-    for name in ("web", "worker", "beat"):
+    for name in ("web", "worker", "beat", "watcher"):
         assert "build" in services[name], name
         env = services[name]["environment"]
         assert env["DATABASE_URL"].startswith("postgres://portal:")
@@ -32,6 +35,8 @@ def test_the_full_stack_is_declared() -> None:
     assert "gunicorn portal.wsgi:application" in services["web"]["command"]
     assert services["worker"]["command"].startswith("celery -A portal worker")
     assert services["beat"]["command"].startswith("celery -A portal beat")
+    assert services["watcher"]["command"] == "python manage.py watch_inventory"
+    assert services["watcher"]["depends_on"]["web"]["condition"] == "service_healthy"
 
 
 def test_secrets_come_from_the_environment_and_are_required() -> None:

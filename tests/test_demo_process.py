@@ -138,9 +138,10 @@ def test_a_signal_to_the_group_stops_every_child_and_frees_every_port(
     # It serves on the ports and keeps its state where the environment said.
     assert f"Portal      http://127.0.0.1:{demo.ports['DEMO_PORT']}/" in demo.output()
     assert (state_dir / "logs" / "web.log").exists()
+    assert (state_dir / "logs" / "watcher.log").exists()
     started = demo.started
-    # redis, kubesim, prometheus, the worker and beat, gunicorn, and what they forked.
-    assert len(started) >= 6, demo.output()
+    # redis, kubesim, prometheus, the worker, beat and watcher, gunicorn, and their children.
+    assert len(started) >= 7, demo.output()
     assert all(port_open(port) for port in demo.ports.values()), demo.ports
 
     os.killpg(demo.process.pid, signum)

@@ -35,8 +35,10 @@ BASELINES: dict[str, int] = {
     "/moves/?state=all": 6,
     "/moves/{move}/": 9,
     "/loans/": 7,
-    "/audit/": 5,
+    "/audit/": 6,
     "/tokens/": 4,
+    "/search/?q=a100": 6,
+    "/search/?q=%23{move}": 7,
     # The API, for a viewer's token.
     "/api/v1/summary/": 4,
     "/api/v1/pools/": 3,
@@ -45,6 +47,7 @@ BASELINES: dict[str, int] = {
     "/api/v1/moves/": 6,
     "/api/v1/moves/{move}/": 6,
     "/api/v1/audit-events/": 3,
+    "/api/v1/search/?q=a100": 5,
 }
 SIZES = {"small": (10, 3), "large": (1000, 12)}  # extra nodes, moves
 

@@ -58,6 +58,17 @@ def test_403_has_the_layout_and_says_which_role_it_needs() -> None:
 
 
 @pytest.mark.django_db
+def test_the_api_gives_the_same_reason_for_a_refusal() -> None:
+    from pools.tokens import token_create
+    from tests.api.conftest import api
+
+    raw = token_create(user=user_in("viewers", "val"), name="t")[1]
+    response = api(raw).post("/api/v1/moves/", {}, content_type="application/json")
+    assert response.status_code == 403
+    assert response.json()["error"]["message"] == "This needs the requesters role (or pool-admins)."
+
+
+@pytest.mark.django_db
 def test_404_has_the_layout() -> None:
     response = client_for("viewers").get("/pools/no-such-pool/")
     html = response.content.decode()

@@ -37,21 +37,40 @@ def test_a_flush_costs_the_same_statements_whatever_its_size(cluster: Kubesim) -
     pods = [p for page in list_pages("pods") for p in page.items]
     gpu_pods = [p for p in pods if "nvidia.com/gpu" in str(p["spec"]["containers"])]
     small = state_with(nodes[:2], gpu_pods[:2])
-    small.pods_deleted |= {"gone-1"}
+    small.pod_event("DELETED", gpu_pods[3], timezone.now())
     small.gone |= {"old-node-1"}
     large = state_with(nodes, gpu_pods)
-    large.pods_deleted |= {f"gone-{i}" for i in range(50)}
     large.gone |= {f"old-node-{i}" for i in range(50)}
     with CaptureQueriesContext(connection) as few:
         flush(small.take(), timezone.now())
     with CaptureQueriesContext(connection) as many:
         flush(large.take(), timezone.now())
     assert (Node.objects.count(), GpuPod.objects.count()) == (25, 36)
-    # Pools read once; one upsert of nodes, one of pods, one update to mark deleted pods, one
-    # for newly bound pods' pool, one for gone nodes (the savepoints are the test's own).
-    fixed = {"SELECT pools_pool": 1, "UPDATE pools_gpupod": 2, "UPDATE pools_node": 1}
+    assert GpuPod.objects.filter(deleted_at__isnull=False).count() == 0  # rewritten by `large`
+    # Pools read once; one upsert of nodes, one of pods (deleted ones too), one update for
+    # newly bound pods' pool, one for gone nodes (the savepoints are the test's own).
+    fixed = {"SELECT pools_pool": 1, "UPDATE pools_gpupod": 1, "UPDATE pools_node": 1}
     assert writes(few) == {**fixed, "INSERT pools_node": 1, "INSERT pools_gpupod": 1}
     assert writes(many) == writes(few)
+
+
+@pytest.mark.django_db
+def test_a_pod_that_came_and_went_between_two_flushes_keeps_its_row(cluster: Kubesim) -> None:
+    nodes = [n for page in list_pages("nodes") for n in page.items]
+    pod = next(
+        p
+        for page in list_pages("pods")
+        for p in page.items
+        if p["metadata"]["name"] == "chat-serving-a100-infer-000-0"
+    )
+    state = state_with(nodes, [pod])
+    state.pod_event("DELETED", pod, timezone.now())
+    flush(state.take(), timezone.now())
+    row = GpuPod.objects.get(name="chat-serving-a100-infer-000-0")
+    assert row.deleted_at is not None
+    assert (row.pool_label, row.gpus) == ("inference", 2)
+    # The state was told of no other pod on the node: it holds nothing any more.
+    assert Node.objects.get(name="a100-infer-000").gpu_allocated == 0
 
 
 @pytest.mark.django_db

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,7 +97,8 @@ def tls_cluster(settings, tmp_path: Path) -> Iterator[Kubesim]:  # type: ignore[
 def test_a_kubectl_label_and_pod_changes_reach_the_rows_without_listing_again(
     tls_cluster: Kubesim, tmp_path: Path
 ) -> None:
-    with watcher(tmp_path) as w:
+    port, token = free_port(), "watcher-metrics-token-0123456789"
+    with watcher(tmp_path, METRICS_PORT=str(port), METRICS_TOKEN=token) as w:
         eventually(lambda: listed(w) and Node.objects.count() == 25, "the first list")
         subprocess.run(
             [
@@ -106,6 +109,14 @@ def test_a_kubectl_label_and_pod_changes_reach_the_rows_without_listing_again(
             capture_output=True,
         )
         eventually(lambda: pool_of("gpu-new-000") == "training", "the label in the row")
+        # The watcher serves its own /metrics: how old the last change it wrote was.
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"}
+        )
+        scraped = urllib.request.urlopen(request, timeout=10).read().decode()
+        lag = re.search(r'portal_inventory_watch_lag_seconds\{resource="nodes"\} (\S+)', scraped)
+        assert lag is not None, scraped
+        assert float(lag.group(1)) >= 0
         core = tls_cluster.core()
         core.create_namespaced_pod("research", gpu_pod("fresh", "gpu-new-001"))
         eventually(lambda: GpuPod.objects.filter(name="fresh").exists(), "the new pod's row")

@@ -249,7 +249,10 @@ def test_a_pool_can_require_two_approvals(
         move = workflow.move_approve(
             request=move, approver=user_in("approvers", "a2"), now=timezone.now()
         )
-    assert move.state == State.APPROVED and len(queued) == 1
+    # The execution, and the "approved" notification event.
+    announced = [callback.__qualname__.split(".")[0] for callback in queued]
+    assert move.state == State.APPROVED
+    assert announced == ["announce_execution_after_commit", "announce_event_after_commit"]
 
 
 @pytest.mark.django_db

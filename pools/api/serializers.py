@@ -389,3 +389,54 @@ class BulkResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
     decided = serializers.IntegerField()
     refused = serializers.IntegerField()
     results = BulkOutcomeSerializer(many=True)
+
+
+# --- search ---
+
+
+class SearchQuerySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    q = serializers.CharField(
+        max_length=200,
+        help_text="A node name or label value (or key=value), a pod name (or namespace/name), "
+        "a move number (#12), a pool.",
+    )
+    limit = serializers.IntegerField(min_value=1, max_value=100, default=20)
+
+
+class NodeHitSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    name = serializers.CharField()
+    pool = serializers.CharField(allow_null=True)
+    matched = serializers.ListField(child=serializers.CharField())
+
+
+class PodHitSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    name = serializers.CharField()
+    namespace = serializers.CharField()
+    node = serializers.CharField()
+    pool = serializers.CharField(allow_null=True)
+    gpus = serializers.IntegerField()
+
+
+class MoveHitSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    state = serializers.CharField()
+    destination = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class PoolHitSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    name = serializers.CharField()
+    display_name = serializers.CharField()
+
+
+class SearchSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    q = serializers.CharField(source="query.text")
+    total = serializers.IntegerField()
+    nodes = NodeHitSerializer(many=True)
+    pods = PodHitSerializer(many=True)
+    moves = MoveHitSerializer(many=True)
+    pools = PoolHitSerializer(many=True)
+    more = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Hits left out past the limit, by group."
+    )

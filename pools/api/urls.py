@@ -21,6 +21,7 @@ def unknown(request, rest):  # type: ignore[no-untyped-def]
 
 urlpatterns = [
     path("summary/", views.SummaryView.as_view(), name="pool-summary"),
+    path("search/", views.SearchView.as_view(), name="search"),
     path("inventory/sync/", views.InventorySyncView.as_view(), name="inventory-sync"),
     *router.urls,
     re_path(r"^(?P<rest>.*)$", unknown),

@@ -31,6 +31,7 @@ from pools.filters import AuditFilter, MoveFilter, NodeFilter
 from pools.metrics.node_figures import latest_node_metrics
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.roles import Capability
+from pools.search import search
 
 
 def errors(*codes: int) -> dict[int, OpenApiResponse]:
@@ -190,6 +191,20 @@ class SummaryView(BaseView, APIView):
             "metrics_error": overview.metrics_error,
         }
         return Response(s.SummarySerializer(body).data)
+
+
+class SearchView(BaseView, APIView):
+    @extend_schema(
+        parameters=[s.SearchQuerySerializer],
+        responses={200: s.SearchSerializer, **READ_ERRORS, **errors(400)},
+        description="What the search box finds: nodes, pods (with the node and pool holding "
+        "them), moves by number, pools; grouped, `limit` hits a group.",
+    )
+    def get(self, request: Request) -> Response:
+        query = s.SearchQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        found = search(text=query.validated_data["q"], limit=query.validated_data["limit"])
+        return Response(s.SearchSerializer(found).data)
 
 
 # --- nodes ---

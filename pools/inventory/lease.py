@@ -60,8 +60,10 @@ def lease_acquire(holder: str, seconds: float) -> bool:
 def lease_renew(holder: str, seconds: float) -> bool:
     """Extend the lease `holder` has; False when it is no longer theirs (it expired and was
     taken over): the caller must stop writing."""
+    # Still ours even if it ran out meanwhile, as long as nobody took it: the holder stops
+    # writing by itself once it has not renewed for a whole lease (the watcher's guard).
     return bool(
-        InventoryLease.objects.filter(name=NAME, holder=holder, expires_at__gte=Now()).update(
+        InventoryLease.objects.filter(name=NAME, holder=holder).update(
             renewed_at=Now(), expires_at=Now() + timedelta(seconds=seconds)
         )
     )

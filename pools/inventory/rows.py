@@ -12,7 +12,7 @@ value adapted by the field's own database preparation, so it writes what the ORM
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
@@ -187,12 +187,6 @@ def gpu_pods_pool_fill() -> int:
         .exclude(node_name="")
         .update(pool_label=Coalesce(Subquery(node_label), Value("")))
     )
-
-
-def gpu_pods_deleted(uids: Collection[str], at: datetime) -> int:
-    if not uids:
-        return 0
-    return GpuPod.objects.filter(uid__in=list(uids), deleted_at__isnull=True).update(deleted_at=at)
 
 
 def gpu_pods_unseen_deleted(seen_since: datetime, at: datetime) -> int:

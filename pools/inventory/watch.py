@@ -19,7 +19,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -44,7 +44,6 @@ from pools.inventory.rows import (
     active_pools,
     build_node,
     gpu_pod_from_raw,
-    gpu_pods_deleted,
     gpu_pods_pool_fill,
     gpu_pods_unseen_deleted,
     gpu_pods_upsert,
@@ -54,7 +53,7 @@ from pools.inventory.rows import (
 )
 from pools.kube.errors import KubeError
 from pools.kube.nodes import Raw, core_api
-from pools.kube.watching import WatchExpired, list_pages, watch_events
+from pools.kube.watching import RESOURCES, WatchExpired, list_pages, watch_events
 from pools.models import Node
 
 log = logging.getLogger(__name__)
@@ -62,6 +61,7 @@ log = logging.getLogger(__name__)
 # Writes are batched: at most this often, however busy the cluster.
 FLUSH_SECONDS = 0.5
 BACKOFF_MAX = 10.0
+CHUNK = 1000  # nodes a transaction, when a list's batch is written
 LOGGED_BATCH = 1000  # a list's writes are logged, the watch's small batches are not
 
 
@@ -77,13 +77,12 @@ class Batch:
     pods_by_node: dict[str, list[PodSummary]]
     gone: set[str]
     pod_rows: list[dict[str, Any]]
-    pods_deleted: set[str]
     received: dict[str, float]  # resource -> when its newest change arrived (monotonic)
     # After a full list of the nodes: the rows of nodes not seen since then are gone.
     sweep_before: datetime | None = None
 
     def __len__(self) -> int:
-        return len(self.nodes) + len(self.gone) + len(self.pod_rows) + len(self.pods_deleted)
+        return len(self.nodes) + len(self.gone) + len(self.pod_rows)
 
 
 @dataclass
@@ -98,7 +97,6 @@ class WatchState:
     dirty: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
     pod_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
-    pods_deleted: set[str] = field(default_factory=set)
     received: dict[str, float] = field(default_factory=dict)
     relist: set[str] = field(default_factory=set)  # resources to list again
     sweep_before: datetime | None = None
@@ -113,12 +111,11 @@ class WatchState:
                 pods_by_node={n: list(self.pods.get(n, {}).values()) for n in self.dirty},
                 gone=self.gone - self.nodes.keys(),
                 pod_rows=list(self.pod_rows.values()),
-                pods_deleted=set(self.pods_deleted),
                 received=dict(self.received),
                 sweep_before=self.sweep_before,
             )
             self.dirty, self.gone, self.pod_rows = set(), set(), {}
-            self.pods_deleted, self.received, self.sweep_before = set(), {}, None
+            self.received, self.sweep_before = {}, None
             self.changed.clear()
         return batch
 
@@ -147,11 +144,10 @@ class WatchState:
                     on_node[uid] = summary
                 self.dirty.add(summary.node)
             if is_gpu_pod(requests):
-                if kind == "DELETED":
-                    self.pod_rows.pop(uid, None)
-                    self.pods_deleted.add(uid)
-                else:
-                    self.pod_rows[uid] = self._pod_row(raw, requests, now)
+                # A deleted pod's row is written with its last state and when it went, even
+                # when it came and went between two flushes.
+                row = self._pod_row(raw, requests, now)
+                self.pod_rows[uid] = {**row, "deleted_at": now} if kind == "DELETED" else row
             self._changed("pods")
 
     def _pod_row(self, raw: Raw, requests: Resources, now: datetime) -> dict[str, Any]:
@@ -188,27 +184,37 @@ class WatchState:
         self.changed.set()
 
 
-def flush(batch: Batch, now: datetime) -> None:
-    """Write one batch: a constant number of statements whatever its size."""
+def flush(batch: Batch, now: datetime, still_leading: Callable[[], None] = lambda: None) -> None:
+    """Write one batch: a constant number of statements whatever its size. A list's batch
+    (thousands of nodes) goes in chunks, each its own transaction, `still_leading` checked
+    before each (it raises LeaseLost): the lease is renewed meanwhile, and on SQLite the
+    renewal waits for the writer."""
     specs, pool_ids = active_pools()
-    rows = [
-        build_node(s, batch.pods_by_node.get(s.name, ()), specs, pool_ids, now) for s in batch.nodes
-    ]
-    with transaction.atomic():
-        nodes_upsert(rows)
-        if batch.sweep_before is not None:
-            Node.objects.filter(last_seen__lt=batch.sweep_before, gone_at__isnull=True).update(
-                gone_at=now
-            )
-        if batch.gone:
-            Node.objects.filter(name__in=batch.gone, gone_at__isnull=True).update(gone_at=now)
-        gpu_pods_upsert(batch.pod_rows)
-        gpu_pods_deleted(batch.pods_deleted, now)
-        if batch.pod_rows:
-            gpu_pods_pool_fill()
+    for start in range(0, max(1, len(batch.nodes)), CHUNK):
+        still_leading()
+        chunk = batch.nodes[start : start + CHUNK]
+        rows = [
+            build_node(s, batch.pods_by_node.get(s.name, ()), specs, pool_ids, now) for s in chunk
+        ]
+        with transaction.atomic():
+            nodes_upsert(rows)
+            if start + CHUNK >= len(batch.nodes):
+                _flush_rest(batch, now)
     applied = time.monotonic()
     for resource, received in batch.received.items():
         observability.watch_lag_set(applied - received, resource=resource)
+
+
+def _flush_rest(batch: Batch, now: datetime) -> None:
+    if batch.sweep_before is not None:
+        Node.objects.filter(last_seen__lt=batch.sweep_before, gone_at__isnull=True).update(
+            gone_at=now
+        )
+    if batch.gone:
+        Node.objects.filter(name__in=batch.gone, gone_at__isnull=True).update(gone_at=now)
+    gpu_pods_upsert(batch.pod_rows)
+    if batch.pod_rows:
+        gpu_pods_pool_fill()
 
 
 def nodes_relist(state: WatchState) -> None:
@@ -235,7 +241,7 @@ def pods_relist(state: WatchState, leading: threading.Event) -> None:
     by_node: dict[str, dict[str, PodSummary]] = collections.defaultdict(dict)
     version, written = "", 0
     with state.lock:
-        state.pod_rows, state.pods_deleted = {}, set()  # the list rewrites them all
+        state.pod_rows = {}  # the list rewrites them all
     for page in list_pages("pods"):
         version = page.resource_version
         rows = []
@@ -325,21 +331,19 @@ class Leader:
     leading: threading.Event = field(default_factory=threading.Event)
     renewed: float = 0.0
     flushed: float = 0.0
+    lost: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
         self.leading.set()
         self.renewed = time.monotonic()
         try:
-            for resource in ("nodes", "pods"):
-                threading.Thread(
-                    target=follow,
-                    args=(resource, self.state, self.leading),
-                    daemon=True,
-                    name=f"watch-{resource}",
-                ).start()
+            threads = [("lease", self.keep, ())]
+            threads += [(f"watch-{r}", follow, (r, self.state, self.leading)) for r in RESOURCES]
+            for name, target, args in threads:
+                threading.Thread(target=target, args=args, daemon=True, name=name).start()
             while not self.stop.is_set():
                 self.state.changed.wait(FLUSH_SECONDS)
-                self.renew()
+                self.still_leading()
                 if self.state.changed.is_set():
                     self.stop.wait(max(0.0, self.flushed + FLUSH_SECONDS - time.monotonic()))
                     self.flush()
@@ -347,31 +351,42 @@ class Leader:
         finally:
             self.leading.clear()
 
-    def renew(self) -> None:
+    def keep(self) -> None:
+        """The lease's own thread: renew every third of its length, whatever the flushes
+        are doing; note a wanted re-list; give up when someone else holds it."""
         seconds = settings.INVENTORY_LEASE_SECONDS
-        if time.monotonic() - self.renewed < seconds / 3:
-            return
-        if not lease_renew(self.holder, seconds):
+        while self.leading.is_set() and not self.stop.wait(seconds / 3):
+            try:
+                if not lease_renew(self.holder, seconds):
+                    self.lost.set()
+                    self.leading.clear()
+                    break
+                self.renewed = time.monotonic()
+                if relist_taken(self.holder):
+                    log.info("a full sync asked for a re-list")
+                    self.state.relist |= {"nodes", "pods"}
+            except Exception as exc:  # noqa: BLE001 -- the database busy or away: try again
+                log.warning("renewing the inventory lease: %s", exc)
+                close_old_connections()
+        close_old_connections()
+
+    def still_leading(self) -> None:
+        if self.lost.is_set():
             raise LeaseLost("the inventory lease was taken over")
-        self.renewed = time.monotonic()
-        if relist_taken(self.holder):
-            log.info("a full sync asked for a re-list")
-            self.state.relist |= {"nodes", "pods"}
+        if time.monotonic() - self.renewed > settings.INVENTORY_LEASE_SECONDS:
+            raise LeaseLost("the lease was not renewed in time: not writing")
 
     def flush(self) -> None:
-        if time.monotonic() - self.renewed > settings.INVENTORY_LEASE_SECONDS:
-            raise LeaseLost("the lease may have expired: not writing")
         batch = self.state.take()
         if len(batch) or batch.sweep_before is not None:
             started = time.monotonic()
-            flush(batch, timezone.now())
+            flush(batch, timezone.now(), self.still_leading)
             if len(batch) >= LOGGED_BATCH:
                 log.info(
-                    "wrote %d nodes (%d gone), %d pods (%d deleted) in %.2fs",
+                    "wrote %d nodes (%d gone), %d pods in %.2fs",
                     len(batch.nodes),
                     len(batch.gone),
                     len(batch.pod_rows),
-                    len(batch.pods_deleted),
                     time.monotonic() - started,
                 )
         self.flushed = time.monotonic()

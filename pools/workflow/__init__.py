@@ -12,7 +12,7 @@ announces, after commit, that a move may run (pools.events).
 """
 
 from pools.workflow.decisions import BULK_LIMIT, BulkOutcome, move_decide, moves_decide_bulk
-from pools.workflow.loans import loan_change, loans_return_due
+from pools.workflow.loans import loan_change, loans_ending_announce, loans_return_due
 from pools.workflow.plan import MoveAsk, MovePlan, PlannedNode, move_plan
 from pools.workflow.requests import move_request_create
 from pools.workflow.rules import ACTION_CAPABILITY, Action, allowed_actions
@@ -35,6 +35,7 @@ __all__ = [
     "PlannedNode",
     "allowed_actions",
     "loan_change",
+    "loans_ending_announce",
     "loans_return_due",
     "move_approve",
     "move_cancel",

@@ -5,15 +5,17 @@ requester's alone."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import F
 
 from pools.audit import audit
 from pools.core.labels import counted
+from pools.core.notices import Event
 from pools.errors import InvalidMove, WorkflowError
-from pools.events import announce_execution_after_commit
+from pools.events import announce_event_after_commit, announce_execution_after_commit
 from pools.models import MoveItem, MoveRequest
 from pools.workflow.rules import OPEN_LOAN_STATES, Action, require_allowed
 
@@ -153,3 +155,27 @@ def loan_change(
         )
     loan.refresh_from_db()
     return loan
+
+
+LOAN_ENDING_NOTICE = timedelta(hours=1)
+
+
+def loans_ending_announce(*, now: datetime) -> list[int]:
+    """Open loans that end within the hour, whose owner was not told about this end yet:
+    each is claimed (compare-and-swap on the end told about, so two beats tell once) and
+    announced. Returns the loans' ids."""
+    due = MoveRequest.objects.filter(
+        loan_until__gt=now,
+        loan_until__lte=now + LOAN_ENDING_NOTICE,
+        loan_return_requested_at__isnull=True,
+        state__in=OPEN_LOAN_STATES,
+    ).exclude(loan_end_notified_for=F("loan_until"))
+    announced = []
+    for pk, until, told in due.values_list("pk", "loan_until", "loan_end_notified_for"):
+        with transaction.atomic():
+            if MoveRequest.objects.filter(
+                pk=pk, loan_until=until, loan_end_notified_for=told
+            ).update(loan_end_notified_for=until):
+                announce_event_after_commit(pk, Event.LOAN_ENDING)
+                announced.append(pk)
+    return announced

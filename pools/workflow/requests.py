@@ -14,7 +14,9 @@ from django.db import IntegrityError, transaction
 from pools.audit import audit
 from pools.core.checks import CheckFailure
 from pools.core.labels import counted
+from pools.core.notices import Event
 from pools.errors import InvalidMove, MoveRefused
+from pools.events import announce_event_after_commit
 from pools.models import MoveItem, MoveRequest, Pool
 from pools.roles import Capability
 from pools.workflow.plan import MoveAsk, MovePlan, move_plan, node_facts
@@ -111,6 +113,8 @@ def move_request_create(
     }
     try:
         with transaction.atomic():
-            return _create(fields, plan)
+            move = _create(fields, plan)
+            announce_event_after_commit(move.pk, Event.REQUESTED)
+            return move
     except IntegrityError:
         raise _taken(node_names, destination) from None

@@ -17,8 +17,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from pools.audit import audit
+from pools.core.notices import Event
 from pools.errors import InvalidMove, WorkflowError
-from pools.events import announce_execution_after_commit
+from pools.events import announce_event_after_commit, announce_execution_after_commit
 from pools.models import MoveItem, MoveRequest
 from pools.workflow.rules import FROM_STATES, Action, require_allowed
 
@@ -76,6 +77,7 @@ def move_approve(
         ):
             audit("move.fully_approved", request=locked, message="execution queued")
             announce_execution_after_commit(locked.pk)
+            announce_event_after_commit(locked.pk, Event.APPROVED)
     locked.refresh_from_db()
     return locked
 
@@ -95,6 +97,7 @@ def move_reject(
             raise refuse_state(request, "reject")
         release_nodes(request)
         audit("move.rejected", actor=approver, request=request, message=reason.strip())
+        announce_event_after_commit(request.pk, Event.REJECTED)
     request.refresh_from_db()
     return request
 
@@ -127,5 +130,6 @@ def moves_expire(*, now: datetime) -> int:
                     request=request,
                     message=f"no decision within {settings.MOVE_PENDING_HOURS} h",
                 )
+                announce_event_after_commit(request.pk, Event.EXPIRED)
                 expired += 1
     return expired

@@ -95,7 +95,7 @@ def test_with_the_rules_the_figures_are_read_from_recorded_series(
     assert result.available and len(metrics) > 0
     # One query a figure, each a recorded series: no raw aggregation, no hour of samples.
     assert len(sent) == len(FIGURES)
-    assert all(q.startswith("Hostname:") for q in sent), sent
+    assert all(q.startswith("max by (Hostname) (Hostname:") for q in sent), sent
     assert not any("max_over_time" in q or "DCGM_FI_DEV_GPU_UTIL{" in q for q in sent)
     assert figure_sources() == dict.fromkeys(FIGURES, "recorded")
     assert readyz_detail(settings).endswith(
@@ -125,7 +125,7 @@ def test_without_the_rules_the_figures_fall_back_to_raw_expressions(
     without_rules.queries_since(0)
     later = without_rules.queries_sent()[before:]
     assert len(later) == len(FIGURES)
-    assert not any(q.startswith("Hostname:") for q in later)
+    assert not any("(Hostname:" in q for q in later)
     assert figure_sources() is None or set(figure_sources().values()) == {"raw"}  # type: ignore[union-attr]
     settings.METRICS_CACHE_SECONDS = 30
     NodeFigureCache().get()
