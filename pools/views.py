@@ -158,14 +158,17 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
 def _node_charts(
     node: Node, history: dict[str, selectors.RangeResult], span: str
 ) -> dict[str, SafeString]:
-    # The framebuffer chart's top is the node's framebuffer (None when unknown: to the data).
-    fb_capacity = node.gpu_count * node.gpu_memory_mib / 1024 or None
+    """One line per GPU, as the DCGM dashboard draws them."""
+    # The framebuffer chart's top is one GPU's framebuffer (None when unknown: to the data).
+    fb_capacity = node.gpu_memory_mib / 1024 or None
     return {
-        name: _chart(result.points, title=f"{title}, {span}", y_max=y_max, unit=unit)
+        name: mark_safe(  # noqa: S308  (charts.lines_chart escapes every text it writes)
+            charts.lines_chart(result.series, title=f"{title}, {span}", y_max=y_max, unit=unit)
+        )
         for name, title, y_max, unit, result in (
             ("util", "GPU utilisation", 100.0, "%", history.get("util")),
             ("fb_used", "Framebuffer used", fb_capacity, "GiB", history.get("fb_used")),
-            ("temp", "Hottest GPU", None, "°C", history.get("temp")),
+            ("temp", "GPU temperature", None, "°C", history.get("temp")),
             ("power", "Power", None, "W", history.get("power")),
             ("xid", "Last XID error code", None, "", history.get("xid")),
         )

@@ -48,8 +48,9 @@ def utilisation_history(
 
 
 def node_history(node_name: str, *, span: timedelta, step: timedelta) -> dict[str, RangeResult]:
-    """The node's charts: utilisation, framebuffer used, hottest GPU, power, XID errors."""
+    """The node's charts, one line per GPU: utilisation, framebuffer used, temperature,
+    power, XID errors."""
     return {
-        name: source.history(promql, span=span, step=step)
+        name: source.history(promql, span=span, step=step, by=queries.GPU_LABEL)
         for name, promql in queries.node_history_queries(metric_labels(), node_name).items()
     }
