@@ -8,13 +8,14 @@ the pod CIDRs, and an operator's `kubectl label`/`kubectl taint` the pool labels
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubesim import apply
 from kubesim.cluster import Cluster
 from kubesim.daemonsets import DaemonSetController
-from kubesim.scenario import NodeGroup, Scenario, node_object, pod_object
+from kubesim.scenario import NodeGroup, PodSpec, Scenario, node_object, pod_object
 
 
 def seed(cluster: Cluster, scenario: Scenario) -> None:
@@ -38,7 +39,7 @@ def seed(cluster: Cluster, scenario: Scenario) -> None:
                     name = f"{spec.name}-{node_name}"
                     if spec.count > 1:
                         name += f"-{copy_index}"
-                    cluster.create_pod(pod_object(spec, name, node_name))
+                    cluster.create_pod(pod_object(placed_pod(spec, group), name, node_name))
     for spec in scenario.pending:
         for index in range(spec.count):
             name = f"{spec.name}-{index}" if spec.count > 1 else spec.name
@@ -46,6 +47,19 @@ def seed(cluster: Cluster, scenario: Scenario) -> None:
     # The controllers have had thirty days to react to the scenario's nodes.
     cluster.settle()
     cluster.lifecycle.catch_up()
+
+
+def placed_pod(spec: PodSpec, group: NodeGroup) -> PodSpec:
+    """A pod seeded onto a node tolerates the node's taints, as the scheduler would have
+    required, unless the scenario gives its tolerations. Pods on a node that lacks its pool's
+    taint (the demo's drifted node) tolerate nothing, so they show as intruders."""
+    if spec.tolerations or not group.taints:
+        return spec
+    tolerations = [
+        {"key": t["key"], "operator": "Equal", "value": t.get("value", ""), "effect": t["effect"]}
+        for t in group.taints
+    ]
+    return dataclasses.replace(spec, tolerations=tolerations)
 
 
 def seeded_managed_fields(

@@ -45,6 +45,12 @@ class InvalidMove(WorkflowError):
     status = 400
 
 
+class InvalidInput(WorkflowError):
+    """Bad input outside the move workflow (a dismissal, a drill): `fields` says why."""
+
+    status = 400
+
+
 class NotAllowed(WorkflowError):
     """The user's role, or the four-eyes rule, does not allow the step."""
 

@@ -57,3 +57,24 @@ def announce_event_after_commit(request_id: int, event: str) -> None:
                 )
 
     transaction.on_commit(send)
+
+
+# Sent with drill_id=<Drill pk> once a drill is recorded and may run.
+drill_wanted = Signal()
+
+
+def announce_drill_after_commit(drill_id: int) -> None:
+    """After commit. If the broker is down the drill never takes its node down, and the
+    beat's sweep (pools.drills.drills_end_overdue) records it as errored at its end."""
+
+    def send() -> None:
+        for receiver, outcome in drill_wanted.send_robust(sender=None, drill_id=drill_id):
+            if isinstance(outcome, Exception):
+                log.error(
+                    "could not enqueue drill #%s (%s: %s)",
+                    drill_id,
+                    getattr(receiver, "__name__", receiver),
+                    outcome,
+                )
+
+    transaction.on_commit(send)

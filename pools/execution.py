@@ -1,16 +1,27 @@
-"""Applying an approved move: per node, claimed, checked again, patched once, recorded.
+"""Applying an approved move: nodes claimed in chunks, applied in parallel, recorded in bulk.
 
 Nothing here trusts the message queue to remember anything: the database holds each node's
-progress, a worker claims a node with a lease, and the sweep re-enqueues what a dead worker
-left. A node that already matches its destination (say, the worker died after its PATCH and
-before recording it) is recorded as unchanged without a second PATCH.
+progress, a worker claims its nodes with a lease (one compare-and-swap per node, all in one
+transaction), and the sweep re-enqueues what a dead worker left. The Kubernetes side of each
+node (pools/node_outcome.py) runs in a bounded pool of threads, each node with its one
+PATCH guarded by resourceVersion (a 409 re-reads); the outcomes are then recorded in one
+transaction: the inventory rows, each item (compare-and-swap on its claim), the audit
+events, and the request's end. A drain-first node runs alone in its task, in the worker's
+own thread, renewing its lease on every poll.
+
+A node that already carries the approved state is recorded as unchanged without a PATCH,
+or, when an earlier attempt of this move claimed it, as applied (confirmed on resume).
+Transient Kubernetes errors put the node back to wait, retried with backoff until the
+move's execution deadline; only the deadline or a permanent error fails it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
-import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,29 +33,30 @@ from django.utils import timezone
 from pools import log_context, observability
 from pools.audit import audit
 from pools.core.checks import NodeFacts, PoolFacts, capacity_floor
+from pools.core.desired import Target, move_target
 from pools.core.labels import counted
 from pools.core.notices import Event
-from pools.core.snapshot import node_record
+from pools.draining import LeaseLost, drain_hooks, uncordon_after_failure
 from pools.errors import (
-    CapacityFloorReached,
-    DrainDeadlinePassed,
-    NodeMovedSinceRequest,
     NodeNotMoved,
 )
 from pools.events import announce_event_after_commit
-from pools.inventory import inventory_refresh_node
-from pools.kube import drain
+from pools.inventory import inventory_refresh_nodes
 from pools.kube.errors import KubeError
-from pools.kube.nodes import Raw, read_node
-from pools.kube.patcher import apply_pool, plan
-from pools.models import MoveItem, MoveRequest, Node, Pool
+from pools.kube.nodes import read_nodes
+from pools.kube.retry import RetryPolicy
+from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
+from pools.move_records import claim_items, close_item
+from pools.node_outcome import FAILED, NodeWork, Outcome, node_outcome
 from pools.workflow.transitions import release_nodes, state_transition
 
 log = logging.getLogger(__name__)
-# How long after its grace period a pod may take to disappear (the kubelet's final delete).
-TERMINATION_SLACK_SECONDS = 10
 State = MoveRequest.State
 ItemState = MoveItem.State
+# Nodes a task takes at once: enough to keep the thread pool busy, few enough that the
+# chunk's lease (MOVE_LEASE_SECONDS) covers its run with room to spare.
+CHUNK_SIZE = 50
+Result = Outcome | Exception
 
 
 def start_request(request_id: int, *, now: datetime | None = None) -> list[int]:
@@ -67,290 +79,286 @@ def runnable_items(request_id: int, *, now: datetime) -> list[int]:
     )
 
 
-def _claim(item_id: int, now: datetime) -> MoveItem | None:
+def chunks(request_id: int, item_ids: Sequence[int]) -> list[list[int]]:
+    """The tasks a request's items are split into: one node a task when it drains first
+    (a drain takes minutes, and the lease is renewed for one node), else CHUNK_SIZE."""
+    drain_first = MoveRequest.objects.filter(
+        pk=request_id, drain_policy=MoveRequest.DrainPolicy.DRAIN_FIRST
+    ).exists()
+    size = 1 if drain_first else CHUNK_SIZE
+    return [list(item_ids[i : i + size]) for i in range(0, len(item_ids), size)]
+
+
+def retry_delay(attempt: int) -> float:
+    """How long a node waiting for the Kubernetes API waits before its next attempt: the one
+    retry policy's capped, jittered backoff."""
+    return RetryPolicy().delay(attempt, None)
+
+
+def _claim_many(item_ids: Sequence[int], now: datetime) -> list[MoveItem]:
     lease = now + timedelta(seconds=settings.MOVE_LEASE_SECONDS)
-    claimed = MoveItem.objects.filter(
+    claimed = claim_items(item_ids, now=now, lease=lease)
+    return list(
+        MoveItem.objects.select_related("request__destination", "node", "source_pool")
+        .filter(pk__in=claimed)
+        .order_by("pk")
+    )
+
+
+def _claim(item_id: int, now: datetime) -> MoveItem | None:
+    items = _claim_many([item_id], now)
+    return items[0] if items else None
+
+
+def _capacity_failures(items: Sequence[MoveItem]) -> dict[int, str]:
+    """Per source pool, why taking nodes out of it now would break its floor. Every node
+    still on its way out counts (this chunk's too), as the request's check counted them."""
+    sources = {
+        i.source_pool_id: i.source_pool
+        for i in items
+        if i.source_pool is not None
+        and i.request.kind != MoveRequest.Kind.RECONCILE
+        and i.source_pool_id != i.request.destination_id
+    }
+    if not sources:
+        return {}
+    present = dict(
+        Node.objects.present()
+        .filter(pool_id__in=sources)
+        .values_list("pool_id")
+        .annotate(n=Count("id"))
+    )
+    leaving = dict(
+        MoveItem.objects.filter(active=True, source_pool_id__in=sources)
+        .exclude(state__in=MoveItem.FINISHED)
+        .exclude(request__destination_id=F("source_pool_id"))
+        .values_list("source_pool_id")
+        .annotate(n=Count("id"))
+    )
+    failures = {}
+    for pool_id, pool in sources.items():
+        facts = PoolFacts(
+            pool.name,
+            pool.min_nodes,
+            present_nodes=present.get(pool_id, 0),
+            leaving=max(0, leaving.get(pool_id, 0) - 1),  # the node itself is counted below
+        )
+        found = capacity_floor([NodeFacts("", True, pool.name)], PoolFacts(""), {pool.name: facts})
+        if found:
+            failures[pool_id] = found[0].message
+    return failures
+
+
+def _target(item: MoveItem, specs: Sequence[Any]) -> Target:
+    if item.desired:
+        return Target.from_dict(item.desired)
+    # Approved before targets were stored with the items: today's definitions.
+    return move_target(item.request.destination.spec(), specs, pool_key=settings.POOL_LABEL_KEY)
+
+
+def _work(item: MoveItem, specs: Sequence[Any], capacity: dict[int, str]) -> NodeWork:
+    return NodeWork(
+        item_id=item.pk,
+        node=item.node.name,
+        source_label=item.source_label,
+        target=_target(item, specs),
+        drain_first=item.request.drain_policy == MoveRequest.DrainPolicy.DRAIN_FIRST,
+        planned_before=item.planned_before,
+        planned_diff=item.planned_diff,
+        resumed=item.attempts > 1,
+        cordoned_by_portal=item.cordoned_by_portal,
+        capacity_failure=capacity.get(item.source_pool_id or 0),
+    )
+
+
+def _attempt(work: NodeWork) -> Result:
+    try:
+        return node_outcome(work)
+    except (NodeNotMoved, KubeError) as exc:
+        return exc
+
+
+def _attempt_drain_first(item: MoveItem, work: NodeWork) -> Result:
+    hooks, cordon = drain_hooks(item)
+    try:
+        outcome = node_outcome(work, hooks)
+        outcome.later = cordon.later
+        return outcome
+    except LeaseLost as exc:
+        return exc  # another worker holds the node now: leave it (and its cordon) alone
+    except (NodeNotMoved, KubeError) as exc:
+        uncordon_after_failure(item, cordon.on)
+        return exc
+
+
+def _run(items: Sequence[MoveItem], works: dict[int, NodeWork]) -> dict[int, Result]:
+    results: dict[int, Result] = {}
+    parallel = []
+    for item in items:
+        if works[item.pk].drain_first:
+            results[item.pk] = _attempt_drain_first(item, works[item.pk])
+        else:
+            parallel.append(works[item.pk])
+    if len(parallel) == 1:
+        results[parallel[0].item_id] = _attempt(parallel[0])
+    elif parallel:
+        with ThreadPoolExecutor(max_workers=settings.MOVE_PARALLEL_NODES) as pool:
+            # Each thread runs in a copy of this context: its log lines name the move too.
+            futures = {
+                w.item_id: pool.submit(contextvars.copy_context().run, _attempt, w)
+                for w in parallel
+            }
+            results.update({item_id: f.result() for item_id, f in futures.items()})
+    return results
+
+
+def execute_items(item_ids: Sequence[int]) -> list[int]:
+    """Run these nodes (those another worker holds are left alone). Returns the ids that
+    wait for the Kubernetes API, for the task to try again after a backoff."""
+    items = _claim_many(item_ids, timezone.now())
+    if not items:
+        return []
+    log_context.bind(move_id=items[0].request_id)
+    specs = [p.spec() for p in Pool.objects.active()]
+    capacity = _capacity_failures(items)
+    works = {item.pk: _work(item, specs, capacity) for item in items}
+    return _record(items, _run(items, _prefetched(works)), now=timezone.now())
+
+
+def _prefetched(works: dict[int, NodeWork]) -> dict[int, NodeWork]:
+    """The chunk's nodes read in one LIST rather than a GET each (drain-first nodes read
+    theirs after their turn comes). Each PATCH is still guarded by the resourceVersion the
+    LIST gave, and a node the LIST missed, or a failed LIST, is read alone."""
+    names = [w.node for w in works.values() if not w.drain_first]
+    if len(names) < 2:
+        return works
+    try:
+        listed = read_nodes(names)
+    except KubeError as exc:
+        log.warning("listing the chunk's nodes failed, reading them one by one: %s", exc)
+        return works
+    return {i: replace(w, raw=listed.get(w.node)) for i, w in works.items()}
+
+
+def execute_item(item_id: int) -> str | None:
+    """Run one node; its state afterwards, or None when another worker holds it."""
+    if not _claimable(item_id):
+        return None
+    execute_items([item_id])
+    return MoveItem.objects.get(pk=item_id).state
+
+
+def _claimable(item_id: int) -> bool:
+    now = timezone.now()
+    return MoveItem.objects.filter(
         Q(state=ItemState.PENDING) | Q(state=ItemState.RUNNING, lease_until__lt=now),
         pk=item_id,
         request__state=State.EXECUTING,
-    ).update(state=ItemState.RUNNING, lease_until=lease, attempts=F("attempts") + 1)
-    if not claimed:
+    ).exists()
+
+
+def _deadline(item: MoveItem, now: datetime) -> datetime:
+    started = item.request.started_at or now
+    return started + timedelta(seconds=settings.MOVE_EXECUTION_DEADLINE_SECONDS)
+
+
+def _failed(item: MoveItem, exc: Exception) -> Outcome:
+    if isinstance(exc, KubeError) and exc.transient:
+        deadline = settings.MOVE_EXECUTION_DEADLINE_SECONDS
+        return Outcome(
+            FAILED,
+            f"the Kubernetes API stayed unavailable past the move's execution deadline "
+            f"({deadline} s): {exc}",
+        )
+    return Outcome(FAILED, str(exc))
+
+
+def _mine(item: MoveItem) -> Any:
+    """The item as this worker claimed it: a claim since (lease expired) makes it another's."""
+    return MoveItem.objects.filter(pk=item.pk, state=ItemState.RUNNING, attempts=item.attempts)
+
+
+def _to_waiting(item: MoveItem, exc: Exception) -> AuditEvent | None:
+    waiting = f"waiting for the Kubernetes API (attempt {item.attempts})"
+    if not _mine(item).update(state=ItemState.PENDING, lease_until=None, waiting=waiting):
         return None
-    return MoveItem.objects.select_related("request__destination", "node", "source_pool").get(
-        pk=item_id
+    return AuditEvent(
+        action="node.retrying",
+        actor_name="system",
+        request=item.request,
+        node_name=item.node.name,
+        message=f"{waiting}: {exc}",
     )
 
 
-def _check_capacity(item: MoveItem) -> None:
-    """The source pool keeps its minimum, counting this node and every other node still on
-    its way out (this request's included)."""
-    source = item.source_pool
-    request = item.request
-    if source is None or source.pk == request.destination_id:
-        return
-    present = Node.objects.present().filter(pool=source).count()
-    leaving = (
-        MoveItem.objects.filter(active=True, source_pool=source)
-        .exclude(state__in=MoveItem.FINISHED)
-        .exclude(pk=item.pk)
-        .exclude(request__destination=source)
-        .count()
-    )
-    failures = capacity_floor(
-        [NodeFacts(item.node.name, present=True, pool=source.name)],
-        PoolFacts(request.destination.name),
-        {
-            source.name: PoolFacts(
-                source.name, source.min_nodes, present_nodes=present, leaving=leaving
-            )
-        },
-    )
-    if failures:
-        raise CapacityFloorReached(failures[0].message)
-
-
-def _drain(item: MoveItem) -> None:
-    """Drain-first: cordon, then evict the GPU pods (a disruption budget may refuse, and is
-    asked again) until none is left or the deadline passes."""
-    request = item.request
-    name = item.node.name
-    drain.set_unschedulable(name, True)
-    audit("node.cordoned", request=request, node_name=name, message="drain-first: cordoned")
-    deadline = time.monotonic() + request.drain_deadline_seconds
-    # Pod -> when it must be gone: an evicted pod stays listed while it terminates, for up to
-    # its grace period. It is leaving: never evicted twice, and not held against the deadline
-    # while its grace period runs.
-    leaving: dict[str, float] = {}
-    while True:
-        pods = drain.gpu_pods_on(name)
-        if not pods:
-            audit(
-                "node.drained",
-                request=request,
-                node_name=name,
-                message="no GPU pods left on the node",
-            )
-            return
-        now = time.monotonic()
-        for pod in pods:
-            if str(pod) in leaving:
-                continue
-            if pod.terminating:
-                leaving[str(pod)] = now + pod.grace_seconds
-                continue
-            refused = drain.evict(pod)
-            audit(
-                "pod.eviction_refused" if refused else "pod.evicted",
-                request=request,
-                node_name=name,
-                message=f"{pod}" + (f": {refused}" if refused else ""),
-            )
-            if not refused:
-                leaving[str(pod)] = now + pod.grace_seconds
-        _check_drain_deadline(request, pods, leaving, deadline)
-        time.sleep(settings.DRAIN_POLL_SECONDS)
-
-
-def _check_drain_deadline(
-    request: MoveRequest, pods: list[drain.PodRef], leaving: dict[str, float], deadline: float
-) -> None:
-    now = time.monotonic()
-    if now < deadline:
-        return
-    # A terminating pod is given its grace period (and the kubelet a moment to report it
-    # gone) even past the drain deadline: it leaves whatever the move does.
-    slack = settings.DRAIN_POLL_SECONDS + TERMINATION_SLACK_SECONDS
-    stuck = [p for p in pods if str(p) not in leaving or now > leaving[str(p)] + slack]
-    if stuck:
-        left = ", ".join(str(p) for p in stuck)
-        raise DrainDeadlinePassed(
-            f"drain deadline of {request.drain_deadline_seconds}s passed with "
-            f"GPU pods still on the node: {left}"
-        )
-
-
-@dataclass
-class _Cordon:
-    """Whether this run left the node cordoned, so a failure uncordons it."""
-
-    on: bool = False
-
-
-def _unchanged(item: MoveItem, raw: Raw) -> str:
-    """Already as the destination wants it: maybe our own PATCH before a crash."""
-    if node_record(raw)["unschedulable"] and (
-        item.request.drain_policy == MoveRequest.DrainPolicy.DRAIN_FIRST
-    ):
-        raw = drain.set_unschedulable(item.node.name, False)
-    return _finish(
-        item,
-        ItemState.UNCHANGED,
-        before=node_record(raw),
-        after=node_record(raw),
-        raw=raw,
-        message="already as the destination wants it: no PATCH sent",
-    )
-
-
-def _check_where_asked(item: MoveItem, raw: Raw) -> None:
-    label = (raw.get("metadata") or {}).get("labels", {}).get(settings.POOL_LABEL_KEY, "")
-    if label != item.source_label:
-        raise NodeMovedSinceRequest(
-            f"node changed since the request: it was in {item.source_label or 'no pool'}"
-            f" and is now in {label or 'no pool'}"
-        )
-
-
-def _apply(item: MoveItem, cordon: _Cordon) -> str:
-    """Read the node, check it again, drain it if asked, patch it once, record it."""
-    request = item.request
-    name = item.node.name
-    raw = read_node(name)
-    pools = [p.spec() for p in Pool.objects.active()]
-    destination = request.destination.spec()
-    _, _, diff = plan(raw, destination, pools)
-    if diff.is_empty:
-        return _unchanged(item, raw)
-    _check_where_asked(item, raw)
-    if request.kind != MoveRequest.Kind.RECONCILE:
-        _check_capacity(item)
-    before = node_record(raw)
-    if request.drain_policy == MoveRequest.DrainPolicy.DRAIN_FIRST:
-        cordon.on = True
-        _drain(item)
-    result = apply_pool(name, destination, pools)
-    state = ItemState.DONE if result.patched else ItemState.UNCHANGED
-    message = result.diff.summary() + (
-        f" ({counted(result.conflicts, 'conflict')} re-read)" if result.conflicts else ""
-    )
-    raw = result.raw
-    after = node_record(raw)
-    recorded = False
-    if cordon.on:
-        # The timeline reads in the order things happened: the patch, then the uncordon.
-        _record_item_event(item, state, message=message, before=before, after=after)
-        recorded = True
-        raw = drain.set_unschedulable(name, False)
-        cordon.on = False
-        audit("node.uncordoned", request=request, node_name=name)
-    return _finish(
-        item,
-        state,
-        before=before,
-        after=after,
-        raw=raw,
-        applied=result.diff.as_dict(),
-        message=message,
-        recorded=recorded,
-    )
-
-
-def execute_item(item_id: int, *, final_attempt: bool = True) -> str | None:
-    """Run one node of a move. Returns the item's final state, or None when another worker
-    holds it or the request is not executing. Raises KubeUnavailable for Celery to retry
-    (the item goes back to pending) unless this is the final attempt."""
-    item = _claim(item_id, timezone.now())
-    if item is None:
-        return None
-    log_context.bind(move_id=item.request_id)
-    cordon = _Cordon()
-    try:
-        return _apply(item, cordon)
-    except NodeNotMoved as exc:
-        _uncordon_after_failure(item, cordon.on)
-        return _finish(item, ItemState.FAILED, message=str(exc))
-    except KubeError as exc:
-        _uncordon_after_failure(item, cordon.on)
-        if exc.transient and not final_attempt:
-            MoveItem.objects.filter(pk=item.pk).update(state=ItemState.PENDING, lease_until=None)
-            audit("node.retrying", request=item.request, node_name=item.node.name, message=str(exc))
-            raise
-        return _finish(item, ItemState.FAILED, message=str(exc))
-
-
-def _uncordon_after_failure(item: MoveItem, cordoned: bool) -> None:
-    if not cordoned:
-        return
-    try:
-        drain.set_unschedulable(item.node.name, False)
-        audit(
-            "node.uncordoned",
-            request=item.request,
-            node_name=item.node.name,
-            message="after a failed drain-first move",
-        )
-    except KubeError as exc:
-        audit(
-            "node.uncordon_failed",
-            request=item.request,
-            node_name=item.node.name,
-            message=f"the node is still cordoned: {exc}",
-        )
-
-
-def _finish(
-    item: MoveItem,
-    state: str,
-    *,
-    message: str,
-    before: dict[str, Any] | None = None,
-    after: dict[str, Any] | None = None,
-    raw: dict[str, Any] | None = None,
-    applied: dict[str, Any] | None = None,
-    recorded: bool = False,
-) -> str:
-    """End the item in `state` (compare-and-swap from running) and record it, unless the
-    caller has `recorded` its event already (at the moment it happened)."""
-    request = item.request
-    if raw is not None:
-        # First the inventory, then the record: whoever sees the move finished sees the
-        # node where it now is.
-        try:
-            inventory_refresh_node(raw)
-        except KubeError as exc:
-            log.warning("inventory refresh of %s failed: %s", item.node.name, exc)
-    now = timezone.now()
-    with transaction.atomic():
-        updated = MoveItem.objects.filter(pk=item.pk, state=ItemState.RUNNING).update(
-            state=state,
-            finished_at=now,
-            lease_until=None,
-            error=message if state == ItemState.FAILED else "",
-            before=before or {},
-            after=after or {},
-            applied_diff=applied or {},
-        )
-        if not updated:
-            return MoveItem.objects.get(pk=item.pk).state
-        if not recorded:
-            _record_item_event(item, state, message=message, before=before, after=after)
-        _finish_request_if_done(request.pk, now)
-    return state
-
-
-_ITEM_EVENT = {
-    ItemState.DONE: "node.patched",
-    ItemState.UNCHANGED: "node.unchanged",
-    ItemState.FAILED: "node.failed",
-}
-
-
-def _record_item_event(
-    item: MoveItem,
-    state: str,
-    *,
-    message: str,
-    before: dict[str, Any] | None,
-    after: dict[str, Any] | None,
-) -> None:
-    audit(
-        _ITEM_EVENT[state],
+def _event(item: MoveItem, action: str, message: str = "") -> AuditEvent:
+    return AuditEvent(
+        action=action,
+        actor_name="system",
         request=item.request,
         node_name=item.node.name,
         message=message,
-        before=before,
-        after=after,
     )
+
+
+def _close(item: MoveItem, outcome: Outcome, now: datetime) -> AuditEvent | None:
+    closed = {
+        "state": outcome.state,
+        "finished_at": now,
+        "lease_until": None,
+        "waiting": "",
+        "error": outcome.message if outcome.state == ItemState.FAILED else "",
+        "before": outcome.before,
+        "after": outcome.after,
+        "applied_diff": outcome.applied,
+    }
+    if not close_item(item.pk, item.attempts, closed):
+        return None  # claimed since by another worker: its record, not ours
+    action = {ItemState.DONE: "node.patched", ItemState.UNCHANGED: "node.unchanged"}
+    return AuditEvent(
+        action=action.get(outcome.state, "node.failed"),
+        actor_name="system",
+        request=item.request,
+        node_name=item.node.name,
+        message=outcome.message,
+        before=outcome.before,
+        after=outcome.after,
+    )
+
+
+def _record(items: Sequence[MoveItem], results: dict[int, Result], *, now: datetime) -> list[int]:
+    """The outcomes in one transaction: first the inventory (whoever sees a move finished
+    sees its nodes where they now are), then each item, its audit event, the requests."""
+    waiting: list[int] = []
+    events: list[AuditEvent | None] = []
+    with transaction.atomic():
+        inventory_refresh_nodes(
+            [r.raw for r in results.values() if isinstance(r, Outcome) and r.raw is not None]
+        )
+        for item in items:
+            result = results[item.pk]
+            if isinstance(result, LeaseLost):
+                continue
+            if isinstance(result, KubeError) and result.transient and now < _deadline(item, now):
+                event = _to_waiting(item, result)
+                waiting += [item.pk] if event else []
+                events.append(event)
+                continue
+            outcome = result if isinstance(result, Outcome) else _failed(item, result)
+            closed = _close(item, outcome, now)
+            events.append(closed)
+            if closed is not None:
+                events += [_event(item, action) for action in outcome.later]
+        AuditEvent.objects.bulk_create([e for e in events if e is not None])
+        for request_id in sorted({item.request_id for item in items}):
+            _finish_request_if_done(request_id, now)
+    return waiting
+
+
+def _finish(item: MoveItem, state: str, *, message: str, **recorded: Any) -> str:
+    """Record one claimed node's end (`recorded`: before, after, raw, applied)."""
+    _record([item], {item.pk: Outcome(state, message, **recorded)}, now=timezone.now())
+    return MoveItem.objects.get(pk=item.pk).state
 
 
 def _finish_request_if_done(request_id: int, now: datetime) -> None:

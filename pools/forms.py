@@ -37,6 +37,15 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
         help_text="nvidia.com/gpu.product values, one a line; empty accepts any model.",
     )
 
+    utilisation_target = forms.IntegerField(
+        label="Utilisation target (%)",
+        min_value=1,
+        max_value=100,
+        required=False,
+        help_text="The average GPU utilisation the pool should reach over weeks (empty: "
+        f"{Pool._meta.get_field('utilisation_target').default} %).",
+    )
+
     class Meta:
         model = Pool
         fields = Pool.EDITABLE_FIELDS
@@ -52,6 +61,12 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
         self.initial["accepted_gpu_models"] = "\n".join(self.instance.accepted_gpu_models or [])
         if not self.instance.colour:  # a new pool: the first colour no other pool uses
             self.initial["colour"] = colour_pick(Pool.objects.values_list("colour", flat=True))
+
+    def clean_utilisation_target(self) -> int:
+        value = self.cleaned_data.get("utilisation_target")
+        if value is None:
+            return int(Pool._meta.get_field("utilisation_target").default)
+        return int(value)
 
     def clean_labels(self) -> dict[str, str]:
         return parse_labels(self.cleaned_data.get("labels") or "")
@@ -150,3 +165,57 @@ class TokenForm(forms.Form):
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
         help_text="Optional (UTC): the token is refused from then on.",
     )
+
+
+class FitForm(forms.Form):
+    """The fit check's input: a manifest pasted or uploaded, or a Pending pod by name."""
+
+    manifest = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}),
+        help_text="YAML or JSON: Pod, Deployment, StatefulSet, Job, CronJob, PyTorchJob, "
+        "MPIJob, RayCluster, JobSet; several documents allowed.",
+    )
+    upload = forms.FileField(required=False, label="or upload a file")
+    pod = forms.CharField(
+        required=False,
+        max_length=320,
+        label="or a Pending pod",
+        widget=forms.TextInput(attrs={"list": "pending-pods", "placeholder": "namespace/name"}),
+        help_text="namespace/name of a pod the inventory holds.",
+    )
+    MAX_UPLOAD_BYTES = 1_000_000
+
+    def clean_upload(self) -> str | None:
+        upload = self.cleaned_data.get("upload")
+        if not upload:
+            return None
+        if upload.size > self.MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(
+                f"The file is {upload.size} bytes; the fit check reads at most "
+                f"{self.MAX_UPLOAD_BYTES}."
+            )
+        try:
+            return str(upload.read().decode("utf-8"))
+        except UnicodeDecodeError:
+            raise forms.ValidationError("The file is not UTF-8 text.") from None
+
+    def clean_pod(self) -> tuple[str, str] | None:
+        text = (self.cleaned_data.get("pod") or "").strip()
+        if not text:
+            return None
+        namespace, slash, name = text.partition("/")
+        if not slash or not namespace or not name:
+            raise forms.ValidationError(f"Write the pod as namespace/name, got {text!r}.")
+        return namespace, name
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        given = [k for k in ("manifest", "upload", "pod") if data.get(k)]
+        if len(given) != 1:
+            raise forms.ValidationError(
+                "Give one of: a manifest, a file or a pod"
+                + (f" (got {', '.join(given)})." if given else ".")
+            )
+        return data

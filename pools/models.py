@@ -8,10 +8,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from pools.core import names
-from pools.core.desired import PoolSpec, Taint
+from pools.core.desired import PoolSpec, Taint, Target
 from pools.core.pool_definition import definition_errors
 
 
@@ -53,6 +54,12 @@ class Pool(models.Model):
     requires_healthy_nodes = models.BooleanField(
         default=False, help_text="Refuse nodes with XID errors or without metrics."
     )
+    utilisation_target = models.PositiveSmallIntegerField(
+        default=60,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="The average GPU utilisation (%) the pool should reach; the insights "
+        "compare the pool's utilisation over weeks with it.",
+    )
     colour = models.CharField(
         max_length=7,
         blank=True,
@@ -77,6 +84,7 @@ class Pool(models.Model):
         "accepted_gpu_models",
         "approvals_required",
         "requires_healthy_nodes",
+        "utilisation_target",
         "colour",
     )
 
@@ -363,6 +371,19 @@ class MoveItem(models.Model):
     def __str__(self) -> str:
         return f"{self.node.name} in move #{self.request_id}"
 
+    @staticmethod
+    def approved(node: Node, target: Target) -> dict[str, Any]:
+        """The fields that fix what a move item is approved to do: the node as planned
+        (its inventory row), and the target it is to meet."""
+        return {
+            "planned_before": {
+                "labels": node.labels,
+                "taints": node.taints,
+                "unschedulable": node.cordoned,
+            },
+            "desired": target.as_dict(),
+        }
+
 
 class Approval(models.Model):
     request = models.ForeignKey(MoveRequest, on_delete=models.CASCADE, related_name="approvals")
@@ -426,6 +447,71 @@ class AuditEvent(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise TypeError("audit events are append-only")
+
+
+class AdviceDismissal(models.Model):
+    """A suggestion of the advisor someone dismissed, with why, on which evidence: it stays
+    hidden while the evidence (its fingerprint) is the same, and comes back when it changes."""
+
+    key = models.CharField(max_length=200, unique=True)  # rule and pools concerned
+    fingerprint = models.CharField(max_length=64)
+    reason = models.TextField()
+    dismissed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="advice_dismissals"
+    )
+    dismissed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-dismissed_at"]
+
+    def __str__(self) -> str:
+        return f"{self.key} dismissed"
+
+
+class Drill(models.Model):
+    """A failure rehearsal on one pool, with a defined end: a node taken down (cordoned)
+    for `hold_seconds`, what the portal and the pool did meanwhile, and the node restored.
+    Started by a pool admin; every step is audited."""
+
+    class Kind(models.TextChoices):
+        NODE_DOWN = "node_down", "node down (cordon)"
+
+    class State(models.TextChoices):
+        STARTING = "starting"
+        RUNNING = "running"
+        PASSED = "passed"
+        FAILED = "failed"  # a check did not pass: what the drill is for
+        ERRORED = "errored"  # the drill could not run (the API server refused, ...)
+
+    ACTIVE_STATES = (State.STARTING, State.RUNNING)
+
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="drills")
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.NODE_DOWN)
+    node_name = models.CharField(max_length=253)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.STARTING)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="drills"
+    )
+    hold_seconds = models.PositiveIntegerField(default=60)
+    started_at = models.DateTimeField(auto_now_add=True)
+    ends_at = models.DateTimeField(help_text="The drill's end: the node is restored by then.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    observed = models.JSONField(default=dict, blank=True)
+    checks = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pool"],
+                condition=models.Q(state__in=["starting", "running"]),
+                name="one_active_drill_per_pool",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"drill #{self.pk} on {self.pool.name}"
 
 
 class ApiToken(models.Model):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib import messages
@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from pools import selectors, workflow
 from pools.errors import MetricsUnavailable, WorkflowError
 from pools.filters import ACTIVE, AuditFilter, MoveFilter, NodeFilter, page_queryset
+from pools.fitcheck.impact import move_impact
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
 from pools.roles import Capability, require
@@ -30,9 +31,15 @@ def _move_form_initial(request: HttpRequest) -> dict[str, object]:
         "nodes": ",".join(n for n in names if n),
         "reconcile": request.GET.get("reconcile") == "1",
         "destination": request.GET.get("destination", ""),
+        "reason": request.GET.get("reason", ""),
     }
     if request.GET.get("match_in"):  # "Move all that match" on a pool page: its filter
         initial["nodes"] = ",".join(_matching_nodes(request, request.GET["match_in"]))
+    if (loan_days := request.GET.get("loan_days", "")).isdigit() and 0 < int(loan_days) <= 90:
+        # The advisor's loans: the window starts when the request is made.
+        initial["loan_until"] = (timezone.now() + timedelta(days=int(loan_days))).strftime(
+            "%Y-%m-%dT%H:%M"
+        )
     if request.GET.get("reconcile_in"):  # "Reconcile selected" on a pool page
         initial["reconcile"] = True
         initial["destination"] = request.GET["reconcile_in"]
@@ -76,7 +83,7 @@ def _move_form(request: HttpRequest) -> MoveForm:
 @require(Capability.REQUEST_MOVE)
 def move_new(request: HttpRequest) -> HttpResponse:
     form = _move_form(request)
-    plan = None
+    plan = impact = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         ask = workflow.MoveAsk(
@@ -90,6 +97,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
             reconcile=data["reconcile"],
         )
         plan = workflow.move_plan(ask=ask, now=timezone.now())
+        impact = move_impact(plan, drain_policy=data["drain_policy"])
         if "submit" in request.POST:
             try:
                 move = workflow.move_request_create(
@@ -112,7 +120,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, f"Move #{move.pk} asked; it waits for approval.")
                 return redirect("move-detail", pk=move.pk)
-    return render(request, "pools/move_new.html", {"form": form, "plan": plan})
+    return render(request, "pools/move_new.html", {"form": form, "plan": plan, "impact": impact})
 
 
 ALL = "all"  # the move list's tab without a state filter

@@ -15,11 +15,10 @@ from django.conf import settings
 from django.dispatch import receiver
 from django.utils import timezone
 
-from pools import execution, notifications, workflow
-from pools.events import execution_wanted, move_event
+from pools import drills, execution, insights, notifications, workflow
+from pools.events import drill_wanted, execution_wanted, move_event
 from pools.idempotency import idempotency_records_purge
 from pools.inventory.sync import inventory_safety_net
-from pools.kube.errors import KubeUnavailable
 from pools.notify.errors import NotificationFailed
 from portal.celery import NODE_CHANGING_TASK_OPTIONS
 
@@ -34,19 +33,28 @@ def sync_inventory() -> str:
 @shared_task(ignore_result=True, **NODE_CHANGING_TASK_OPTIONS)
 def execute_move(request_id: int) -> int:
     items = execution.start_request(request_id)
-    for item_id in items:
-        execute_move_item.delay(item_id)
+    for chunk in execution.chunks(request_id, items):
+        execute_move_items.delay(chunk)
     return len(items)
 
 
 @shared_task(bind=True, ignore_result=True, max_retries=None, **NODE_CHANGING_TASK_OPTIONS)
-def execute_move_item(self, item_id: int) -> str | None:  # type: ignore[no-untyped-def]
-    final = self.request.retries >= settings.MOVE_ITEM_MAX_RETRIES
-    try:
-        return execution.execute_item(item_id, final_attempt=final)
-    except KubeUnavailable as exc:
-        # Celery's own retry, with exponential backoff: the item is pending again meanwhile.
-        raise self.retry(exc=exc, countdown=min(60, 2**self.request.retries)) from exc
+def execute_move_items(self, item_ids: list[int]) -> int:  # type: ignore[no-untyped-def]
+    waiting = execution.execute_items(item_ids)
+    if waiting:
+        # The nodes waiting for the Kubernetes API, again after a backoff: the execution
+        # deadline, not a count of retries, decides when they fail.
+        raise self.retry(args=[waiting], countdown=execution.retry_delay(self.request.retries))
+    return len(item_ids)
+
+
+@shared_task(bind=True, ignore_result=True, max_retries=None, **NODE_CHANGING_TASK_OPTIONS)
+def execute_move_item(self, item_id: int) -> int:  # type: ignore[no-untyped-def]
+    """One node (what the sweep enqueues)."""
+    waiting = execution.execute_items([item_id])
+    if waiting:
+        raise self.retry(args=[item_id], countdown=execution.retry_delay(self.request.retries))
+    return 1
 
 
 @shared_task(ignore_result=True)
@@ -67,6 +75,28 @@ def return_loans() -> int:
 @shared_task(ignore_result=True)
 def expire_moves() -> int:
     return workflow.moves_expire(now=timezone.now())
+
+
+@shared_task(ignore_result=True)
+def run_drill(drill_id: int) -> None:
+    drill = drills.drill_begin(drill_id)
+    if drill is not None and drill.state == drill.State.RUNNING:
+        finish_drill.apply_async((drill_id,), countdown=drill.hold_seconds)
+
+
+@shared_task(ignore_result=True)
+def finish_drill(drill_id: int) -> None:
+    drills.drill_finish(drill_id, now=timezone.now())
+
+
+@shared_task(ignore_result=True)
+def end_overdue_drills() -> int:
+    return len(drills.drills_end_overdue(now=timezone.now()))
+
+
+@shared_task(ignore_result=True)
+def refresh_insights() -> int:
+    return insights.insights_refresh(days=insights.DEFAULT_DAYS, now=timezone.now())
 
 
 @shared_task(ignore_result=True)
@@ -126,3 +156,9 @@ def enqueue_notifications(sender: Any, request_id: int, event: str, **kwargs: An
         notify_email.apply_async((event, request_id), retry=False)
     if settings.NOTIFY_WEBHOOK_URL:
         notify_webhook.apply_async((event, request_id), retry=False)
+
+
+@receiver(drill_wanted)
+def enqueue_drill(sender: Any, drill_id: int, **kwargs: Any) -> None:
+    """A drill recorded (sent after its commit)."""
+    run_drill.delay(drill_id)

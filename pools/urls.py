@@ -1,6 +1,15 @@
 from django.urls import path
 
-from pools import export_views, move_views, search_views, token_views, views
+from pools import (
+    drill_views,
+    export_views,
+    fit_views,
+    insight_views,
+    move_views,
+    search_views,
+    token_views,
+    views,
+)
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -8,6 +17,8 @@ urlpatterns = [
     path("pool-colours.css", views.pool_colours, name="pool-colours"),
     path("pools/new/", views.pool_create, name="pool-create"),
     path("pools/<str:name>/", views.pool_detail, name="pool-detail"),
+    path("pools/<str:name>/insights/", insight_views.pool_insights, name="pool-insights"),
+    path("pools/<str:name>/drills/", drill_views.pool_drills, name="pool-drills"),
     path("pools/<str:name>/edit/", views.pool_edit, name="pool-edit"),
     path("pools/<str:name>/retire/", views.pool_retire, name="pool-retire"),
     path("pools/<str:name>/restore/", views.pool_restore, name="pool-restore"),
@@ -20,7 +31,12 @@ urlpatterns = [
     path("moves/<int:pk>/reject/", move_views.move_reject, name="move-reject"),
     path("moves/<int:pk>/cancel/", move_views.move_cancel, name="move-cancel"),
     path("loans/", move_views.loans, name="loans"),
+    path("insights/profiles/", insight_views.profiles, name="profiles"),
+    path("advice/", insight_views.advice_list, name="advice"),
+    path("advice/dismiss/", insight_views.advice_dismiss, name="advice-dismiss"),
     path("loans/<int:pk>/change/", move_views.loan_change, name="loan-change"),
+    path("fit/", fit_views.fit_check, name="fit-check"),
+    path("pending/", fit_views.pending, name="pending"),
     path("audit/", move_views.audit_log, name="audit-log"),
     path("export/nodes.csv", export_views.nodes_csv, name="export-nodes"),
     path("export/moves.csv", export_views.moves_csv, name="export-moves"),

@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import get_conditional_response, quote_etag
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import ngettext
@@ -22,6 +23,7 @@ from pools.core import charts, figures, links, palette
 from pools.core.snippets import scheduling_block
 from pools.errors import MetricsUnavailable
 from pools.filters import NodeFilter, page_queryset
+from pools.fitcheck.pending import pending_pods, pool_intruders
 from pools.forms import PoolForm
 from pools.models import AuditEvent, Node, Pool
 from pools.roles import Capability, has_capability, require
@@ -127,6 +129,8 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         context["snippet"] = scheduling_block(
             pool.spec(), pool_key=settings.POOL_LABEL_KEY, gpu_models=[model] if model else None
         )
+        context["pending"] = pending_pods(now=timezone.now(), pool=pool)
+        context["intruders"] = pool_intruders(pool)
     return render(request, "pools/pool.html", context, status=status)
 
 

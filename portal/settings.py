@@ -256,6 +256,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "/favicon.ico",  # the portal's own icon
     "REDOC_DIST": "SIDECAR",
     "SECURITY": [{"bearerToken": []}],
+    "ENUM_NAME_OVERRIDES": {"InsightLevelEnum": "pools.api.insight_serializers.LEVELS"},
 }
 
 # One handler for Django, gunicorn and Celery, with the log context and the redaction filter
@@ -303,6 +304,15 @@ IDEMPOTENCY_KEY_HOURS = env_int("IDEMPOTENCY_KEY_HOURS", 24, minimum=1, maximum=
 
 # --- Metrics ---
 METRICS_CACHE_SECONDS = env_int("METRICS_CACHE_SECONDS", 10, minimum=0, maximum=3600)
+# The pool insights read weeks of pod history: computed once, kept this long (0: never kept).
+INSIGHTS_CACHE_SECONDS = env_int("INSIGHTS_CACHE_SECONDS", 300, minimum=0, maximum=86400)
+if INSIGHTS_CACHE_SECONDS:
+    # Computed again ahead of expiry, so the pages find the 30-day insights ready.
+    CELERY_BEAT_SCHEDULE["refresh-insights"] = {
+        "task": "pools.tasks.refresh_insights",
+        "schedule": max(30.0, INSIGHTS_CACHE_SECONDS / 2),
+        "options": {"expires": max(30.0, INSIGHTS_CACHE_SECONDS / 2)},
+    }
 # Behind a ServiceMonitor the workload's pod label arrives as exported_pod.
 DCGM_POD_LABEL = env_prometheus_label("DCGM_POD_LABEL", "exported_pod")
 DCGM_NAMESPACE_LABEL = env_prometheus_label("DCGM_NAMESPACE_LABEL", "exported_namespace")
@@ -332,7 +342,8 @@ MOVE_PENDING_HOURS = env_int("MOVE_PENDING_HOURS", 72, minimum=1, maximum=8760)
 MOVE_LEASE_SECONDS = env_int("MOVE_LEASE_SECONDS", 120, minimum=1, maximum=86_400)
 # How long an approved move or a queued node may wait before the sweep enqueues it again.
 MOVE_SWEEP_GRACE_SECONDS = env_int("MOVE_SWEEP_GRACE_SECONDS", 30, minimum=1, maximum=86_400)
-MOVE_ITEM_MAX_RETRIES = env_int("MOVE_ITEM_MAX_RETRIES", 5, minimum=0, maximum=100)
+# Nodes of one move a worker process changes at once (threads, each its own PATCH).
+MOVE_PARALLEL_NODES = env_int("MOVE_PARALLEL_NODES", 8, minimum=1, maximum=64)
 DRAIN_POLL_SECONDS = env_float("DRAIN_POLL_SECONDS", 5.0, minimum=0.05, maximum=300.0)
 # Reserved: how long a move may keep retrying transient Kubernetes errors before a node fails.
 MOVE_EXECUTION_DEADLINE_SECONDS = env_int(
@@ -343,6 +354,7 @@ CELERY_BEAT_SCHEDULE.update(
         "sweep-moves": {"task": "pools.tasks.sweep_moves", "schedule": 30.0},
         "return-loans": {"task": "pools.tasks.return_loans", "schedule": 30.0},
         "expire-moves": {"task": "pools.tasks.expire_moves", "schedule": 300.0},
+        "end-overdue-drills": {"task": "pools.tasks.end_overdue_drills", "schedule": 30.0},
         "purge-idempotency-records": {
             "task": "pools.tasks.purge_idempotency_records",
             "schedule": 3600.0,

@@ -27,6 +27,9 @@ _TEST_ENV = {
     "DJANGO_SECURE_SSL_REDIRECT": "false",
     "DJANGO_SECURE_COOKIES": "false",
     "DJANGO_HSTS_SECONDS": "0",
+    # Each test builds its own history: computed insights are not kept between requests
+    # (tests/insights/test_cache.py turns the cache on).
+    "INSIGHTS_CACHE_SECONDS": "0",
 }
 for _name, _value in _TEST_ENV.items():
     os.environ.setdefault(_name, _value)

@@ -337,3 +337,38 @@ def test_retire_asks_first_and_a_retired_pool_can_be_restored(
     assert Pool.objects.get(name="shared").retired_at is None
     assert watched.no_sideways_scroll()
     assert watched.problems == [], watched.problems
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_from_a_pending_pod_to_its_fit_check(
+    stack,
+    live_server,
+    settings,
+    browser_page,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    sim, _ = stack
+    settings.KUBECONFIG = str(sim.kubeconfig)
+    inventory_sync()
+    User.objects.create_superuser("ada", password="walk-the-pools-1")
+    page = browser_page
+    page.goto(f"{live_server.url}/pending/")
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", "walk-the-pools-1")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/pending/")
+    row = page.locator('[data-pod="ml-training/big-train"]')
+    assert "Insufficient nvidia.com/gpu" in row.inner_text()
+    shoot(page, "pending", tmp_path)
+
+    row.locator("text=Fit check").click()
+    page.wait_for_url("**/fit/?pod=ml-training/big-train")
+    training = page.locator('#fit-result tr[data-pool="training"]')
+    assert "0/5 nodes are available: 5 Insufficient nvidia.com/gpu." in training.inner_text()
+    shoot(page, "fit", tmp_path)
+    with page.expect_download() as download:
+        training.locator("button", has_text="Download").click()
+    assert download.value.suggested_filename == "big-train-training.yaml"
+
+    page.goto(f"{live_server.url}/pools/training/")
+    assert page.locator("#pool-intruders tr[data-intruder]").count() == 3

@@ -156,7 +156,7 @@ def test_the_worker_logs_json_events_with_the_move_and_the_task(
     assert any(e["message"].endswith(" ready.") for e in logged)
     done = [e for e in logged if "succeeded in" in e["message"]]
     by_task = {e["task_name"]: e for e in done}
-    for task in ("pools.tasks.execute_move", "pools.tasks.execute_move_item"):
+    for task in ("pools.tasks.execute_move", "pools.tasks.execute_move_items"):
         assert by_task[task]["move_id"] == move_id, by_task
         assert by_task[task]["task_id"] in by_task[task]["message"]
     refused = [e for e in logged if "no_such_task" in e["message"]]
@@ -173,6 +173,6 @@ def test_the_worker_logs_readable_lines_in_text(
     assert "redis://:***@cache:6379/0" in text
     assert re.search(
         rf"INFO celery\.app\.trace \[move_id={move_id} task_id=[0-9a-f-]+ "
-        r"task_name=pools\.tasks\.execute_move_item\] Task pools\.tasks\.execute_move_item\[",
+        r"task_name=pools\.tasks\.execute_move_items\] Task pools\.tasks\.execute_move_items\[",
         text,
     ), text

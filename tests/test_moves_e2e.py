@@ -332,16 +332,20 @@ def test_a_worker_killed_mid_batch_resumes_with_one_patch_per_node(
     names = [f"a100-reserve-00{i}" for i in range(9)]
     move = request_move(names, "shared")
     portal.control("faults", {"latency_ms": 150})
-    with celery_worker(tmp_path, concurrency=1, name="doomed", MOVE_LEASE_SECONDS="2") as doomed:
+    with celery_worker(
+        tmp_path, concurrency=1, name="doomed", MOVE_LEASE_SECONDS="2", MOVE_PARALLEL_NODES="2"
+    ) as doomed:
         approve(move)
+        # The nodes of a chunk are recorded together at its end: killed after three PATCHes,
+        # the worker leaves nodes changed and not recorded, the case a resume must confirm.
         wait_for(
-            lambda: move.items.filter(state__in=MoveItem.FINISHED).count() >= 3,
+            lambda: sum(1 for c in patches_by_node(portal).values() if 200 in c) >= 3,
             timeout=60,
-            what="the doomed worker to finish three nodes",
+            what="the doomed worker to patch three nodes",
         )
         doomed.kill()
-    done_before = move.items.filter(state__in=MoveItem.FINISHED).count()
-    assert done_before < len(names), "the batch finished before the kill"
+    patched_before = {n for n, c in patches_by_node(portal).items() if 200 in c}
+    assert len(patched_before) < len(names), "the batch finished before the kill"
     portal.control("faults", {"reset": True})
     time.sleep(2.5)  # the dead worker's leases run out
     with celery_worker(tmp_path, name="fresh", MOVE_LEASE_SECONDS="2"):
@@ -359,5 +363,29 @@ def test_a_worker_killed_mid_batch_resumes_with_one_patch_per_node(
     assert move.state == State.SUCCEEDED
     patches = patches_by_node(portal)
     assert {name: codes.count(200) for name, codes in patches.items()} == dict.fromkeys(names, 1)
+    # Every node is recorded as changed by this move, those the dead worker patched too.
+    assert set(move.items.values_list("state", flat=True)) == {MoveItem.State.DONE}
+    confirmed = move.items.filter(applied_diff__isnull=False, before__labels__isnull=False)
+    assert all(i.before["labels"]["gpu-pool"] == "mixed" for i in confirmed)
     for name in names:
         assert portal.core().read_node(name).metadata.labels["gpu-pool"] == "shared"
+
+
+def test_a_drain_longer_than_the_lease_keeps_its_node(portal: Kubesim, tmp_path: Path) -> None:
+    from pools import execution
+
+    move = request_move(
+        ["a100-infer-001"], "mixed", drain_policy="drain-first", drain_deadline_seconds=60
+    )
+    with celery_worker(tmp_path, MOVE_LEASE_SECONDS="2"):
+        approve(move)
+        wait_for(lambda: terminating(portal, "a100-infer-001") == 3, timeout=30, what="evictions")
+        time.sleep(3)  # longer than the lease: the drain must have renewed it
+        assert execution.sweep(now=timezone.now())["items"] == []
+        item = move.items.get()
+        assert item.state == MoveItem.State.RUNNING and item.lease_until > timezone.now()
+        portal.control("clock", {"advance": 30})
+        move = wait_for_state(move, FINAL)
+    assert move.state == State.SUCCEEDED, move.items.get().error
+    assert move.items.get().attempts == 1  # never handed to another worker
+    assert patches_by_node(portal)["a100-infer-001"].count(200) == 3  # cordon, move, uncordon

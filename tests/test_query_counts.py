@@ -22,6 +22,7 @@ from pools.models import AuditEvent, MoveRequest, Node, Pool
 from pools.tokens import token_create
 from tests.api.conftest import api
 from tests.factories import Group, demo_inventory, gpu_node, node_and_pods, store
+from tests.fitcheck.rows import TOLERATE_TRAINING, TRAINING_AFFINITY, gpu_pod
 from tests.moves_helpers import user_in
 
 NODE = "a100-infer-000"
@@ -29,7 +30,7 @@ BASELINES: dict[str, int] = {
     # Pages, for a viewer's session.
     "/": 5,
     "/pools/": 4,
-    "/pools/training/": 7,
+    "/pools/training/": 13,  # the pending list (4) and the intruders (2) included
     "/pools/unassigned/": 6,
     f"/nodes/{NODE}/": 7,
     "/moves/?state=all": 6,
@@ -39,6 +40,11 @@ BASELINES: dict[str, int] = {
     "/tokens/": 4,
     "/search/?q=a100": 6,
     "/search/?q=%23{move}": 7,
+    "/pools/training/insights/": 14,
+    "/insights/profiles/": 5,
+    "/advice/": 11,
+    "/pending/": 7,
+    "/fit/?pod=ml-training/big-train": 8,
     # The API, for a viewer's token.
     "/api/v1/summary/": 4,
     "/api/v1/pools/": 3,
@@ -48,6 +54,9 @@ BASELINES: dict[str, int] = {
     "/api/v1/moves/{move}/": 6,
     "/api/v1/audit-events/": 3,
     "/api/v1/search/?q=a100": 5,
+    "/api/v1/pools/training/insights/": 13,
+    "/api/v1/profiles/": 4,
+    "/api/v1/advice/": 10,
 }
 SIZES = {"small": (10, 3), "large": (1000, 12)}  # extra nodes, moves
 
@@ -74,10 +83,21 @@ def build_world(extra_nodes: int, moves: int) -> dict[str, str]:
         if i % 2 == 0:
             workflow.move_approve(request=move, approver=user_in("approvers", f"a{i}"), now=now)
         first = first or move
+    fit_pods(extra_nodes)
     gone = gpu_node("gone-000", "training")
     Node.objects.filter(pk=gone.pk).update(gone_at=now)
     assert first is not None and AuditEvent.objects.count() >= moves
     return {"move": str(first.pk)}
+
+
+def fit_pods(extra_nodes: int) -> None:
+    """GPU pods for the pending and intruder lists: one Pending pod the scheduler explained,
+    one it did not, and a pod bound to every extra node (half of them intruders in training)."""
+    gpu_pod("big-train", gpus=8, affinity=TRAINING_AFFINITY, unschedulable_message="0/25 ...")
+    gpu_pod("eval-job-2", gpus=2, affinity=TRAINING_AFFINITY, tolerations=TOLERATE_TRAINING)
+    for i in range(extra_nodes):
+        gpu_pod(f"on-extra-{i}", "research", node=f"extra-{i:04d}")
+    gpu_pod("stray", "research", node="a100-train-000")
 
 
 def measure(world: dict[str, str]) -> dict[str, int]:
@@ -102,4 +122,4 @@ def test_every_view_costs_its_baseline(size: str) -> None:
     extra, moves = SIZES[size]
     counts = measure(build_world(extra, moves))
     assert MoveRequest.objects.count() == moves
-    assert counts == BASELINES
+    assert counts == BASELINES, counts

@@ -210,11 +210,44 @@ class PlannedNodeSerializer(serializers.Serializer):  # type: ignore[type-arg]
     gpu_pods = PodSerializer(many=True)
 
 
+class PodFateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    pod = serializers.CharField()
+    gpus = serializers.IntegerField()
+    fate = serializers.ChoiceField(choices=["evicted", "left running"])
+    why = serializers.CharField(allow_blank=True)
+
+
+class CapacitySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    nodes = serializers.IntegerField()
+    usable_nodes = serializers.IntegerField()
+    gpus = serializers.IntegerField()
+    free_gpus = serializers.IntegerField()
+    whole_free_nodes = serializers.IntegerField()
+    largest_free_block = serializers.IntegerField()
+
+
+class PoolChangeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    pool = serializers.CharField()
+    role = serializers.ChoiceField(choices=["source", "destination"])
+    before = CapacitySerializer()
+    after = CapacitySerializer()
+
+
+class MoveImpactSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """What the move does to pods, the pending queue and gang capacity."""
+
+    pods = serializers.DictField(child=PodFateSerializer(many=True))
+    would_start = serializers.ListField(child=serializers.CharField())
+    pools = PoolChangeSerializer(many=True)
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
 class DryRunResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
     ok = serializers.BooleanField()
     destination = serializers.CharField()
     checks = CheckSerializer(many=True)
     nodes = PlannedNodeSerializer(many=True)
+    impact = MoveImpactSerializer()
 
 
 class ApprovalSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -237,6 +270,7 @@ class MoveItemSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "planned_diff",
             "applied_diff",
             "error",
+            "waiting",
             "attempts",
             "finished_at",
             "gpu_pods",
@@ -440,3 +474,36 @@ class SearchSerializer(serializers.Serializer):  # type: ignore[type-arg]
     more = serializers.DictField(
         child=serializers.IntegerField(), help_text="Hits left out past the limit, by group."
     )
+
+
+class PodRefSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    namespace = StrictCharField(max_length=63)
+    name = StrictCharField(max_length=253)
+
+
+class FitRequestSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Either `manifest` (YAML or JSON text, up to 1 MB) or `pod` (a pod the inventory holds)."""
+
+    manifest = StrictCharField(
+        required=False, trim_whitespace=False, max_length=1_000_000, allow_blank=False
+    )
+    pod = PodRefSerializer(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        given = [k for k in ("manifest", "pod") if k in attrs]
+        if len(given) != 1:
+            raise serializers.ValidationError(
+                {"non_field_errors": ["Give either manifest or pod, not both or neither."]}
+            )
+        return attrs
+
+
+class FitResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """The fit check's report: per workload, the cluster's and each pool's verdicts, the
+    findings, and per pool the fix (the manifest with the pool's scheduling block merged in)."""
+
+    pod = serializers.CharField(allow_null=True)
+    pools = serializers.ListField(child=serializers.CharField())
+    workloads = serializers.ListField(child=serializers.DictField())
+    findings = serializers.ListField(child=serializers.DictField())
+    fixes = serializers.DictField(child=serializers.DictField())

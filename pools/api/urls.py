@@ -4,7 +4,7 @@ from rest_framework.decorators import api_view
 from rest_framework.exceptions import NotFound
 from rest_framework.routers import SimpleRouter
 
-from pools.api import views
+from pools.api import insight_views, views
 
 router = SimpleRouter()
 router.register("pools", views.PoolViewSet, basename="pool")
@@ -22,7 +22,16 @@ def unknown(request, rest):  # type: ignore[no-untyped-def]
 urlpatterns = [
     path("summary/", views.SummaryView.as_view(), name="pool-summary"),
     path("search/", views.SearchView.as_view(), name="search"),
+    path("fit/", views.FitView.as_view(), name="fit-api"),
     path("inventory/sync/", views.InventorySyncView.as_view(), name="inventory-sync"),
+    path("profiles/", insight_views.ProfilesView.as_view(), name="api-profiles"),
+    path("advice/", insight_views.AdviceView.as_view(), name="api-advice"),
+    path("advice/dismiss/", insight_views.AdviceDismissView.as_view(), name="api-advice-dismiss"),
+    path(
+        "pools/<str:name>/insights/",
+        insight_views.PoolInsightsView.as_view(),
+        name="api-pool-insights",
+    ),
     *router.urls,
     re_path(r"^(?P<rest>.*)$", unknown),
 ]

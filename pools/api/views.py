@@ -28,6 +28,8 @@ from pools.api.idempotency import idempotent
 from pools.api.permissions import HasCapability
 from pools.errors import WorkflowError
 from pools.filters import AuditFilter, MoveFilter, NodeFilter
+from pools.fitcheck import service as fitcheck
+from pools.fitcheck.impact import move_impact
 from pools.metrics.node_figures import latest_node_metrics
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.roles import Capability
@@ -329,7 +331,9 @@ class MoveViewSet(
     )
     @action(detail=False, methods=["post"], url_path="dry-run")
     def dry_run(self, request: Request) -> Response:
-        plan = workflow.move_plan(ask=_ask(_valid(s.DryRunSerializer, request)), now=timezone.now())
+        ask = _ask(_valid(s.DryRunSerializer, request))
+        plan = workflow.move_plan(ask=ask, now=timezone.now())
+        impact = move_impact(plan, drain_policy=ask.drain_policy)
         return Response(
             s.DryRunResultSerializer(
                 {
@@ -346,6 +350,7 @@ class MoveViewSet(
                         }
                         for p in plan.nodes
                     ],
+                    "impact": impact.as_dict(),
                 }
             ).data
         )
@@ -459,6 +464,24 @@ class AuditEventViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignor
     pagination_class = Newest
     filterset_class = AuditFilter
     filter_backends = [django_filters.rest_framework.DjangoFilterBackend]
+
+
+class FitView(BaseView, APIView):
+    @extend_schema(
+        request=s.FitRequestSerializer,
+        responses={200: s.FitResultSerializer, **errors(400, 401, 403, 415, 429)},
+        description="Will this manifest (YAML or JSON) or this pod land, in which pool, and "
+        "if not, why: the scheduler's verdict per pool, gang capacity, warnings and the fix. "
+        "Reads only.",
+    )
+    def post(self, request: Request) -> Response:
+        data = _valid(s.FitRequestSerializer, request)
+        pod = data.get("pod")
+        check = fitcheck.fit_check_run(
+            manifest=data.get("manifest"),
+            pod=fitcheck.PodRef(pod["namespace"], pod["name"]) if pod else None,
+        )
+        return Response(check.as_dict())
 
 
 class InventorySyncView(BaseView, APIView):

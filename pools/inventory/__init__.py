@@ -7,12 +7,19 @@ lets one of them write at a time.
 """
 
 from pools.inventory.rows import build_node
-from pools.inventory.sync import SyncReport, drift_recompute, inventory_refresh_node, inventory_sync
+from pools.inventory.sync import (
+    SyncReport,
+    drift_recompute,
+    inventory_refresh_node,
+    inventory_refresh_nodes,
+    inventory_sync,
+)
 
 __all__ = [
     "SyncReport",
     "build_node",
     "drift_recompute",
     "inventory_refresh_node",
+    "inventory_refresh_nodes",
     "inventory_sync",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -46,6 +47,7 @@ from pools.inventory.rows import (
 from pools.kube import nodes as kube_nodes
 from pools.kube.nodes import Raw
 from pools.models import Node
+from pools.move_records import update_nodes
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,35 @@ def inventory_refresh_node(raw: Raw) -> Node | None:
     specs, pool_ids = active_pools()
     nodes_upsert([build_node(node_snapshot(raw), pods, specs, pool_ids, timezone.now())])
     return Node.objects.get(name=name)
+
+
+# What a move changes on a node: refreshed at once from the API server's answer.
+MOVED_FIELDS = [
+    "pool",
+    "pool_label",
+    "labels",
+    "taints",
+    "cordoned",
+    "drifted",
+    "drift",
+    "resource_version",
+    "last_seen",
+]
+
+
+def inventory_refresh_nodes(raws: Sequence[Raw]) -> int:
+    """Refresh the rows of nodes a move just changed, from the nodes the API server returned:
+    labels, taints, cordon, pool and drift, in one statement. Their pods and the figures
+    made of them are the watcher's and the sync's (a move changes no pod). Returns how many
+    rows were written."""
+    by_name = {raw["metadata"]["name"]: raw for raw in raws if is_gpu_node(raw)}
+    if not by_name:
+        return 0
+    specs, pool_ids = active_pools()
+    now = timezone.now()
+    rows = [build_node(node_snapshot(raw), [], specs, pool_ids, now) for raw in by_name.values()]
+    update_nodes(rows, MOVED_FIELDS)
+    return len(rows)
 
 
 @transaction.atomic

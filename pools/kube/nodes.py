@@ -7,7 +7,7 @@ Raw dicts (`_preload_content=False`) rather than the client's model objects: dec
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -59,6 +59,21 @@ def _pages(list_call: Any, doing: str, page_size: int, **kwargs: Any) -> Iterato
         token = (page.get("metadata") or {}).get("continue")
         if not token:
             return
+
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def read_nodes(names: Sequence[str]) -> dict[str, Raw]:
+    """Many nodes in one LIST, by the hostname label the kubelet sets (in most clusters the
+    node's name). A node the LIST did not return is simply missing: read it alone."""
+    if not names:
+        return {}
+    selector = f"{HOSTNAME_LABEL} in ({','.join(sorted(set(names)))})"
+    found: dict[str, Raw] = {}
+    for page in _pages(core_api().list_node, "listing nodes", len(names), label_selector=selector):
+        found.update({raw["metadata"]["name"]: raw for raw in page})
+    return {name: found[name] for name in names if name in found}
 
 
 def node_pages(page_size: int | None = None) -> Iterator[list[Raw]]:

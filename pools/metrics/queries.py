@@ -105,6 +105,9 @@ RECORDED = {
 }
 
 
+UTIL_MAX_RECORDED = "Hostname:DCGM_FI_DEV_GPU_UTIL:max"
+
+
 def recorded_figure_queries(
     labels: MetricLabels, *, hot_celsius: float, idle_window: str
 ) -> dict[str, str]:
@@ -192,3 +195,72 @@ def node_history_queries(labels: MetricLabels, node: str) -> dict[str, str]:
     }
     queries["fb_used"] += " / 1024"  # GiB
     return queries
+
+
+# --- the pool insights: one query per figure for every pool at once ---
+
+DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
+POOL_TAG = "portal_pool"
+
+
+def _tagged(expr: str, pool: str) -> str:
+    """`expr` with a label naming the pool it was computed over, so the pools' aggregations
+    joined by `or` stay one query and come back apart."""
+    return f'label_replace({expr}, "{POOL_TAG}", "{pool}", "", "")'
+
+
+def pool_utilisation_queries(labels: MetricLabels, pools: dict[str, list[str]]) -> dict[str, str]:
+    """Per pool, a step at a time: its average utilisation, and how many of its nodes had
+    every GPU idle (below 1 %). Pools without nodes are left out."""
+    average, idle = [], []
+    for pool, nodes in sorted(pools.items()):
+        if not nodes:
+            continue
+        selected = _on_nodes(labels, UTIL, node_matcher(labels, nodes))
+        per_node = f"max by ({labels.node}) ({_keyed_by_node(labels, selected)})"
+        average.append(_tagged(f"avg({selected})", pool))
+        idle.append(_tagged(f"count({per_node} < 1)", pool))
+    return {"average": " or ".join(average), "idle_nodes": " or ".join(idle)}
+
+
+def recorded_pool_utilisation_queries(pools: dict[str, list[str]]) -> dict[str, str]:
+    """pool_utilisation_queries from the recording rules' per-node series: the average
+    weighted by each node's GPUs, and nodes whose busiest GPU is idle."""
+    rules = MetricLabels(node=RULES_NODE_LABEL)
+    average, idle = [], []
+    for pool, nodes in sorted(pools.items()):
+        if not nodes:
+            continue
+        matcher = node_matcher(rules, nodes)
+        util = f"{RECORDED['util']}{{{matcher}}}"
+        count = f"{RECORDED['gpus_reporting']}{{{matcher}}}"
+        average.append(_tagged(f"sum({util} * {count}) / sum({count})", pool))
+        idle.append(_tagged(f"count({UTIL_MAX_RECORDED}{{{matcher}}} < 1)", pool))
+    return {"average": " or ".join(average), "idle_nodes": " or ".join(idle)}
+
+
+def xid_query(labels: MetricLabels) -> str:
+    """Each node, at the steps when one of its GPUs reported an XID error: from the
+    recording rule's per-node count where the rules' node label is this deployment's, else
+    from the raw series (either way only the steps with an error come back)."""
+    raw = f"max by ({labels.node}) ({_keyed_by_node(labels, XID)}) > 0"
+    if labels.node != RULES_NODE_LABEL:
+        return raw
+    recorded = f"{RECORDED['xid_gpus']} > 0"
+    # The rule's series where the rules run, the raw one for nodes they do not cover.
+    return (
+        f"{recorded} or on ({labels.node}) ({raw} unless on ({labels.node}) {RECORDED['xid_gpus']})"
+    )
+
+
+def driver_query(labels: MetricLabels) -> str:
+    """Each node's driver version, as the exporter labels its series."""
+    return f"count by ({labels.node}, {DRIVER_LABEL}) ({_keyed_by_node(labels, UTIL)})"
+
+
+def framebuffer_peaks_query(labels: MetricLabels, days: int) -> str:
+    """Each workload pod's peak framebuffer use (MiB) over the last `days`."""
+    return (
+        f"max by ({labels.namespace}, {labels.pod}) "
+        f'(max_over_time({FB_USED}{{{labels.pod}!=""}}[{days}d]))'
+    )

@@ -34,3 +34,11 @@ class RangeResult:
     points: list[tuple[float, float]] = field(default_factory=list)
     error: str | None = None
     series: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RangeSeries:
+    """Several series of one range query, each with its labels."""
+
+    series: list[tuple[Mapping[str, str], list[tuple[float, float]]]] = field(default_factory=list)
+    error: str | None = None

@@ -29,7 +29,7 @@ from urllib3.util.retry import Retry
 
 from pools import observability
 from pools.core.redact import redact_url
-from pools.metrics.results import InstantResult, RangeResult, Sample
+from pools.metrics.results import InstantResult, RangeResult, RangeSeries, Sample
 
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="promql")
 
@@ -261,5 +261,39 @@ def history(
         if _is_timeout(exc):
             time_spent()
         result = RangeResult(error=_describe(exc))
+    cache.set(key, result, settings.METRICS_CACHE_SECONDS)
+    return result
+
+
+def history_series(
+    promql: str, *, span: timedelta, step: timedelta, now: datetime | None = None
+) -> RangeSeries:
+    """Every series of a range query (history() keeps the first only), through the cache."""
+    if not settings.PROMETHEUS_URL:
+        return RangeSeries(error="PROMETHEUS_URL is not set")
+    end = now or datetime.now().astimezone()
+    key = cache_key("range-series", settings.PROMETHEUS_URL, promql, span, step)
+    cached = cache.get(key)
+    observability.cache_lookup("range", hit=cached is not None)
+    if cached is not None:
+        return cached
+    try:
+        raw: list[dict[str, Any]] = observability.promql_sent(
+            "range",
+            prometheus().custom_query_range,
+            promql,
+            start_time=end - span,
+            end_time=end,
+            step=f"{int(step.total_seconds())}s",
+            params={"timeout": f"{settings.PROMETHEUS_TIMEOUT:g}s"},
+        )
+        result = RangeSeries(
+            [
+                (item.get("metric", {}), [(float(t), float(v)) for t, v in item["values"]])
+                for item in raw
+            ]
+        )
+    except QUERY_FAILURES as exc:
+        result = RangeSeries(error=_describe(exc))
     cache.set(key, result, settings.METRICS_CACHE_SECONDS)
     return result

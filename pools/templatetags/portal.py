@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django import template
 
 from pools.core import labels
@@ -57,3 +59,36 @@ def sort_link(context: template.Context, field: str) -> str:
     query["sort"] = f"-{field}" if current == field else field
     query.pop("partial", None)
     return "?" + query.urlencode()
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    """Seconds as the two largest units: 90 -> "1m 30s", 93784 -> "1d 2h"."""
+    if seconds is None:
+        return "—"
+    left = round(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= size or (unit == "s" and not parts):
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return " ".join(parts[:2])
+
+
+@register.filter
+def share(value: float | None) -> str:
+    """A share (0 to 1) as a percentage."""
+    return "—" if value is None else f"{100 * value:.0f} %"
+
+
+@register.filter
+def get(mapping: dict, key: str) -> object:  # type: ignore[type-arg]
+    return mapping.get(key) if mapping else None
+
+
+@register.filter
+def epoch(seconds: float | None) -> str:
+    """Epoch seconds as a UTC date and time."""
+    if seconds is None:
+        return "—"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M")

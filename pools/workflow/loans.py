@@ -7,16 +7,18 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import F
 
 from pools.audit import audit
+from pools.core.desired import move_target
 from pools.core.labels import counted
 from pools.core.notices import Event
 from pools.errors import InvalidMove, WorkflowError
 from pools.events import announce_event_after_commit, announce_execution_after_commit
-from pools.models import MoveItem, MoveRequest
+from pools.models import MoveItem, MoveRequest, Pool
 from pools.workflow.rules import OPEN_LOAN_STATES, Action, require_allowed
 
 State = MoveRequest.State
@@ -75,6 +77,12 @@ def _return_move(loan: MoveRequest, items: list[MoveItem], now: datetime) -> Mov
         drain_deadline_seconds=loan.drain_deadline_seconds,
         approvals_required=0,
     )
+    # The pool it goes back to, as that pool is defined now: the loan's window approved it.
+    target = move_target(
+        back.destination.spec(),
+        [p.spec() for p in Pool.objects.active()],
+        pool_key=settings.POOL_LABEL_KEY,
+    )
     MoveItem.objects.bulk_create(
         [
             MoveItem(
@@ -83,6 +91,7 @@ def _return_move(loan: MoveRequest, items: list[MoveItem], now: datetime) -> Mov
                 source_pool=loan.destination,
                 source_label=loan.destination.name,
                 planned_diff={},
+                **MoveItem.approved(item.node, target),
             )
             for item in items
         ]

@@ -34,6 +34,7 @@ class PlannedNode:
     summary: str
     gpu_pods: list[dict[str, Any]]
     pods: list[dict[str, Any]]
+    desired: NodeState  # the labels and taints the node carries after the move
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,9 @@ def _planned(node: Node, destination: PoolSpec, pools: Sequence[PoolSpec]) -> Pl
     )
     diff = node_diff(current, desired)
     pods = sorted(node.pods, key=lambda p: (-p["gpus"], p["namespace"], p["name"]))
-    return PlannedNode(node, diff.as_dict(), diff.summary(), [p for p in pods if p["gpus"]], pods)
+    return PlannedNode(
+        node, diff.as_dict(), diff.summary(), [p for p in pods if p["gpus"]], pods, desired
+    )
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 
 from pools.audit import audit
 from pools.core.checks import CheckFailure
+from pools.core.desired import move_target
 from pools.core.labels import counted
 from pools.core.notices import Event
 from pools.errors import InvalidMove, MoveRefused
@@ -25,6 +26,12 @@ from pools.workflow.rules import require_capability
 
 def _create(fields: dict[str, Any], plan: MovePlan) -> MoveRequest:
     request = MoveRequest.objects.create(**fields)
+    # What the approvers see is what runs: the target is fixed now, with the planned diff.
+    target = move_target(
+        plan.destination.spec(),
+        [p.spec() for p in Pool.objects.active()],
+        pool_key=settings.POOL_LABEL_KEY,
+    )
     MoveItem.objects.bulk_create(
         [
             MoveItem(
@@ -34,6 +41,7 @@ def _create(fields: dict[str, Any], plan: MovePlan) -> MoveRequest:
                 source_label=p.node.pool_label,
                 planned_diff=p.diff,
                 gpu_pods=p.gpu_pods,
+                **MoveItem.approved(p.node, target),
             )
             for p in plan.nodes
         ]

@@ -74,6 +74,16 @@ MATRIX = [
     ("POST", "/api/v1/moves/{own}/cancel/", {}, expect(200, REQUESTER, ADMIN)),
     ("GET", "/api/v1/audit-events/", None, expect(200, *EVERYONE)),
     ("POST", "/api/v1/inventory/sync/", None, expect(202, REQUESTER, ADMIN)),
+    ("GET", "/api/v1/pools/mixed/insights/", None, expect(200, *EVERYONE)),
+    ("GET", "/api/v1/profiles/", None, expect(200, *EVERYONE)),
+    ("GET", "/api/v1/advice/", None, expect(200, *EVERYONE)),
+    # No suggestion stands in this world: those allowed get told so (400).
+    (
+        "POST",
+        "/api/v1/advice/dismiss/",
+        {"key": "lend:a+b", "reason": "r"},
+        expect(400, REQUESTER, ADMIN),
+    ),
     ("GET", "/api/schema/", None, expect(200, *EVERYONE)),
 ]
 

@@ -90,8 +90,15 @@ def serialise(documents: list[Any], fmt: str) -> str:
     present = [d for d in documents if d is not None]
     if fmt == JSON:
         return "\n".join(json.dumps(d, indent=2, ensure_ascii=False) for d in present) + "\n"
-    return yaml.safe_dump_all(
-        present, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100
+    # libyaml's emitter when it is there: the same text, several times faster on big manifests.
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump_all(
+        present,
+        Dumper=dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=100,
     )
 
 

@@ -1,0 +1,124 @@
+"""Pool insights for a 1,000-node pool over 30 days with 100,000 GpuPod rows.
+
+    .venv/bin/python -m bench.insights [--nodes 1000] [--pods 100000] [--runs 5]
+
+A throwaway SQLite database holds the nodes (stored through the inventory's own code, as
+tests/factories.py does) and the pod history: jobs of 1 to 8 GPUs spread over the 30 days,
+one in ten queued for a while, one in twenty failed. Each figure is the median over the
+runs after a first (cold) run; Prometheus answers come from the portal's cache when warm,
+so the warm figure is the database read and the computation. The advisor reads every pool
+(here the big one and the four default pools); the profiles read the whole history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from bench import django_env
+
+
+def build(nodes: int, pods: int, now: datetime) -> None:
+    from pools.models import GpuPod, Pool
+    from tests.factories import Group, node_and_pods, store
+
+    Pool.objects.create(
+        name="big",
+        display_name="Big",
+        labels={"workload-type": "big"},
+        taint_key="workload-big",
+        taint_value="true",
+        taint_effect="NoSchedule",
+    )
+    names = [f"big-{i:04d}" for i in range(nodes)]
+    store(node_and_pods(n, Group(n, 1, "big")) for n in names)
+    rng = random.Random(7)
+    start = now - timedelta(days=30)
+    batch = []
+    for i in range(pods):
+        created = start + timedelta(seconds=rng.uniform(0, 30 * 86400 - 7200))
+        wait = timedelta(seconds=rng.choice([5] * 9 + [rng.uniform(120, 7200)]))
+        run = timedelta(seconds=rng.uniform(600, 6 * 3600))
+        failed = rng.random() < 0.05
+        finished = min(created + wait + run, now)
+        batch.append(
+            GpuPod(
+                uid=f"uid-{i}",
+                namespace=f"team-{i % 12}",
+                name=f"job-{i}",
+                node_name=rng.choice(names),
+                pool_label="big",
+                phase="Failed" if failed else "Succeeded",
+                gpus=rng.choice([1, 2, 4, 8]),
+                cpu_milli=8000,
+                memory_bytes=64 * 2**30,
+                workload_type=rng.choice(["training", "inference"]),
+                created_at=created,
+                scheduled_at=created + wait,
+                started_at=created + wait,
+                finished_at=finished,
+                termination_reason=rng.choice(["OOMKilled", "Error", "Evicted"]) if failed else "",
+                exit_code=(137 if failed else 0),
+            )
+        )
+        if len(batch) == 5000:
+            GpuPod.objects.bulk_create(batch)
+            batch = []
+    GpuPod.objects.bulk_create(batch)
+
+
+def timed_runs(runs: int, action) -> tuple[float, list[float]]:  # type: ignore[no-untyped-def]
+    started = time.perf_counter()
+    action()
+    cold = time.perf_counter() - started
+    warm = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        warm.append(time.perf_counter() - started)
+    return cold, warm
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        django_env.setup(Path(tmp))
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        from pools import insights
+        from pools.models import GpuPod, Pool
+
+        now = datetime.now(UTC)
+        began = time.perf_counter()
+        build(args.nodes, args.pods, now)
+        print(
+            f"built {args.nodes} nodes and {GpuPod.objects.count()} pods "
+            f"in {time.perf_counter() - began:.1f} s ({connection.vendor})"
+        )
+        pool = Pool.objects.get(name="big")
+        for label, action in (
+            ("pool insights, 30 days", lambda: insights.pool_insights(pool, days=30, now=now)),
+            ("advice, every pool", lambda: insights.advice(days=30, now=now)),
+            ("profiles, 30 days", lambda: insights.profiles(days=30, by="namespace", now=now)),
+        ):
+            with CaptureQueriesContext(connection) as queries:
+                cold, warm = timed_runs(args.runs, action)
+            print(
+                f"{label}: warm median {statistics.median(warm) * 1000:.0f} ms "
+                f"(runs {', '.join(f'{t * 1000:.0f}' for t in warm)} ms; cold "
+                f"{cold * 1000:.0f} ms; {len(queries) // (args.runs + 1)} SQL queries a run)"
+            )
+
+
+if __name__ == "__main__":
+    main()

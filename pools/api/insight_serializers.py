@@ -1,0 +1,187 @@
+"""The insights' answers, declared for the schema: the bodies are the pure core's documents
+(pools.core.insights.documents), these serializers say their shape."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from pools.core.insights.advisor import Rule
+from pools.core.insights.failures import Cause
+from pools.core.insights.profiles import GROUPINGS
+from pools.core.insights.queueing import QueueCause
+from pools.core.insights.readiness import Status
+from pools.core.insights.records import WINDOW_DAYS
+
+S = serializers
+# A replacement difficulty's level and an advice's confidence level: one choice set, named
+# once in the schema (portal/settings.py SPECTACULAR_SETTINGS' ENUM_NAME_OVERRIDES).
+LEVELS = ["low", "medium", "high"]
+
+
+class SpreadSerializer(S.Serializer):  # type: ignore[type-arg]
+    count = S.IntegerField()
+    min = S.FloatField(allow_null=True)
+    p50 = S.FloatField(allow_null=True)
+    p90 = S.FloatField(allow_null=True)
+    p95 = S.FloatField(allow_null=True)
+    max = S.FloatField(allow_null=True)
+    mean = S.FloatField(allow_null=True)
+
+
+class WindowSerializer(S.Serializer):  # type: ignore[type-arg]
+    days = S.IntegerField()
+    start = S.DateTimeField()
+    end = S.DateTimeField()
+
+
+class UtilisationSerializer(S.Serializer):  # type: ignore[type-arg]
+    target = S.FloatField(help_text="The pool's utilisation target, %.")
+    average = S.FloatField(allow_null=True, help_text="%, over the window's samples.")
+    p95 = S.FloatField(allow_null=True)
+    samples = S.IntegerField()
+    below_target = S.BooleanField()
+    spiky = S.BooleanField()
+    idle_node_share = S.FloatField(
+        allow_null=True, help_text="Share of the time with at least one whole node idle."
+    )
+    idle_nodes_mean = S.FloatField(allow_null=True)
+    gaps_seconds = SpreadSerializer(help_text="Idle stretches between jobs on a node.")
+    clear_gaps = S.BooleanField()
+    busy_share = S.FloatField(help_text="Node-time with a job running.")
+    metrics_error = S.CharField(allow_null=True)
+
+
+class QueueSerializer(S.Serializer):  # type: ignore[type-arg]
+    waits_seconds = SpreadSerializer(help_text="Creation to scheduled, every GPU pod.")
+    queued = S.IntegerField()
+    still_pending = S.IntegerField()
+    by_cause = S.DictField(
+        child=SpreadSerializer(), help_text=f"Keys: {', '.join(c.value for c in QueueCause)}."
+    )
+    first_half = S.IntegerField()
+    second_half = S.IntegerField()
+    growing = S.BooleanField()
+    peak_waiting_gpus = S.IntegerField()
+
+
+class FailureExampleSerializer(S.Serializer):  # type: ignore[type-arg]
+    pod = S.CharField()
+    node = S.CharField(allow_blank=True)
+    reason = S.CharField(allow_blank=True)
+    message = S.CharField(allow_blank=True)
+    at = S.DateTimeField(allow_null=True)
+
+
+class TrendSerializer(S.Serializer):  # type: ignore[type-arg]
+    start = S.DateTimeField()
+    counts = S.DictField(child=S.IntegerField())
+
+
+class FailuresSerializer(S.Serializer):  # type: ignore[type-arg]
+    total = S.IntegerField()
+    pods = S.IntegerField()
+    main_cause = S.ChoiceField(choices=[c.value for c in Cause], allow_null=True)
+    counts = S.DictField(child=S.IntegerField(), help_text=f"Keys: {', '.join(Cause)}.")
+    trend = TrendSerializer(many=True)
+    examples = S.DictField(child=FailureExampleSerializer(many=True))
+
+
+class DimensionSerializer(S.Serializer):  # type: ignore[type-arg]
+    name = S.CharField()
+    values = S.DictField(child=S.IntegerField())
+    odd = S.IntegerField()
+    mixed = S.BooleanField()
+
+
+class ReplacementSerializer(S.Serializer):  # type: ignore[type-arg]
+    nodes = S.IntegerField()
+    score = S.IntegerField(help_text="0 (alike, nothing by hand) to 100.")
+    hand_score = S.IntegerField()
+    level = S.ChoiceField(choices=LEVELS)
+    dimensions = DimensionSerializer(many=True)
+    odd_nodes = S.DictField(child=S.ListField(child=S.CharField()))
+
+
+class ReadinessCheckSerializer(S.Serializer):  # type: ignore[type-arg]
+    name = S.CharField()
+    title = S.CharField()
+    status = S.ChoiceField(choices=[s.value for s in Status])
+    detail = S.CharField()
+    concerned = S.ListField(child=S.CharField())
+
+
+class PoolInsightsSerializer(S.Serializer):  # type: ignore[type-arg]
+    pool = S.CharField()
+    window = WindowSerializer()
+    utilisation = UtilisationSerializer()
+    queue = QueueSerializer()
+    failures = FailuresSerializer()
+    replacement = ReplacementSerializer()
+    readiness = ReadinessCheckSerializer(many=True)
+
+
+class SuggestedMoveSerializer(S.Serializer):  # type: ignore[type-arg]
+    source = S.CharField()
+    destination = S.CharField()
+    nodes = S.ListField(child=S.CharField())
+    loan_days = S.IntegerField(allow_null=True)
+    reason = S.CharField()
+
+
+class AdviceSerializer(S.Serializer):  # type: ignore[type-arg]
+    key = S.CharField()
+    rule = S.ChoiceField(choices=[r.value for r in Rule])
+    pools = S.ListField(child=S.CharField())
+    title = S.CharField()
+    evidence = S.ListField(child=S.CharField())
+    confidence = S.FloatField()
+    confidence_level = S.ChoiceField(choices=LEVELS)
+    fingerprint = S.CharField()
+    move = SuggestedMoveSerializer(allow_null=True)
+
+
+class AdviceListSerializer(S.Serializer):  # type: ignore[type-arg]
+    window = WindowSerializer()
+    advice = AdviceSerializer(many=True)
+
+
+class DismissSerializer(S.Serializer):  # type: ignore[type-arg]
+    key = S.CharField(max_length=200)
+    reason = S.CharField(max_length=2000)
+    days = S.ChoiceField(choices=list(WINDOW_DAYS), default=30)
+
+
+class DismissedSerializer(S.Serializer):  # type: ignore[type-arg]
+    key = S.CharField()
+    fingerprint = S.CharField()
+    reason = S.CharField()
+
+
+class ProfileSerializer(S.Serializer):  # type: ignore[type-arg]
+    owner = S.CharField()
+    workload_type = S.CharField(allow_blank=True)
+    pods = S.IntegerField()
+    gpus_per_pod = SpreadSerializer()
+    framebuffer_mib = S.DictField(child=S.FloatField(), allow_null=True)
+    cpu_milli = SpreadSerializer()
+    memory_bytes = SpreadSerializer()
+    run_seconds = SpreadSerializer()
+    concurrency_peak = S.IntegerField()
+    concurrency_typical = S.FloatField(allow_null=True)
+    restarts = S.IntegerField()
+    failures = S.DictField(child=S.IntegerField())
+
+
+class ProfilesSerializer(S.Serializer):  # type: ignore[type-arg]
+    window = WindowSerializer()
+    by = S.ChoiceField(choices=list(GROUPINGS))
+    profiles = ProfileSerializer(many=True)
+    metrics_error = S.CharField(allow_null=True)
+
+
+class WindowQuerySerializer(S.Serializer):  # type: ignore[type-arg]
+    days = S.ChoiceField(choices=list(WINDOW_DAYS), default=30, help_text="The window, in days.")
+
+
+class ProfilesQuerySerializer(WindowQuerySerializer):
+    by = S.ChoiceField(choices=list(GROUPINGS), default="namespace")

@@ -1,0 +1,40 @@
+"""A pool's four indicators together, over one window (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pools.core.insights.failures import FailureReport
+from pools.core.insights.queueing import QueueReport
+from pools.core.insights.records import Window
+from pools.core.insights.replacement import ReplacementReport
+from pools.core.insights.utilisation import UtilisationReport
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """What the advisor needs of a pool besides its indicators."""
+
+    name: str
+    dedicated: bool  # its nodes carry a NoSchedule taint
+    nodes: int
+    gpus_per_node: int  # the most common allocatable count
+    min_nodes: int = 0
+    accepted_models: tuple[str, ...] = ()  # empty: any
+    # Nodes that could be lent now: ready, schedulable, no GPU pod, no active move; with
+    # their GPU model.
+    lendable: Sequence[tuple[str, str]] = field(default_factory=tuple)
+
+    def accepts(self, model: str) -> bool:
+        return not self.accepted_models or model in self.accepted_models
+
+
+@dataclass(frozen=True)
+class PoolInsights:
+    pool: PoolFacts
+    window: Window
+    utilisation: UtilisationReport
+    queue: QueueReport
+    failures: FailureReport
+    replacement: ReplacementReport

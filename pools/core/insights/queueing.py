@@ -1,0 +1,170 @@
+"""Queue time (pure): how long GPU pods waited from creation to being scheduled, and why.
+
+A pod that waited while a node outside its pool had room for it waited because its node
+selection was restricted (a taint or an affinity kept it off that node): the pool's size or
+the scheduling rules need adjusting. A pod that waited while no pool had room waited for
+plain shortage. The room is read from the pod history: the GPUs each node's bound pods held
+at the moment the pod was created, against the node's allocatable GPUs today."""
+
+from __future__ import annotations
+
+import enum
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pools.core.insights.records import NodeFacts, PodRecord, Window
+from pools.core.insights.stats import Spread, spread
+
+# A pod scheduled within this many seconds did not queue (binding takes a moment).
+QUEUED_AFTER_SECONDS = 60.0
+
+
+class QueueCause(enum.StrEnum):
+    RESTRICTED = "restricted"  # another pool had room: taints or affinity kept it out
+    SHORTAGE = "shortage"  # no pool had room
+    OWN_POOL_ROOM = "own_pool_room"  # its own pool had room (gang, fragmentation, a slow bind)
+
+
+QUEUE_CAUSE_TITLES = {
+    QueueCause.RESTRICTED: "node selection restricted (another pool had room)",
+    QueueCause.SHORTAGE: "plain shortage (no pool had room)",
+    QueueCause.OWN_POOL_ROOM: "its own pool had room (gang, fragmentation or a slow bind)",
+}
+
+
+@dataclass(frozen=True)
+class QueueReport:
+    waits: Spread = field(default_factory=Spread)  # every GPU pod created in the window
+    queued: int = 0  # of which waited longer than QUEUED_AFTER_SECONDS
+    still_pending: int = 0
+    by_cause: Mapping[QueueCause, Spread] = field(default_factory=dict)
+    # Queued pods in the first and the second half of the window: is the queue growing?
+    first_half: int = 0
+    second_half: int = 0
+    peak_waiting_gpus: int = 0  # most GPUs asked by queued pods at once
+
+    @property
+    def growing(self) -> bool:
+        return self.second_half > self.first_half
+
+    def count(self, cause: QueueCause) -> int:
+        spread_ = self.by_cause.get(cause)
+        return spread_.count if spread_ else 0
+
+
+class _Room:
+    """Free GPUs of every schedulable node, as pods bind and end, counted per pool by the
+    number free so "does pool P have a node with g free" costs a few lookups. Nodes and
+    pools are list indices: the sweep changes it once per bind and once per end, 200,000
+    times for 100,000 pods."""
+
+    def __init__(self, nodes: Sequence[NodeFacts]) -> None:
+        usable = [n for n in nodes if n.ready and not n.cordoned]
+        self.pools = sorted({n.pool or "" for n in usable})
+        pool_index = {p: i for i, p in enumerate(self.pools)}
+        self.index = {n.name: i for i, n in enumerate(usable)}
+        self.capacity = [n.gpus for n in usable]
+        self.free = list(self.capacity)  # may go below zero: a history is not always tidy
+        self.pool_of = [pool_index[n.pool or ""] for n in usable]
+        top = max(self.capacity, default=0)
+        self.counts = [[0] * (top + 1) for _ in self.pools]
+        for i, gpus in enumerate(self.capacity):
+            self.counts[self.pool_of[i]][gpus] += 1
+
+    def apply(self, events: list[tuple[float, int, int]], start: int, until: float) -> int:
+        """Apply the events from `start` up to time `until`; the index of the next one."""
+        free, counts, pool_of = self.free, self.counts, self.pool_of
+        i, n = start, len(events)
+        while i < n and events[i][0] <= until:
+            _, gpus, node = events[i]
+            row = counts[pool_of[node]]
+            before = free[node]
+            after = before - gpus
+            free[node] = after
+            row[before if before > 0 else 0] -= 1
+            row[after if after > 0 else 0] += 1
+            i += 1
+        return i
+
+    def has_room(self, gpus: int, *, inside: str | None, outside: str | None) -> bool:
+        for pool, row in zip(self.pools, self.counts, strict=True):
+            if (inside is not None and pool != inside) or (outside is not None and pool == outside):
+                continue
+            if pool == "" and outside is not None:
+                continue  # unassigned nodes carry no pool's labels: no pod is steered there
+            if any(row[max(gpus, 1) :]):
+                return True
+        return False
+
+
+def _bindings(pods: Iterable[PodRecord], index: dict[str, int]) -> list[tuple[float, int, int]]:
+    """(time, GPUs taken, node index) for every bind and every end (taking minus GPUs) on a
+    schedulable node, in time order."""
+    events = []
+    for pod in pods:
+        node = index.get(pod.node)
+        if pod.scheduled is None or node is None or not pod.gpus:
+            continue
+        events.append((pod.scheduled, pod.gpus, node))
+        if pod.finished is not None:
+            events.append((pod.finished, -pod.gpus, node))
+    events.sort()
+    return events
+
+
+def _peak(intervals: list[tuple[float, float, int]]) -> int:
+    """The most GPUs waiting at once over (start, end, gpus) intervals."""
+    current = peak = 0
+    ends: list[tuple[float, int]] = []
+    for start, end, gpus in sorted(intervals):
+        while ends and ends[0][0] <= start:
+            current -= heapq.heappop(ends)[1]
+        current += gpus
+        heapq.heappush(ends, (end, gpus))
+        peak = max(peak, current)
+    return peak
+
+
+def queue_report(
+    pods: Sequence[PodRecord], nodes: Sequence[NodeFacts], pool: str, window: Window
+) -> QueueReport:
+    """Queue times of the GPU pods of `pool` created in the window. `pods` is the whole
+    cluster's history over the window (other pools' pods say when those pools had room);
+    a pod's pool is where it was bound, or for a pending pod the pool it asks for."""
+    mine = sorted(
+        (p for p in pods if p.pool == pool and p.gpus and window.contains(p.created)),
+        key=lambda p: p.created,
+    )
+    room = _Room(nodes)
+    events, e = _bindings(pods, room.index), 0
+    waits: list[float] = []
+    by_cause: dict[QueueCause, list[float]] = {c: [] for c in QueueCause}
+    halves, waiting, pending = [0, 0], [], 0
+    middle = window.start + window.seconds / 2
+    for pod in mine:
+        end = pod.scheduled if pod.scheduled is not None else (pod.finished or window.end)
+        pending += pod.scheduled is None and pod.finished is None
+        wait = max(0.0, end - pod.created)
+        waits.append(wait)
+        if wait < QUEUED_AFTER_SECONDS:
+            continue
+        halves[pod.created >= middle] += 1
+        waiting.append((pod.created, end, pod.gpus))
+        e = room.apply(events, e, pod.created)  # the cluster as the pod found it
+        if room.has_room(pod.gpus, inside=pool, outside=None):
+            cause = QueueCause.OWN_POOL_ROOM
+        elif room.has_room(pod.gpus, inside=None, outside=pool):
+            cause = QueueCause.RESTRICTED
+        else:
+            cause = QueueCause.SHORTAGE
+        by_cause[cause].append(wait)
+    return QueueReport(
+        waits=spread(waits),
+        queued=sum(halves),
+        still_pending=pending,
+        by_cause={c: spread(v) for c, v in by_cause.items()},
+        first_half=halves[0],
+        second_half=halves[1],
+        peak_waiting_gpus=_peak(waiting),
+    )

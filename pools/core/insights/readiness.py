@@ -1,0 +1,162 @@
+"""Readiness checks of a pool (pure): the practice's steps checked against the inventory and
+the metrics, each passing or failing with the nodes or pods concerned."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pools.core.insights.records import NodeFacts
+from pools.core.insights.scheduling import PodScheduling
+
+
+class Status(enum.StrEnum):
+    PASS = "pass"  # noqa: S105 -- a check status, not a password
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    title: str
+    status: Status
+    detail: str
+    concerned: list[str] = field(default_factory=list)  # node or namespace/pod names
+
+
+@dataclass(frozen=True)
+class LivePod:
+    """A pod running or pending on one of the pool's nodes, with its scheduling block."""
+
+    key: str  # namespace/name
+    node: str
+    gpus: int
+    scheduling: PodScheduling
+
+
+@dataclass(frozen=True)
+class PoolRules:
+    name: str
+    pool_key: str
+    taint: tuple[str, str, str] | None  # (key, value, effect)
+
+
+@dataclass(frozen=True)
+class LoanFact:
+    move_id: int
+    loan_until: float | None
+    nodes: int
+
+
+def _check(name: str, title: str, bad: Sequence[str], ok: str, fail: str) -> Check:
+    if bad:
+        return Check(name, title, Status.FAIL, fail.format(n=len(bad)), sorted(bad))
+    return Check(name, title, Status.PASS, ok)
+
+
+def labels_and_taints(nodes: Sequence[NodeFacts]) -> Check:
+    return _check(
+        "labels_taints",
+        "Nodes carry the pool's labels and taints",
+        [n.name for n in nodes if n.drifted],
+        "Every node carries exactly the pool's labels and taint.",
+        "{n} node(s) drifted from the pool's labels or taint: reconcile them.",
+    )
+
+
+def workloads_declare(pods: Sequence[LivePod], rules: PoolRules) -> Check:
+    """Pods on the pool's nodes must ask for the pool (required affinity or a selector), for
+    GPUs, and tolerate the pool's taint; a pod that landed without asking got there by luck
+    (an untainted node) and will not get there again."""
+    bad = []
+    for pod in pods:
+        wanted = pod.scheduling.wanted_pools(rules.pool_key)
+        problems = []
+        if wanted is None or rules.name not in wanted:
+            problems.append(f"no required {rules.pool_key}={rules.name}")
+        if rules.taint is not None and not pod.scheduling.tolerates(*rules.taint):
+            problems.append(f"no toleration of {rules.taint[0]}")
+        if pod.gpus <= 0:
+            problems.append("no GPU request")
+        if problems:
+            bad.append(f"{pod.key} ({'; '.join(problems)})")
+    return _check(
+        "workloads_declare",
+        "Workloads declare the pool's affinity, toleration and GPU requests",
+        bad,
+        f"All {len(pods)} pod(s) on the pool's nodes ask for it properly.",
+        "{n} pod(s) on the pool's nodes do not ask for it properly.",
+    )
+
+
+def system_reserved(
+    nodes: Sequence[NodeFacts], capacity: Mapping[str, tuple[int, int]] | None
+) -> Check:
+    """`capacity`: each node's (CPU milli, memory bytes) capacity against its allocatable,
+    None when the inventory does not keep capacity."""
+    title = "Nodes reserve CPU and memory for system daemons"
+    if capacity is None:
+        return Check(
+            "system_reserved",
+            title,
+            Status.UNKNOWN,
+            "The inventory does not keep node capacity yet: compare allocatable with "
+            "capacity (kubectl describe node) by hand.",
+        )
+    bad = [name for name, reserved in capacity.items() if min(reserved) <= 0]
+    return _check(
+        "system_reserved",
+        title,
+        bad,
+        "Every node's allocatable CPU and memory are below its capacity.",
+        "{n} node(s) reserve nothing for system daemons (allocatable equals capacity).",
+    )
+
+
+def metrics_arrive(nodes: Sequence[NodeFacts], metrics_error: str | None) -> Check:
+    title = "Every node's DCGM metrics arrive"
+    if metrics_error:
+        return Check("metrics", title, Status.UNKNOWN, f"Prometheus: {metrics_error}")
+    bad = [
+        f"{n.name} ({n.gpus_reporting or 0} of {n.gpus} GPUs report)"
+        for n in nodes
+        if n.ready and (n.gpus_reporting or 0) < n.gpus
+    ]
+    return _check(
+        "metrics",
+        title,
+        bad,
+        "Every ready node's GPUs report to Prometheus.",
+        "{n} ready node(s) miss DCGM series for some GPUs.",
+    )
+
+
+def nodes_recognised(unassigned: Sequence[str], stale: Sequence[str], sync_seconds: int) -> Check:
+    """New or replaced nodes are recognised: the inventory saw every node within two syncs
+    (`stale` lists those it did not), and unassigned GPU nodes are flagged (`unassigned`)."""
+    note = f" Unassigned GPU nodes flagged: {', '.join(unassigned)}." if unassigned else ""
+    return _check(
+        "recognised",
+        "New or replaced nodes are recognised",
+        stale,
+        f"The inventory saw every node within {2 * sync_seconds} s.{note}",
+        "{n} node(s) not seen by the inventory for over two syncs." + note,
+    )
+
+
+def loans_end(loans: Sequence[LoanFact], now: float) -> Check:
+    """Temporary sharing only through loans with an end that is honoured."""
+    bad = [
+        f"move #{loan.move_id} ({loan.nodes} node(s))"
+        for loan in loans
+        if loan.loan_until is None or loan.loan_until < now
+    ]
+    return _check(
+        "loans",
+        "Temporary sharing happens only through loans with an end",
+        bad,
+        f"{len(loans)} open loan(s), each with an end still ahead.",
+        "{n} loan(s) past their end and not returned.",
+    )

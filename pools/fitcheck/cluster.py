@@ -1,0 +1,138 @@
+"""The cluster as the fit core sees it, read from the inventory (a selector).
+
+Three queries whatever the size of the cluster: the active pools, the present nodes, and what
+the live GPU pods bound to them request, summed in SQL per node and priority (with the
+priority classes seen on them). Each node's requests are what the inventory keeps: its numeric
+allocatable figures and the sums requested by all its pods (`Node.cpu_requested_milli`, …).
+The GPU pods of one priority on a node come as one pod: the scheduler's preemption evicts
+every lower-priority pod before it asks whether the pod fits, so the sum is what counts.
+What the node's other pods request is one more pod with no GPU; their priorities are unknown
+to the inventory, so they are taken as the highest and the check never promises a preemption
+that would need evicting them.
+
+The inventory does not keep a node's pod capacity (allocatable "pods"); the core's default
+of 110 stands for it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Sum
+
+from pools.core.fit.cluster import ClusterSnapshot, FitNode, FitPool, NodePod
+from pools.core.fit.quantities import QuantityError, parse_quantity
+from pools.core.fit.resources import ZERO, Resources, amount_in_units
+from pools.core.fit.scheduling import Taint
+from pools.models import GpuPod, Node, Pool
+
+OTHER_PODS = "other pods"  # the NodePod standing for a node's pods that are not GPU pods
+UNKNOWN_PRIORITY = 2**31 - 1  # pods the inventory keeps no priority for: never preempted
+
+_NODE_FIELDS = (
+    "name",
+    "pool_label",
+    "labels",
+    "taints",
+    "cordoned",
+    "ready",
+    "gpu_allocatable",
+    "gpu_allocated",
+    "cpu_allocatable",
+    "memory_allocatable",
+    "cpu_allocatable_milli",
+    "memory_allocatable_bytes",
+    "cpu_requested_milli",
+    "memory_requested_bytes",
+)
+
+
+@dataclass(frozen=True)
+class FitCluster:
+    snapshot: ClusterSnapshot
+    pools: Mapping[str, Pool]  # the active pools by name
+    priority_classes: Mapping[str, int]  # the classes seen on pods, with their values
+    pool_key: str
+
+
+def fit_pool(pool: Pool) -> FitPool:
+    taint = pool.taint
+    return FitPool(
+        pool.name,
+        dict(pool.labels),
+        Taint(taint.key, taint.value, taint.effect) if taint else None,
+        tuple(pool.accepted_gpu_models),
+    )
+
+
+def fit_cluster() -> FitCluster:
+    """Every present node with what is free on it, and every active pool."""
+    pools = {p.name: p for p in Pool.objects.active()}
+    rows = list(Node.objects.present().values_list(*_NODE_FIELDS))
+    bound = GpuPod.objects.live().exclude(node_name="")
+    held: dict[str, list[NodePod]] = defaultdict(list)
+    totals: dict[str, Resources] = {}
+    classes: dict[str, int] = {}
+    for node, priority, name, gpus, cpu, memory in (
+        bound.values_list("node_name", "priority", "priority_class")
+        .annotate(Sum("gpus"), Sum("cpu_milli"), Sum("memory_bytes"))
+        .order_by()
+    ):
+        pod = NodePod(
+            Resources(cpu or 0, memory or 0, gpus or 0),
+            UNKNOWN_PRIORITY if priority is None else priority,
+            f"GPU pods of priority {priority}",
+        )
+        held[node].append(pod)
+        totals[node] = totals.get(node, ZERO).plus(pod.requests)
+        if name and priority is not None:
+            classes[name] = priority
+    nodes = [_fit_node(row, held.get(row[0], []), totals.get(row[0], ZERO)) for row in rows]
+    snapshot = ClusterSnapshot(nodes, [fit_pool(p) for p in pools.values()])
+    return FitCluster(snapshot, pools, classes, settings.POOL_LABEL_KEY)
+
+
+def gpu_node_pod(pod: GpuPod) -> NodePod:
+    """One GPU pod as a pod on its node."""
+    priority = UNKNOWN_PRIORITY if pod.priority is None else pod.priority
+    return NodePod(Resources(pod.cpu_milli, pod.memory_bytes, pod.gpus), priority, str(pod))
+
+
+def _fit_node(row: Sequence[Any], on_node: list[NodePod], gpu_pods: Resources) -> FitNode:
+    (name, pool, labels, taints, cordoned, ready, gpus, allocated, cpu, memory) = row[:10]
+    cpu_milli, memory_bytes, cpu_requested, memory_requested = row[10:]
+    # What the node's pods request beyond its GPU pods (and GPUs held by pods the inventory
+    # has not recorded as GpuPod rows yet).
+    rest = Resources(
+        max(cpu_requested - gpu_pods.cpu_milli, 0),
+        max(memory_requested - gpu_pods.memory, 0),
+        max(allocated - gpu_pods.gpu, 0),
+    )
+    if not rest.is_zero:
+        on_node = [*on_node, NodePod(rest, UNKNOWN_PRIORITY, OTHER_PODS)]
+    return FitNode(
+        name=name,
+        pool=pool,
+        labels=labels,
+        taints=tuple(
+            Taint(t.get("key", ""), t.get("value", ""), t.get("effect", "")) for t in taints
+        ),
+        unschedulable=cordoned,
+        ready=ready,
+        allocatable=Resources(
+            cpu_milli or _amount("cpu", cpu), memory_bytes or _amount("memory", memory), gpus
+        ),
+        pods=tuple(on_node),
+    )
+
+
+def _amount(resource: str, raw: object) -> int:
+    """The allocatable string, for rows written before the numeric figures were kept."""
+    try:
+        return amount_in_units(resource, parse_quantity(raw or "0"))
+    except QuantityError:
+        return 0

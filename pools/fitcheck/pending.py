@@ -1,0 +1,119 @@
+"""The GPU pods waiting now and why; the pods on a pool's nodes that do not belong there.
+
+Both are reads over the inventory (`GpuPod` rows) and the fit core: a Pending pod's reason is
+the scheduler's own FailedScheduling message when the inventory has one, otherwise what the
+fit check says the scheduler would answer (one pass over the cluster per distinct pod shape).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import QuerySet
+
+from pools.core.fit.check import PodVerdict, evaluate_pod
+from pools.core.fit.pods import PodShape
+from pools.core.fit.scheduling import Taint, untolerated_taint
+from pools.core.fit.workloads import pod_shape
+from pools.fitcheck.cluster import FitCluster, fit_cluster
+from pools.fitcheck.service import pod_manifest
+from pools.models import GpuPod, Node, Pool
+
+SCHEDULER = "scheduler"  # the reason is the scheduler's FailedScheduling message
+FIT_CHECK = "fit check"  # the reason is the fit check's
+
+
+@dataclass(frozen=True)
+class PendingPod:
+    pod: GpuPod
+    waited: timedelta
+    reason: str
+    reason_from: str  # SCHEDULER or FIT_CHECK
+    fits_now: bool  # the fit check finds a node with room now (the scheduler has not bound it)
+    lands_in: tuple[str, ...]  # pools with a node that would take it now
+
+
+def pending_pods(
+    *, now: datetime, pool: Pool | None = None, cluster: FitCluster | None = None
+) -> list[PendingPod]:
+    """The GPU pods waiting now, longest first; `pool`: only those asking for that pool by
+    selector or affinity (the pool key's value), or pinned to none and fitting there."""
+    rows = list(GpuPod.objects.pending().order_by("created_at", "namespace", "name"))
+    if not rows:
+        return []
+    cluster = cluster or fit_cluster()
+    verdicts: dict[PodShape, PodVerdict] = {}
+    result = []
+    for row in rows:
+        shape = pod_shape(pod_manifest(row))
+        if shape not in verdicts:
+            verdicts[shape] = evaluate_pod(
+                shape, cluster.snapshot, priority_classes=cluster.priority_classes
+            )
+        verdict = verdicts[shape]
+        lands = tuple(
+            sorted(
+                {cluster.snapshot.nodes[cluster.snapshot.index[n]].pool for n in verdict.nodes_fit}
+            )
+        )
+        item = PendingPod(
+            row,
+            max(now - row.created_at, timedelta(0)),
+            row.unschedulable_message
+            or verdict.scheduler_message
+            or "Fits now: waiting to be bound.",
+            SCHEDULER if row.unschedulable_message else FIT_CHECK,
+            verdict.fits,
+            lands,
+        )
+        if pool is None or wants_pool(row, pool.name, cluster.pool_key) or pool.name in lands:
+            result.append(item)
+    return result
+
+
+def pending_pod_names(limit: int = 500) -> list[str]:
+    """namespace/name of the pods waiting now, for the fit page's picker."""
+    rows = GpuPod.objects.pending().order_by("namespace", "name").values_list("namespace", "name")
+    return [f"{namespace}/{name}" for namespace, name in rows[:limit]]
+
+
+def wants_pool(pod: GpuPod, pool: str, pool_key: str) -> bool:
+    """The pod names the pool by its nodeSelector or a required affinity on the pool key."""
+    if pod.node_selector.get(pool_key) == pool:
+        return True
+    node_affinity = (pod.affinity or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for expression in term.get("matchExpressions") or []:
+            if expression.get("key") == pool_key and pool in (expression.get("values") or []):
+                return True
+    return False
+
+
+@dataclass(frozen=True)
+class Intruder:
+    pod: GpuPod
+    taint: Taint  # the pool's taint the pod does not tolerate
+    node_tainted: bool  # False: the node lacks the pool's taint (that is how the pod got in)
+
+
+def pool_intruders(pool: Pool) -> list[Intruder]:
+    """Pods running on the pool's nodes without a toleration of the pool's taint: they landed
+    before the taint was set, or the node lacks it. A pool with no taint has no intruders."""
+    if pool.taint is None or pool.taint.effect not in ("NoSchedule", "NoExecute"):
+        return []
+    taint = Taint(pool.taint.key, pool.taint.value, pool.taint.effect)
+    nodes = dict(Node.objects.present().filter(pool=pool).values_list("name", "taints"))
+    pods: QuerySet[GpuPod] = GpuPod.objects.live().filter(node_name__in=list(nodes))
+    result = []
+    for pod in pods.order_by("node_name", "namespace", "name"):
+        shape = pod_shape(pod_manifest(pod))
+        if untolerated_taint([taint], shape.tolerations) is None:
+            continue
+        tainted = any(
+            t.get("key") == taint.key and t.get("effect") == taint.effect
+            for t in nodes[pod.node_name]
+        )
+        result.append(Intruder(pod, taint, tainted))
+    return result

@@ -1,0 +1,112 @@
+"""The insights pages: workload profiles, a pool's indicators and readiness, the advisor.
+Thin: they parse the window, call pools.insights and render."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from pools import advice, insights
+from pools.core.insights import advisor
+from pools.core.insights.failures import CAUSE_TITLES, Cause
+from pools.core.insights.profiles import GROUPINGS
+from pools.core.insights.queueing import QUEUE_CAUSE_TITLES
+from pools.core.insights.records import WINDOW_DAYS
+from pools.core.insights.replacement import DIMENSION_TITLES
+from pools.errors import WorkflowError
+from pools.models import Pool
+from pools.roles import Capability, has_capability, require
+
+
+def _days(request: HttpRequest) -> int:
+    days = insights.window_days(request.GET.get("days") or request.POST.get("days"))
+    if days is None:
+        raise Http404("The window is 7, 30 or 90 days.")
+    return days
+
+
+@require(Capability.VIEW)
+def profiles(request: HttpRequest) -> HttpResponse:
+    days = _days(request)
+    by = request.GET.get("by", "namespace")
+    if by not in GROUPINGS:
+        raise Http404("Group by namespace or team.")
+    found = insights.profiles(days=days, by=by, now=timezone.now())
+    context = {
+        "found": found,
+        "days": days,
+        "windows": WINDOW_DAYS,
+        "by": by,
+        "groupings": GROUPINGS,
+    }
+    return render(request, "pools/profiles.html", context)
+
+
+@require(Capability.VIEW)
+def pool_insights(request: HttpRequest, name: str) -> HttpResponse:
+    pool = get_object_or_404(Pool.objects.active(), name=name)
+    days = _days(request)
+    found, checks = insights.pool_insights(pool, days=days, now=timezone.now())
+    context = {
+        "pool": pool,
+        "days": days,
+        "windows": WINDOW_DAYS,
+        "found": found,
+        "checks": checks,
+        "cause_titles": {str(c): t for c, t in CAUSE_TITLES.items()},
+        "causes": [str(c) for c in Cause],
+        "queue_titles": {str(c): t for c, t in QUEUE_CAUSE_TITLES.items()},
+        "dimension_titles": DIMENSION_TITLES,
+    }
+    return render(request, "pools/pool_insights.html", context)
+
+
+def move_link(suggestion: advisor.MoveSuggestion) -> str:
+    """The move form, prefilled with the suggested nodes, destination, reason and loan end:
+    the request it makes still needs someone else's approval."""
+    query = {
+        "nodes": ",".join(suggestion.nodes),
+        "destination": suggestion.destination,
+        "reason": suggestion.reason(),
+    }
+    if suggestion.loan_days:
+        query["loan_days"] = str(suggestion.loan_days)
+    return f"{reverse('move-new')}?{urlencode(query)}"
+
+
+@require(Capability.VIEW)
+def advice_list(request: HttpRequest) -> HttpResponse:
+    days = _days(request)
+    found = insights.advice(days=days, now=timezone.now())
+    context = {
+        "days": days,
+        "windows": WINDOW_DAYS,
+        "advice": [(a, move_link(a.move) if a.move else None) for a in found],
+        "can_act": has_capability(request.user, Capability.REQUEST_MOVE),
+    }
+    return render(request, "pools/advice.html", context)
+
+
+@require(Capability.REQUEST_MOVE)
+@require_POST
+def advice_dismiss(request: HttpRequest) -> HttpResponse:
+    days = _days(request)
+    try:
+        advice.advice_dismiss(
+            key=request.POST.get("key", ""),
+            reason=request.POST.get("reason", ""),
+            user=request.user,
+            days=days,
+            now=timezone.now(),
+        )
+    except WorkflowError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Dismissed: it comes back if its evidence changes.")
+    return redirect(f"{reverse('advice')}?days={days}")

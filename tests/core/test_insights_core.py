@@ -1,0 +1,137 @@
+"""The insights' pure rules over plain records: percentiles, failure classification, the
+queue's room, concurrency, gaps."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pools.core.insights.failures import Cause, classify, failed, xid_during_run
+from pools.core.insights.profiles import concurrency
+from pools.core.insights.records import PodRecord, Window
+from pools.core.insights.scheduling import pod_scheduling, wanted_pool
+from pools.core.insights.stats import percentile, spread
+from pools.core.insights.utilisation import job_history
+
+
+def record(**fields: object) -> PodRecord:
+    base: dict[str, object] = {
+        "namespace": "ml",
+        "name": "job",
+        "node": "n1",
+        "pool": "training",
+        "phase": "Failed",
+        "gpus": 1,
+        "cpu_milli": 0,
+        "memory_bytes": 0,
+        "team": "",
+        "workload_type": "",
+        "created": 0.0,
+        "scheduled": 1.0,
+        "started": 2.0,
+        "finished": 100.0,
+        "reason": "",
+        "exit_code": 1,
+        "message": "",
+        "waiting_reason": "",
+        "restarts": 0,
+    }
+    return PodRecord(**{**base, **fields})  # type: ignore[arg-type]
+
+
+@given(st.lists(st.floats(-1e6, 1e6), min_size=2, max_size=50))
+def test_median_is_the_statistics_median(values: list[float]) -> None:
+    assert percentile(sorted(values), 50) == pytest.approx(statistics.median(values), abs=1e-6)
+
+
+@given(st.lists(st.floats(0, 100), min_size=1, max_size=50), st.floats(0, 100))
+def test_a_percentile_lies_between_the_extremes(values: list[float], q: float) -> None:
+    found = percentile(sorted(values), q)
+    assert found is not None and min(values) - 1e-9 <= found <= max(values) + 1e-9
+
+
+def test_empty_values_have_no_percentile() -> None:
+    assert percentile([], 90) is None
+    assert spread([]).count == 0
+
+
+def test_classification_keeps_the_causes_apart() -> None:
+    assert classify(record(reason="OOMKilled", exit_code=137)) == Cause.OOM
+    assert classify(record(message="RuntimeError: CUDA error: out of memory")) == Cause.OOM
+    assert classify(record(message="NVRM: Xid 79, GPU has fallen off the bus")) == Cause.GPU_FAULT
+    assert classify(record(reason="UnexpectedAdmissionError")) == Cause.GPU_FAULT
+    assert classify(record(waiting_reason="ImagePullBackOff", phase="Pending")) == Cause.IMAGE
+    assert classify(record(reason="CreateContainerConfigError")) == Cause.IMAGE
+    assert classify(record(reason="Evicted")) == Cause.EVICTION
+    assert classify(record(reason="Preempting")) == Cause.EVICTION
+    assert classify(record(reason="Error")) == Cause.OTHER
+    assert classify(record(reason="Error"), xid_during_run=True) == Cause.GPU_FAULT
+    # The job asked for too much: an XID at the same time does not make it the GPU's fault.
+    assert classify(record(reason="OOMKilled"), xid_during_run=True) == Cause.OOM
+
+
+def test_a_pod_that_succeeded_did_not_fail() -> None:
+    assert not failed(record(phase="Succeeded", exit_code=0))
+    assert failed(record(phase="Pending", exit_code=None, waiting_reason="ErrImagePull"))
+
+
+def test_an_xid_counts_only_while_the_pod_ran_on_its_node() -> None:
+    pod = record(node="n1", started=100.0, finished=200.0)
+    assert xid_during_run(pod, {"n1": [150.0]})
+    assert not xid_during_run(pod, {"n1": [50.0, 250.0]})
+    assert not xid_during_run(pod, {"n2": [150.0]})
+    assert xid_during_run(record(started=100.0, finished=None), {"n1": [1e9]})
+
+
+def test_concurrency_peak_and_typical() -> None:
+    window = Window(0.0, 100.0)
+    # Two pods at once for 10 s, one for 60 s, none for 30 s: typically one.
+    peak, typical = concurrency([(0.0, 70.0), (10.0, 20.0)], window)
+    assert (peak, typical) == (2, 1.0)
+    assert concurrency([], window) == (0, None)
+
+
+def test_gaps_are_between_jobs_on_one_node_with_overlaps_merged() -> None:
+    pods = [
+        record(node="n1", started=0.0, finished=10.0),
+        record(node="n1", started=5.0, finished=20.0),
+        record(node="n1", started=50.0, finished=60.0),
+        record(node="n2", started=0.0, finished=100.0),
+    ]
+    history = job_history(pods, {"n1": 8, "n2": 8, "n3": 8}, Window(0.0, 100.0))
+    assert history.gaps == [30.0]
+    assert history.busy_share == (30 + 100) / 300
+    # n3 never runs a job: a node is always empty.
+    assert history.empty_node_share == 1.0
+    assert history.allocated_share == (10 + 15 + 10 + 100) / 2400
+
+
+def test_a_node_is_empty_while_fewer_nodes_than_the_pool_run_jobs() -> None:
+    pods = [
+        record(node="n1", started=0.0, finished=60.0),
+        record(node="n2", started=30.0, finished=100.0),
+    ]
+    history = job_history(pods, {"n1": 1, "n2": 1}, Window(0.0, 100.0))
+    assert history.empty_node_share == 0.7  # both busy from 30 to 60 only
+
+
+def test_the_pool_a_pod_asks_for() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "gpu-pool", "operator": "In", "values": ["a"]}]}
+                ]
+            }
+        }
+    }
+    assert wanted_pool({}, affinity, "gpu-pool") == "a"
+    assert wanted_pool({"gpu-pool": "b"}, None, "gpu-pool") == "b"
+    assert wanted_pool({}, None, "gpu-pool") == ""
+    tolerations = [{"key": "workload-a", "operator": "Exists", "effect": "NoSchedule"}]
+    scheduling = pod_scheduling({}, affinity, tolerations)
+    assert scheduling.tolerates("workload-a", "true", "NoSchedule")
+    assert not scheduling.tolerates("workload-b", "true", "NoSchedule")

@@ -1,0 +1,197 @@
+"""The fit page, `POST /api/v1/fit/`, the Pending page and the pool page's pending and
+intruder lists, over the demo inventory."""
+
+from __future__ import annotations
+
+import json
+from html import unescape
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.utils import timezone
+
+from pools.fitcheck.pending import FIT_CHECK, SCHEDULER, pending_pods, pool_intruders
+from pools.models import GpuPod, Pool
+from tests.api.conftest import api
+from tests.factories import demo_inventory
+from tests.fitcheck.rows import TOLERATE_TRAINING, TRAINING_AFFINITY, gpu_pod
+from tests.fitcheck.test_service import DEPLOYMENT, TRAINING_POD
+from tests.moves_helpers import user_in
+
+pytestmark = pytest.mark.django_db
+
+BIG_TRAIN_MESSAGE = (
+    "0/25 nodes are available: 5 Insufficient nvidia.com/gpu, 20 node(s) didn't match "
+    "Pod's node affinity/selector."
+)
+
+
+def viewer() -> Client:
+    client = Client()
+    client.force_login(user_in("viewers", "vera"))
+    return client
+
+
+@pytest.fixture
+def demo(db):  # type: ignore[no-untyped-def]
+    nodes = demo_inventory()
+    # The demo's pods as the inventory keeps them: the big job the scheduler gave up on,
+    # the third eval job it has not answered yet, and pods on the drifted training node.
+    gpu_pod(
+        "big-train",
+        gpus=8,
+        affinity=TRAINING_AFFINITY,
+        tolerations=TOLERATE_TRAINING,
+        unschedulable_message=BIG_TRAIN_MESSAGE,
+        owner_kind="Job",
+        owner_name="big-train",
+    )
+    gpu_pod("eval-job-2", gpus=2, affinity=TRAINING_AFFINITY)
+    gpu_pod("finetune-a100-train-drift-000", gpus=4, node="a100-train-drift-000")
+    gpu_pod(
+        "llm-pretrain-a100-train-000",
+        gpus=8,
+        node="a100-train-000",
+        tolerations=TOLERATE_TRAINING,
+    )
+    return nodes
+
+
+def test_fit_page_shows_each_pools_verdict_and_the_fix(demo):  # type: ignore[no-untyped-def]
+    response = viewer().post("/fit/", {"manifest": TRAINING_POD})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "4 node(s) had untolerated taint {workload-training: true}" in html
+    assert 'data-fix="training"' in html
+    assert "+  - key: workload-training" in html
+
+
+def test_fit_page_download_is_the_fixed_manifest(demo):  # type: ignore[no-untyped-def]
+    response = viewer().post("/fit/", {"manifest": TRAINING_POD, "download": "training"})
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="manifest-training.yaml"'
+    assert "workload-training" in response.content.decode()
+
+
+def test_fit_page_upload_and_bad_input(demo):  # type: ignore[no-untyped-def]
+    upload = SimpleUploadedFile("job.yaml", DEPLOYMENT.encode())
+    ok = viewer().post("/fit/", {"upload": upload})
+    assert ok.status_code == 200
+    assert '<tr data-pool="mixed">' in ok.content.decode()
+    assert "27 of 40" in ok.content.decode()
+    bad = viewer().post("/fit/", {"manifest": TRAINING_POD.replace(": 2}", ": two}")})
+    assert bad.status_code == 400
+    assert "spec.containers[0].resources.limits[nvidia.com/gpu]" in bad.content.decode()
+    neither = viewer().post("/fit/", {})
+    assert neither.status_code == 400
+
+
+def test_fit_page_prefilled_with_a_pending_pod(demo):  # type: ignore[no-untyped-def]
+    response = viewer().get("/fit/?pod=ml-training/big-train")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Pod ml-training/big-train" in html
+    assert "0/5 nodes are available: 5 Insufficient nvidia.com/gpu." in html
+
+
+def test_fit_api_answers_per_pool(demo, token_for):  # type: ignore[no-untyped-def]
+    token = token_for("viewers")
+    response = api(token).post(
+        "/api/v1/fit/", json.dumps({"manifest": DEPLOYMENT}), content_type="application/json"
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    (workload,) = body["workloads"]
+    assert workload["cluster"][0]["replicas_fit"] == 31
+    pools = {p["pool"]: p for p in workload["pools"]}
+    assert pools["mixed"]["templates"][0]["replicas_fit"] == 27
+    assert pools["training"]["capacity"]["whole_free_nodes"] == 0
+    assert "training" in body["fixes"]
+    by_pod = api(token).post(
+        "/api/v1/fit/",
+        json.dumps({"pod": {"namespace": "ml-training", "name": "big-train"}}),
+        content_type="application/json",
+    )
+    assert by_pod.json()["pod"] == "ml-training/big-train"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "non_field_errors"),
+        ({"manifest": "x", "pod": {"namespace": "a", "name": "b"}}, "non_field_errors"),
+        ({"pod": {"namespace": "a"}}, "pod"),
+        ({"manifest": "kind: Pod\nspec: [1]"}, "manifest"),
+        ({"pod": {"namespace": "ml-training", "name": "nope"}}, "pod"),
+    ],
+)
+def test_fit_api_bad_input_is_a_400_naming_the_field(demo, token_for, body, field):  # type: ignore[no-untyped-def]
+    before = GpuPod.objects.count()
+    response = api(token_for("viewers")).post(
+        "/api/v1/fit/", json.dumps(body), content_type="application/json"
+    )
+    assert response.status_code == 400, response.content
+    assert field in response.json()["error"]["fields"]
+    assert GpuPod.objects.count() == before
+
+
+def test_fit_api_needs_a_token():
+    response = api().post("/api/v1/fit/", "{}", content_type="application/json")
+    assert response.status_code == 401
+
+
+def test_pending_pods_say_why(demo):  # type: ignore[no-untyped-def]
+    pending = {f"{p.pod.namespace}/{p.pod.name}": p for p in pending_pods(now=timezone.now())}
+    assert set(pending) == {"ml-training/big-train", "ml-training/eval-job-2"}
+    big = pending["ml-training/big-train"]
+    assert (big.reason, big.reason_from) == (BIG_TRAIN_MESSAGE, SCHEDULER)
+    evaluation = pending["ml-training/eval-job-2"]
+    assert evaluation.reason_from == FIT_CHECK
+    assert evaluation.reason.startswith("0/25 nodes are available: 1 Insufficient nvidia.com/gpu")
+
+
+def test_pending_page_and_pool_page_link_to_the_fit_check(demo):  # type: ignore[no-untyped-def]
+    html = unescape(viewer().get("/pending/").content.decode())
+    assert BIG_TRAIN_MESSAGE in html
+    assert "/fit/?pod=ml-training/big-train" in html
+    pool_html = viewer().get("/pools/training/").content.decode()
+    assert 'data-pod="ml-training/big-train"' in pool_html
+    mixed_html = viewer().get("/pools/mixed/").content.decode()
+    assert 'data-pod="ml-training/big-train"' not in mixed_html
+
+
+def test_intruders_are_pods_without_the_pools_toleration(demo):  # type: ignore[no-untyped-def]
+    intruders = pool_intruders(Pool.objects.get(name="training"))
+    assert [(i.pod.name, i.node_tainted) for i in intruders] == [
+        ("finetune-a100-train-drift-000", False)
+    ]
+    html = viewer().get("/pools/training/").content.decode()
+    assert 'data-intruder="ml-training/finetune-a100-train-drift-000"' in html
+    assert 'data-intruder="ml-training/llm-pretrain-a100-train-000"' not in html
+    assert pool_intruders(Pool.objects.get(name="mixed")) == []
+
+
+def test_fit_api_takes_the_manifest_as_a_string_only(demo, token_for):  # type: ignore[no-untyped-def]
+    response = api(token_for("viewers")).post(
+        "/api/v1/fit/",
+        json.dumps({"manifest": {"kind": "Pod"}}),
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"manifest": ["Must be a string, not an object."]}
+
+
+def test_fit_api_costs_the_same_queries_whatever_the_cluster(
+    demo, token_for, django_assert_num_queries
+):  # type: ignore[no-untyped-def]
+    client = api(token_for("viewers"))
+    body = json.dumps({"manifest": DEPLOYMENT})
+    client.post("/api/v1/fit/", body, content_type="application/json")  # token last-used stamp
+    # The token, its user and groups, then pools, nodes and GPU pods.
+    with django_assert_num_queries(5) as small:
+        assert client.post("/api/v1/fit/", body, content_type="application/json").status_code == 200
+    for i in range(30):
+        gpu_pod(f"more-{i}", "research", node=f"a100-reserve-00{i % 9}")
+    with django_assert_num_queries(len(small.captured_queries)):
+        assert client.post("/api/v1/fit/", body, content_type="application/json").status_code == 200

@@ -1,0 +1,309 @@
+"""Worlds where the right answer is known: GPU nodes stored through tests/factories.py (the
+inventory's own parsing), GpuPod rows of their history, and the utilisation series
+Prometheus would return for them. Each scenario builds one or two pools:
+
+- idle: 6 dedicated A100 nodes, one hour of work a day on each, 3 % utilisation;
+- queue: 4 nodes kept full, with pods that waited two hours while the idle pool had room,
+  more of them in the window's second half (the idle pool comes with it);
+- shortage: the same queue with no other pool, so no pool had room;
+- oom: 20 jobs, 6 OOMKilled, 3 CUDA out-of-memory, 1 image pull failure;
+- mixed_drivers: 8 nodes, 5 on driver 550.54.15 and 3 on 535.161.08;
+- gpu_faults: failures mostly XID and driver errors;
+- handmade: nodes set up by hand (a hand label, a hand taint, kernels that differ);
+- small: 2 dedicated nodes whose utilisation is low with short peaks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from pools.models import GpuPod, Node, Pool
+from tests.factories import A100, Group, node_and_pods, store
+
+# The window ends now (the pages and the API read up to now), on the hour.
+NOW = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+DAYS = 30
+START = NOW - timedelta(days=DAYS)
+HOUR = timedelta(hours=1)
+DRIVER_LABEL = "nvidia.com/cuda.driver-version.full"
+_uid = itertools.count()
+
+
+@dataclass
+class World:
+    pools: list[str]
+    # Per pool: (average utilisation, idle whole nodes), one point an hour.
+    average: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    idle_nodes: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    xid_times: dict[str, list[float]] = field(default_factory=dict)
+
+
+def hourly(value: Callable[[int], float]) -> list[tuple[float, float]]:
+    start = START.timestamp()
+    return [(start + h * 3600, value(h)) for h in range(DAYS * 24)]
+
+
+def make_pool(name: str, *, target: int = 60, dedicated: bool = True) -> Pool:
+    return Pool.objects.create(
+        name=name,
+        display_name=name,
+        labels={"workload-type": name},
+        taint_key=f"workload-{name}" if dedicated else "",
+        taint_value="true" if dedicated else "",
+        taint_effect="NoSchedule" if dedicated else "",
+        utilisation_target=target,
+    )
+
+
+def make_nodes(pool: str, count: int, *, labels: dict[str, str] | None = None) -> list[str]:
+    names = [f"{pool}-{i:03d}" for i in range(count)]
+    store(node_and_pods(n, Group(n, 1, pool, gpu=A100, extra_labels=labels or {})) for n in names)
+    return names
+
+
+def pod(
+    pool: str,
+    node: str,
+    created: datetime,
+    *,
+    wait: timedelta = timedelta(seconds=5),
+    run: timedelta | None = HOUR,
+    gpus: int = 8,
+    namespace: str = "ml",
+    workload_type: str = "training",
+    **fields: object,
+) -> GpuPod:
+    """A GPU pod created at `created`, bound after `wait` (None: still pending), run for
+    `run` (None: still running); `fields` set the rest (termination reason, ...)."""
+    scheduled = created + wait if wait is not None else None
+    started = scheduled + timedelta(seconds=10) if scheduled is not None else None
+    finished = started + run if started is not None and run is not None else None
+    failed = "termination_reason" in fields or "exit_code" in fields
+    phase = (
+        GpuPod.Phase.PENDING
+        if started is None
+        else GpuPod.Phase.RUNNING
+        if finished is None
+        else GpuPod.Phase.FAILED
+        if failed
+        else GpuPod.Phase.SUCCEEDED
+    )
+    number = next(_uid)
+    return GpuPod(
+        uid=f"uid-{number}",
+        namespace=namespace,
+        name=f"{pool}-job-{number}",
+        node_name=node if scheduled else "",
+        pool_label=pool if scheduled else "",
+        phase=fields.pop("phase", phase),
+        gpus=gpus,
+        cpu_milli=8000,
+        memory_bytes=64 * 2**30,
+        workload_type=workload_type,
+        created_at=created,
+        scheduled_at=scheduled,
+        started_at=started,
+        finished_at=finished,
+        **fields,
+    )
+
+
+def idle(world: World | None = None) -> World:
+    world = world or World([])
+    make_pool("idle")
+    nodes = make_nodes("idle", 6)
+    GpuPod.objects.bulk_create(
+        pod("idle", node, START + timedelta(days=day, hours=9))
+        for day in range(DAYS)
+        for node in nodes
+    )
+    world.pools.append("idle")
+    world.average["idle"] = hourly(lambda h: 3.0)
+    world.idle_nodes["idle"] = hourly(lambda h: 5.0)
+    return world
+
+
+def _queue(world: World) -> World:
+    make_pool("queue")
+    nodes = make_nodes("queue", 4)
+    # Each node runs 8-GPU jobs back to back, 12 hours each, the last still running.
+    pods = [
+        pod(
+            "queue",
+            node,
+            START + timedelta(hours=12 * k),
+            run=None if k == 2 * DAYS - 1 else 12 * HOUR,
+        )
+        for node in nodes
+        for k in range(2 * DAYS)
+    ]
+    # 6 pods waited two hours in the first half, 14 in the second.
+    for day in [*range(2, 14, 2), *range(16, 30)]:
+        pods.append(
+            pod("queue", nodes[day % 4], START + timedelta(days=day, hours=3), wait=2 * HOUR)
+        )
+    GpuPod.objects.bulk_create(pods)
+    world.pools.append("queue")
+    world.average["queue"] = hourly(lambda h: 95.0)
+    world.idle_nodes["queue"] = []
+    return world
+
+
+def queue() -> World:
+    return _queue(idle())
+
+
+def shortage() -> World:
+    return _queue(World([]))
+
+
+def oom() -> World:
+    make_pool("oom")
+    nodes = make_nodes("oom", 4)
+    pods = []
+    for k in range(20):
+        created = START + timedelta(days=k + 1)
+        node = nodes[k % 4]
+        if k < 6:
+            extra = {"termination_reason": "OOMKilled", "exit_code": 137}
+        elif k < 9:
+            extra = {
+                "termination_reason": "Error",
+                "exit_code": 1,
+                "termination_message": "torch.OutOfMemoryError: CUDA out of memory. "
+                "Tried to allocate 2.00 GiB",
+            }
+        elif k == 9:
+            pods.append(
+                pod(
+                    "oom",
+                    node,
+                    created,
+                    run=None,
+                    phase=GpuPod.Phase.PENDING,
+                    waiting_reason="ErrImagePull",
+                )
+            )
+            continue
+        else:
+            extra = {}
+        pods.append(pod("oom", node, created, **extra))
+    GpuPod.objects.bulk_create(pods)
+    world = World(["oom"])
+    world.average["oom"] = hourly(lambda h: 60.0 + (h % 10))
+    world.idle_nodes["oom"] = []
+    return world
+
+
+def mixed_drivers() -> World:
+    make_pool("drivers")
+    make_nodes("drivers", 5, labels={DRIVER_LABEL: "550.54.15"})
+    odd = [f"drivers-{i:03d}" for i in range(5, 8)]
+    store(
+        node_and_pods(n, Group(n, 1, "drivers", extra_labels={DRIVER_LABEL: "535.161.08"}))
+        for n in odd
+    )
+    GpuPod.objects.bulk_create(
+        pod("drivers", f"drivers-{k % 8:03d}", START + timedelta(hours=6 * k), run=5 * HOUR)
+        for k in range(4 * DAYS)
+    )
+    world = World(["drivers"])
+    world.average["drivers"] = hourly(lambda h: 62.0)
+    world.idle_nodes["drivers"] = []
+    return world
+
+
+def gpu_faults() -> World:
+    make_pool("faults")
+    nodes = make_nodes("faults", 4)
+    messages = [
+        "NVRM: Xid (PCI:0000:17:00): 79, GPU has fallen off the bus",
+        "Xid 48: double bit ECC error",
+        "failed to allocate device: device plugin reported the GPU unhealthy",
+        "NVRM: Xid 13 Graphics Exception",
+    ]
+    pods = [
+        pod(
+            "faults",
+            nodes[k],
+            START + timedelta(days=3 * k + 1),
+            exit_code=1,
+            termination_reason="Error",
+            termination_message=m,
+        )
+        for k, m in enumerate(messages)
+    ]
+    # One failed with no message, while its node reported an XID error.
+    silent = pod(
+        "faults", nodes[0], START + timedelta(days=20), exit_code=1, termination_reason="Error"
+    )
+    pods += [
+        silent,
+        pod(
+            "faults",
+            nodes[1],
+            START + timedelta(days=22),
+            termination_reason="OOMKilled",
+            exit_code=137,
+        ),
+    ]
+    pods += [pod("faults", nodes[k % 4], START + timedelta(days=k, hours=5)) for k in range(25)]
+    GpuPod.objects.bulk_create(pods)
+    world = World(["faults"])
+    world.average["faults"] = hourly(lambda h: 58.0)
+    world.idle_nodes["faults"] = []
+    assert silent.started_at is not None
+    world.xid_times = {nodes[0]: [silent.started_at.timestamp() + 600]}
+    return world
+
+
+def handmade() -> World:
+    make_pool("handmade")
+    names = make_nodes("handmade", 5, labels={"rack-setup": "manual"})
+    for i, name in enumerate(names):
+        node = Node.objects.get(name=name)
+        node.labels["feature.node.kubernetes.io/kernel-version.full"] = (
+            "5.15.0-105-generic" if i < 3 else "6.5.0-35-generic"
+        )
+        node.taints = [
+            *node.taints,
+            {"key": "maintenance-by", "value": "ops", "effect": "NoSchedule"},
+        ]
+        node.save(update_fields=["labels", "taints"])
+    GpuPod.objects.bulk_create(
+        pod("handmade", names[k % 5], START + timedelta(hours=5 * k), run=4 * HOUR)
+        for k in range(24 * DAYS // 5)
+    )
+    world = World(["handmade"])
+    world.average["handmade"] = hourly(lambda h: 65.0)
+    world.idle_nodes["handmade"] = []
+    return world
+
+
+def small() -> World:
+    make_pool("small")
+    nodes = make_nodes("small", 2)
+    GpuPod.objects.bulk_create(
+        pod("small", nodes[d % 2], START + timedelta(days=d, hours=10), run=2 * HOUR)
+        for d in range(DAYS)
+    )
+    world = World(["small"])
+    # Two busy hours a day at 100 %, the rest at 2 %.
+    world.average["small"] = hourly(lambda h: 100.0 if h % 24 in (10, 11) else 2.0)
+    world.idle_nodes["small"] = hourly(lambda h: 1.0 if h % 24 in (10, 11) else 2.0)
+    return world
+
+
+SCENARIOS: dict[str, Callable[[], World]] = {
+    "idle": lambda: idle(),
+    "queue": queue,
+    "shortage": shortage,
+    "oom": oom,
+    "mixed_drivers": mixed_drivers,
+    "gpu_faults": gpu_faults,
+    "handmade": handmade,
+    "small": small,
+}
