@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import BadRequest, ValidationError
+from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
@@ -36,14 +36,19 @@ def _chart(points: list[tuple[float, float]], **options: object) -> SafeString:
 
 # The filters of pools.filters.NodeFilter the pool page offers (the pool is the page's).
 POOL_PAGE_FILTERS = ("gpu_model", "ready", "cordoned", "drifted", "health")
+BAD_RANGE_STATUS = 400
 
 
-def _time_range(request: HttpRequest) -> str:
-    """The chart range the page asks for; an unknown one is a 400, not a silent 24 h."""
+def _time_range(request: HttpRequest) -> tuple[str, int]:
+    """The chart range the page asks for, and the page's status: an unknown range is a 400
+    that says which ranges exist (the page shows the default range), not a silent 24 h."""
     span = request.GET.get("span", charts.DEFAULT_RANGE)
     if span not in charts.TIME_RANGES:
-        raise BadRequest(f"Unknown time range {span!r}: one of {', '.join(charts.TIME_RANGES)}.")
-    return span
+        messages.error(
+            request, f"Unknown time range {span!r}: one of {', '.join(charts.TIME_RANGES)}."
+        )
+        return charts.DEFAULT_RANGE, BAD_RANGE_STATUS
+    return span, 200
 
 
 def _grafana(template: str | None, placeholder: str, value: str | None) -> str | None:
@@ -106,7 +111,8 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     }
     if _live(request):
         return render(request, "pools/_pool_live.html", context, status=status)
-    span = _time_range(request)
+    span, range_status = _time_range(request)
+    status = max(status, range_status)
     history = selectors.pool_history(pool, span)
     context.update(
         {
@@ -141,7 +147,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = {"detail": detail, "node": node, "live_seconds": settings.LIVE_REFRESH_SECONDS}
     if _live(request):
         return render(request, "pools/_node_live.html", context)
-    span = _time_range(request)
+    span, status = _time_range(request)
     history = selectors.node_history(node, span)
     context["span"], context["spans"] = span, list(selectors.HISTORY_SPANS)
     context["charts"] = _node_charts(node, history, span)
@@ -156,7 +162,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         .order_by("-at", "-id")[:20]
     )
     context["history_error"] = next((r.error for r in history.values() if r.error), None)
-    return render(request, "pools/node.html", context)
+    return render(request, "pools/node.html", context, status=status)
 
 
 def _node_charts(

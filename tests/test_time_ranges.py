@@ -55,6 +55,9 @@ def viewer(db) -> Client:  # type: ignore[no-untyped-def]
 def test_a_bad_range_is_a_400(viewer: Client, page: str) -> None:
     response = viewer.get(f"{page}?span=2h")
     assert response.status_code == 400
+    assert "Unknown time range &#x27;2h&#x27;: one of 1h, 6h, 24h, 7d, 30d." in (
+        response.content.decode()
+    )
 
 
 @pytest.mark.django_db
