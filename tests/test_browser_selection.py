@@ -48,3 +48,30 @@ def test_shift_click_ticks_a_range_and_the_range_is_approved(
     page.click("input[data-select-all=move]")
     assert page.locator("input[data-select=move]:checked").count() == 0
     assert watched.problems == [], watched.problems
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_on_a_pool_page_a_shift_click_range_goes_to_the_move_form(
+    live_server,
+    chromium_browser,  # type: ignore[no-untyped-def]  # noqa: F811
+) -> None:
+    demo_inventory()
+    requester = user_in("requesters", "rob")
+    requester.set_password(PASSWORD)
+    requester.save()
+    watched = Watched(chromium_browser, viewport=DESKTOP)
+    watched.log_in(live_server.url, "rob", PASSWORD)
+    page = watched.page
+    page.goto(f"{live_server.url}/pools/mixed/")
+    nodes = page.eval_on_selector_all("input[data-select=node]", "boxes => boxes.map(b => b.value)")
+    assert len(nodes) == 10  # nine reserve nodes and the one down
+    page.click("input[data-select-all=node]")
+    assert page.locator("input[data-select=node]:checked").count() == 10
+    page.click("input[data-select-all=node]")
+    page.click(f"input[data-select=node][value='{nodes[2]}']")
+    page.click(f"input[data-select=node][value='{nodes[5]}']", modifiers=["Shift"])
+    page.click("button:text('Move selected nodes…')")
+    page.wait_for_url("**/moves/new/**")
+    form = page.input_value("[name=nodes]")
+    assert form.split(",") == nodes[2:6]
+    assert watched.problems == [], watched.problems
