@@ -14,8 +14,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from pools import selectors, workflow
-from pools.errors import WorkflowError
-from pools.filters import ACTIVE, AuditFilter, MoveFilter, page_queryset
+from pools.errors import MetricsUnavailable, WorkflowError
+from pools.filters import ACTIVE, AuditFilter, MoveFilter, NodeFilter, page_queryset
 from pools.fitcheck.impact import move_impact
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
@@ -33,6 +33,8 @@ def _move_form_initial(request: HttpRequest) -> dict[str, object]:
         "destination": request.GET.get("destination", ""),
         "reason": request.GET.get("reason", ""),
     }
+    if request.GET.get("match_in"):  # "Move all that match" on a pool page: its filter
+        initial["nodes"] = ",".join(_matching_nodes(request, request.GET["match_in"]))
     if (loan_days := request.GET.get("loan_days", "")).isdigit() and 0 < int(loan_days) <= 90:
         # The advisor's loans: the window starts when the request is made.
         initial["loan_until"] = (timezone.now() + timedelta(days=int(loan_days))).strftime(
@@ -51,6 +53,23 @@ def _move_form_initial(request: HttpRequest) -> dict[str, object]:
             f"reconcile drifted node{'s' if count != 1 else ''} of {initial['destination']}"
         )
     return initial
+
+
+def _matching_nodes(request: HttpRequest, slug: str) -> list[str]:
+    """The names of a pool's nodes that match the pool page's filter in the query."""
+    pool = (
+        None
+        if slug == selectors.UNASSIGNED
+        else get_object_or_404(Pool.objects.active(), name=slug)
+    )
+    try:
+        nodes, _ = page_queryset(
+            NodeFilter(request.GET, queryset=selectors.pool_nodes(pool)), request
+        )
+        return list(nodes.order_by("name").values_list("name", flat=True))
+    except MetricsUnavailable as exc:  # a health filter without metrics: no guessed nodes
+        messages.error(request, exc.message)
+        return []
 
 
 def _move_form(request: HttpRequest) -> MoveForm:
@@ -199,6 +218,33 @@ def move_reject(request: HttpRequest, pk: int) -> HttpResponse:
 def move_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     _decide(request, pk, Action.CANCEL, reason=request.POST.get("reason", ""))
     return redirect("move-detail", pk=pk)
+
+
+@require_POST
+@require(ACTION_CAPABILITY[Action.APPROVE])
+def move_bulk(request: HttpRequest) -> HttpResponse:
+    """Approve or reject the ticked moves of the list, each through the workflow on its own."""
+    action = Action.REJECT if request.POST.get("action") == "reject" else Action.APPROVE
+    # Ids as the list page sends them; anything else (or beyond a database id) is no move.
+    ids = [int(v) for v in request.POST.getlist("move") if v.isdigit() and len(v) <= 18]
+    try:
+        outcomes = workflow.moves_decide_bulk(
+            move_ids=ids,
+            user=request.user,
+            action=action,
+            reason=request.POST.get("reason", ""),
+            now=timezone.now(),
+        )
+    except WorkflowError as exc:  # nothing was decided: say why, keep the list
+        messages.error(request, exc.message)
+        return redirect("move-list")
+    done = [f"#{o.move_id}" for o in outcomes if o.ok]
+    if done:
+        messages.success(request, f"{_DONE[action].capitalize()}: {', '.join(done)}.")
+    for outcome in outcomes:
+        if not outcome.ok:
+            messages.error(request, f"Move #{outcome.move_id}: {outcome.message}")
+    return redirect("move-list")
 
 
 @require(Capability.VIEW)

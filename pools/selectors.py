@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Prefetch, Q, QuerySet
 
-from pools.core import figures
+from pools.core import charts, figures
 from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
 from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.metrics import dcgm
@@ -20,10 +19,7 @@ from pools.models import AuditEvent, MoveItem, MoveRequest, Node, NodeQuerySet, 
 from pools.workflow.rules import OPEN_LOAN_STATES, Action, allowed_actions
 
 UNASSIGNED = "unassigned"
-HISTORY_SPANS = {
-    "24h": (timedelta(hours=24), timedelta(minutes=5)),
-    "7d": (timedelta(days=7), timedelta(hours=1)),
-}
+HISTORY_SPANS = tuple(charts.TIME_RANGES)
 
 
 _ROW_FIELDS = (
@@ -149,7 +145,8 @@ def pool_page(pool: Pool | None, *, shown: QuerySet[Node], sort: str = "name") -
 
 
 def pool_history(pool: Pool | None, span: str) -> RangeResult:
-    length, step = HISTORY_SPANS.get(span, HISTORY_SPANS["24h"])
+    """The pool's utilisation over the named range (charts.TIME_RANGES; UnknownRange else)."""
+    length, step = charts.time_range(span)
     names = list(pool_nodes(pool).values_list("name", flat=True))
     # Read after the page's node figures, which found out whether the rules are loaded.
     recorded = reads_recorded("gpus_reporting") and reads_recorded("util")
@@ -193,10 +190,11 @@ def node_detail(node: Node) -> NodeDetail:
     )
 
 
-def node_history(node: Node) -> dict[str, RangeResult]:
-    """The node's 24 h charts: asked only by the full node page, not by its live refresh or
-    the API."""
-    return dcgm.node_history(node.name)
+def node_history(node: Node, span: str = charts.DEFAULT_RANGE) -> dict[str, RangeResult]:
+    """The node's charts over the named range: asked only by the full node page, not by its
+    live refresh or the API."""
+    length, step = charts.time_range(span)
+    return dcgm.node_history(node.name, span=length, step=step)
 
 
 # --- pool definitions: what a change would mean for the cluster ---

@@ -24,6 +24,7 @@ urlpatterns = [
     path("pools/<str:name>/restore/", views.pool_restore, name="pool-restore"),
     path("nodes/<str:name>/", views.node_detail, name="node-detail"),
     path("moves/", move_views.move_list, name="move-list"),
+    path("moves/bulk/", move_views.move_bulk, name="move-bulk"),
     path("moves/new/", move_views.move_new, name="move-new"),
     path("moves/<int:pk>/", move_views.move_detail, name="move-detail"),
     path("moves/<int:pk>/approve/", move_views.move_approve, name="move-approve"),

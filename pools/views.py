@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -35,6 +36,19 @@ def _chart(points: list[tuple[float, float]], **options: object) -> SafeString:
 
 # The filters of pools.filters.NodeFilter the pool page offers (the pool is the page's).
 POOL_PAGE_FILTERS = ("gpu_model", "ready", "cordoned", "drifted", "health")
+BAD_RANGE_STATUS = 400
+
+
+def _time_range(request: HttpRequest) -> tuple[str, int]:
+    """The chart range the page asks for, and the page's status: an unknown range is a 400
+    that says which ranges exist (the page shows the default range), not a silent 24 h."""
+    span = request.GET.get("span", charts.DEFAULT_RANGE)
+    if span not in charts.TIME_RANGES:
+        messages.error(
+            request, f"Unknown time range {span!r}: one of {', '.join(charts.TIME_RANGES)}."
+        )
+        return charts.DEFAULT_RANGE, BAD_RANGE_STATUS
+    return span, 200
 
 
 def _grafana(template: str | None, placeholder: str, value: str | None) -> str | None:
@@ -97,8 +111,8 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     }
     if _live(request):
         return render(request, "pools/_pool_live.html", context, status=status)
-    span = request.GET.get("span", "24h")
-    span = span if span in selectors.HISTORY_SPANS else "24h"
+    span, range_status = _time_range(request)
+    status = max(status, range_status)
     history = selectors.pool_history(pool, span)
     context.update(
         {
@@ -107,6 +121,10 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
             "history_error": history.error,
             "history_chart": _chart(history.points, title=f"GPU utilisation, {span}"),
             "can_edit": has_capability(request.user, Capability.EDIT_POOLS),
+            # "Move all that match": the filter goes to the move form, not the names.
+            "match_query": urlencode(
+                {"match_in": name, **{k: v for k, v in context["filters"].items() if v}}
+            ),
         }
     )
     if pool is not None:
@@ -129,18 +147,11 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = {"detail": detail, "node": node, "live_seconds": settings.LIVE_REFRESH_SECONDS}
     if _live(request):
         return render(request, "pools/_node_live.html", context)
-    history = selectors.node_history(node)
+    span, status = _time_range(request)
+    history = selectors.node_history(node, span)
+    context["span"], context["spans"] = span, list(selectors.HISTORY_SPANS)
+    context["charts"] = _node_charts(node, history, span)
     context["grafana_url"] = _grafana(settings.GRAFANA_NODE_URL, "node", node.name)
-    # The framebuffer chart's top is the node's framebuffer (None when unknown: to the data).
-    fb_capacity = node.gpu_count * node.gpu_memory_mib / 1024 or None
-    context["charts"] = {
-        name: _chart(result.points, title=title, y_max=y_max, unit=unit)
-        for name, title, y_max, unit, result in (
-            ("util", "GPU utilisation, 24h", 100.0, "%", history.get("util")),
-            ("fb_used", "Framebuffer used, 24h", fb_capacity, "GiB", history.get("fb_used")),
-        )
-        if result is not None
-    }
     context["history_items"] = node.move_items.select_related(
         "request__destination", "source_pool"
     ).order_by("-request__created_at")[:50]
@@ -151,7 +162,28 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         .order_by("-at", "-id")[:20]
     )
     context["history_error"] = next((r.error for r in history.values() if r.error), None)
-    return render(request, "pools/node.html", context)
+    return render(request, "pools/node.html", context, status=status)
+
+
+def _node_charts(
+    node: Node, history: dict[str, selectors.RangeResult], span: str
+) -> dict[str, SafeString]:
+    """One line per GPU, as the DCGM dashboard draws them."""
+    # The framebuffer chart's top is one GPU's framebuffer (None when unknown: to the data).
+    fb_capacity = node.gpu_memory_mib / 1024 or None
+    return {
+        name: mark_safe(  # noqa: S308  (charts.lines_chart escapes every text it writes)
+            charts.lines_chart(result.series, title=f"{title}, {span}", y_max=y_max, unit=unit)
+        )
+        for name, title, y_max, unit, result in (
+            ("util", "GPU utilisation", 100.0, "%", history.get("util")),
+            ("fb_used", "Framebuffer used", fb_capacity, "GiB", history.get("fb_used")),
+            ("temp", "GPU temperature", None, "°C", history.get("temp")),
+            ("power", "Power", None, "W", history.get("power")),
+            ("xid", "Last XID error code", None, "", history.get("xid")),
+        )
+        if result is not None
+    }
 
 
 # --- pool management (pool admins) ---

@@ -198,3 +198,17 @@ def test_anyone_without_a_role_is_refused(stack: Stack, db) -> None:  # type: ig
     client.force_login(User.objects.create_user("nobody"))
     assert client.get("/").status_code == 403
     assert client.get("/pools/training/").status_code == 403
+
+
+def test_node_page_draws_one_line_per_gpu_from_the_exporter(portal: Client) -> None:
+    html = portal.get("/nodes/a100-train-000/?span=1h").content.decode()
+    util = re.search(r'<p class="chart-caption">GPU utilisation, 1h: (.*?)</p>', html, re.S)
+    assert util is not None, "no utilisation chart"
+    legend = util.group(1)
+    # Eight GPUs, in order; GPU 0 runs at 20 %, the others at 80 % (the stack's overrides).
+    keys = re.findall(r'class="chart-key chart-series-\d">GPU (\d+)</span>', legend)
+    assert keys == [str(i) for i in range(8)]
+    assert "GPU 0</span> min 20 % · avg 20 % · max 20 %" in legend
+    assert "GPU 1</span> min 80 % · avg 80 % · max 80 %" in legend
+    for chart in ("Framebuffer used", "GPU temperature", "Power", "Last XID error code"):
+        assert f'<p class="chart-caption">{chart}, 1h: ' in html

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from pools.api.fields import StrictCharField
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
+from pools.workflow import BULK_LIMIT
 
 
 class PoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -393,6 +394,35 @@ class SummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 class QueuedSerializer(serializers.Serializer):  # type: ignore[type-arg]
     queued = serializers.BooleanField()
+
+
+class BulkDecisionSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),  # a database id
+        allow_empty=False,
+        max_length=BULK_LIMIT,
+        help_text=f"The moves to decide, at most {BULK_LIMIT}.",
+    )
+    reason = StrictCharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=2000,
+        help_text="One reason for every move: required to reject, optional to approve.",
+    )
+
+
+class BulkOutcomeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.IntegerField(source="move_id")
+    ok = serializers.BooleanField()
+    code = serializers.CharField(help_text='"ok", or the refusal\'s stable code.')
+    message = serializers.CharField(help_text="Why it was refused; empty when decided.")
+
+
+class BulkResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    decided = serializers.IntegerField()
+    refused = serializers.IntegerField()
+    results = BulkOutcomeSerializer(many=True)
 
 
 # --- search ---

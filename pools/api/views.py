@@ -267,6 +267,11 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
 # --- moves ---
 
 DECISIONS = (workflow.Action.APPROVE, workflow.Action.REJECT, workflow.Action.CANCEL)
+BULK = (workflow.Action.APPROVE, workflow.Action.REJECT)
+BULK_DESCRIPTION = (
+    "Decide several moves in one step. Each move is decided on its own (four eyes holds per "
+    "move): the answer is 200 with one result per id, refused ones with their code."
+)
 
 
 @extend_schema_view(
@@ -285,6 +290,7 @@ class MoveViewSet(
         "dry_run": Capability.REQUEST_MOVE,
         # The gate of each decision; who may decide on which move is workflow.rules'.
         **{action.value: workflow.ACTION_CAPABILITY[action] for action in DECISIONS},
+        **{f"bulk_{action.value}": workflow.ACTION_CAPABILITY[action] for action in BULK},
     }
 
     def get_queryset(self) -> QuerySet[MoveRequest]:
@@ -375,6 +381,42 @@ class MoveViewSet(
     @idempotent
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         return self._decide(request, workflow.Action.CANCEL)
+
+    def _decide_bulk(self, request: Request, action: workflow.Action) -> Response:
+        data = _valid(s.BulkDecisionSerializer, request)
+        outcomes = workflow.moves_decide_bulk(
+            move_ids=data["ids"],
+            user=request.user,
+            action=action,
+            reason=data["reason"],
+            now=timezone.now(),
+        )
+        decided = sum(o.ok for o in outcomes)
+        return Response(
+            s.BulkResultSerializer(
+                {"decided": decided, "refused": len(outcomes) - decided, "results": outcomes}
+            ).data
+        )
+
+    @extend_schema(
+        request=s.BulkDecisionSerializer,
+        responses={200: s.BulkResultSerializer, **WRITE_ERRORS},
+        description=BULK_DESCRIPTION,
+    )
+    @action(detail=False, methods=["post"], url_path="bulk-approve")
+    @idempotent
+    def bulk_approve(self, request: Request) -> Response:
+        return self._decide_bulk(request, workflow.Action.APPROVE)
+
+    @extend_schema(
+        request=s.BulkDecisionSerializer,
+        responses={200: s.BulkResultSerializer, **WRITE_ERRORS},
+        description=BULK_DESCRIPTION + " A reason is required.",
+    )
+    @action(detail=False, methods=["post"], url_path="bulk-reject")
+    @idempotent
+    def bulk_reject(self, request: Request) -> Response:
+        return self._decide_bulk(request, workflow.Action.REJECT)
 
 
 def _ask(data: dict[str, Any]) -> workflow.MoveAsk:

@@ -9,10 +9,44 @@ as an SVG <title>, which the browser shows on hover; a single point is drawn as 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from html import escape
+
+# The time ranges a chart offers. Every range draws about CHART_POINTS points: the step
+# grows with the range, so a 30-day chart costs Prometheus and the page what a 1-hour one
+# does, and a 1-hour chart is not three dots.
+TIME_RANGES = {
+    "1h": timedelta(hours=1),
+    "6h": timedelta(hours=6),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+DEFAULT_RANGE = "24h"
+CHART_POINTS = 240
+# Below the usual DCGM exporter scrape interval, a finer step only repeats samples.
+MIN_STEP = timedelta(seconds=15)
+
+
+class UnknownRange(ValueError):
+    """A time range that is not one of TIME_RANGES."""
+
+
+def chart_step(span: timedelta, points: int = CHART_POINTS) -> timedelta:
+    """The step that gives `points` points over `span`, in whole seconds, at least MIN_STEP."""
+    seconds = max(int(span.total_seconds() // points), int(MIN_STEP.total_seconds()))
+    return timedelta(seconds=seconds)
+
+
+def time_range(name: str) -> tuple[timedelta, timedelta]:
+    """The span and step of a named range ("1h" ... "30d"); UnknownRange for anything else."""
+    if name not in TIME_RANGES:
+        raise UnknownRange(f"Unknown time range {name!r}: one of {', '.join(TIME_RANGES)}.")
+    span = TIME_RANGES[name]
+    return span, chart_step(span)
+
 
 _PAD_LEFT, _PAD_RIGHT, _PAD_BOTTOM, _PAD_TOP = 64, 10, 20, 10
 
@@ -138,3 +172,61 @@ def line_chart(
         f"{_dots(points, frame, unit)}{_time_axis(frame)}"
         f'</svg><p class="chart-caption">{label}: {escape(caption)}</p>'
     )
+
+
+SERIES_COLOURS = 8  # .chart-series-0 … -7 in the stylesheet; more lines reuse them
+
+
+def _series_summary(points: Sequence[tuple[float, float]], unit: str) -> str:
+    values = [v for _, v in points]
+    return (
+        f"min {number(min(values), unit)} · avg {number(sum(values) / len(values), unit)}"
+        f" · max {number(max(values), unit)}"
+    )
+
+
+def lines_chart(
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    *,
+    title: str,
+    name: str = "GPU",
+    y_max: float | None = 100.0,
+    unit: str = "%",
+    width: int = 640,
+    height: int = 160,
+) -> str:
+    """One line per series (a GPU each, keyed by its index) on one SVG chart. Hovering a line
+    shows its GPU with min/avg/max; the legend below names each line's colour."""
+    drawn = {key: list(points) for key, points in sorted(series.items(), key=_gpu_order) if points}
+    if not drawn:
+        return line_chart([], title=title, y_max=y_max, unit=unit, width=width, height=height)
+    times = [t for points in drawn.values() for t, _ in points]
+    top = y_max if y_max else round_top(max(v for p in drawn.values() for _, v in p))
+    frame = _Frame(min(times), max(times), top, width, height)
+    label = escape(title)
+    lines, legend = [], []
+    for i, (key, points) in enumerate(drawn.items()):
+        css = f"chart-series-{i % SERIES_COLOURS}"
+        who = escape(f"{name} {key}")
+        summary = escape(_series_summary(points, unit))
+        path = " ".join(
+            f"{'M' if j == 0 else 'L'}{frame.x(t):.1f},{frame.y(v):.1f}"
+            for j, (t, v) in enumerate(points)
+        )
+        dots = _dots(points, frame, unit) if len(points) == 1 else ""
+        lines.append(
+            f'<g class="{css}"><path d="{path}" class="chart-line">'
+            f"<title>{who}: {summary}</title></path>{dots}</g>"
+        )
+        legend.append(f'<span class="chart-key {css}">{who}</span> {summary}')
+    return (
+        f'<svg class="chart" role="img" aria-label="{label}, {len(drawn)} lines" '
+        f'viewBox="0 0 {width} {height}" width="100%">{_grid(frame, unit)}'
+        f"{''.join(lines)}{_time_axis(frame)}</svg>"
+        f'<p class="chart-caption">{label}: {"; ".join(legend)}</p>'
+    )
+
+
+def _gpu_order(item: tuple[str, object]) -> tuple[int, str]:
+    key = item[0]
+    return (int(key), "") if key.isdigit() else (1 << 30, key)

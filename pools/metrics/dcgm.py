@@ -47,9 +47,10 @@ def utilisation_history(
     return source.history(promql, span=span, step=step)
 
 
-def node_history(node_name: str) -> dict[str, RangeResult]:
-    """The node's 24 h charts: utilisation and framebuffer used."""
+def node_history(node_name: str, *, span: timedelta, step: timedelta) -> dict[str, RangeResult]:
+    """The node's charts, one line per GPU: utilisation, framebuffer used, temperature,
+    power, XID errors."""
     return {
-        name: source.history(promql, span=timedelta(hours=24), step=timedelta(minutes=5))
+        name: source.history(promql, span=span, step=step, by=queries.GPU_LABEL)
         for name, promql in queries.node_history_queries(metric_labels(), node_name).items()
     }

@@ -175,12 +175,26 @@ def utilisation_history_query(
     return f"avg({_on_nodes(labels, UTIL, node_matcher(labels, nodes))})"
 
 
+# DCGM's label for the GPU's index on its node.
+GPU_LABEL = "gpu"
+
+
 def node_history_queries(labels: MetricLabels, node: str) -> dict[str, str]:
+    """One line per GPU of the node (by GPU_LABEL), as the DCGM dashboard draws them."""
     matcher = f'{labels.node}="{node}"'
-    return {
-        "util": f"avg({_on_nodes(labels, UTIL, matcher)})",
-        "fb_used": f"sum({_on_nodes(labels, FB_USED, matcher)}) / 1024",  # GiB
+    per_gpu = {
+        "util": UTIL,
+        "fb_used": FB_USED,
+        "temp": GPU_TEMP,
+        "power": POWER,
+        "xid": XID,
     }
+    queries = {
+        name: f"max by ({GPU_LABEL}) ({_on_nodes(labels, metric, matcher)})"
+        for name, metric in per_gpu.items()
+    }
+    queries["fb_used"] += " / 1024"  # GiB
+    return queries
 
 
 # --- the pool insights: one query per figure for every pool at once ---

@@ -29,8 +29,11 @@ class InstantResult:
 
 @dataclass(frozen=True)
 class RangeResult:
+    """One line (`points`), or one line per value of a label (`series`, asked `by` it)."""
+
     points: list[tuple[float, float]] = field(default_factory=list)
     error: str | None = None
+    series: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -215,13 +215,29 @@ def _gather(queries: Mapping[str, str], wait: float) -> tuple[dict[str, list[Sam
     return series, error
 
 
+def _range_result(raw: list[dict[str, Any]], by: str | None) -> RangeResult:
+    def line(series: dict[str, Any]) -> list[tuple[float, float]]:
+        return [(float(t), float(v)) for t, v in series["values"]]
+
+    if by is None:
+        return RangeResult(line(raw[0]) if raw else [])
+    return RangeResult(series={str(r["metric"].get(by, "")): line(r) for r in raw})
+
+
 def history(
-    promql: str, *, span: timedelta, step: timedelta, now: datetime | None = None
+    promql: str,
+    *,
+    span: timedelta,
+    step: timedelta,
+    now: datetime | None = None,
+    by: str | None = None,
 ) -> RangeResult:
+    """The query's first series as `points`, or with `by`, every series by that label's value
+    (one query either way)."""
     if not settings.PROMETHEUS_URL:
         return RangeResult(error="PROMETHEUS_URL is not set")
     end = now or datetime.now().astimezone()
-    key = cache_key("range", settings.PROMETHEUS_URL, promql, span, step)
+    key = cache_key("range", settings.PROMETHEUS_URL, promql, span, step, by)
     cached = cache.get(key)
     observability.cache_lookup("range", hit=cached is not None)
     if cached is not None:
@@ -240,8 +256,7 @@ def history(
             params={"timeout": f"{wait:.3f}"},
             timeout=wait,
         )
-        points = [(float(t), float(v)) for t, v in raw[0]["values"]] if raw else []
-        result = RangeResult(points)
+        result = _range_result(raw, by)
     except QUERY_FAILURES as exc:
         if _is_timeout(exc):
             time_spent()

@@ -11,7 +11,7 @@ Execution (applying an approved move to the nodes) is pools.execution; the workf
 announces, after commit, that a move may run (pools.events).
 """
 
-from pools.workflow.decisions import move_decide
+from pools.workflow.decisions import BULK_LIMIT, BulkOutcome, move_decide, moves_decide_bulk
 from pools.workflow.loans import loan_change, loans_ending_announce, loans_return_due
 from pools.workflow.plan import MoveAsk, MovePlan, PlannedNode, move_plan
 from pools.workflow.requests import move_request_ask, move_request_create
@@ -27,7 +27,9 @@ from pools.workflow.transitions import (
 
 __all__ = [
     "ACTION_CAPABILITY",
+    "BULK_LIMIT",
     "Action",
+    "BulkOutcome",
     "MoveAsk",
     "MovePlan",
     "PlannedNode",
@@ -42,6 +44,7 @@ __all__ = [
     "move_reject",
     "move_request_ask",
     "move_request_create",
+    "moves_decide_bulk",
     "moves_expire",
     "release_nodes",
     "state_transition",

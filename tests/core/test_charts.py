@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from pools.core import charts
 from pools.core.charts import line_chart, number, round_top
 
 T0 = 1_767_225_600  # 2026-01-01 00:00 UTC
@@ -48,3 +49,20 @@ def test_start_and_end_labels_differ_and_numbers_read_well() -> None:
 
 def test_titles_are_escaped() -> None:
     assert "<b>" not in line_chart([(T0, 1.0)], title="<b>")
+
+
+def test_lines_chart_draws_a_line_per_gpu_in_gpu_order_with_a_legend() -> None:
+    svg = charts.lines_chart(
+        {"10": [(0, 5), (60, 7)], "2": [(0, 50), (60, 70)], "0": [(30, 12)]},
+        title="GPU utilisation, 1h",
+    )
+    assert svg.count('class="chart-line"') == 3
+    keys = re.findall(r'class="chart-key chart-series-(\d)">GPU (\d+)</span>', svg)
+    assert keys == [("0", "0"), ("1", "2"), ("2", "10")]
+    assert "GPU 2</span> min 50 % · avg 60 % · max 70 %" in svg
+    assert svg.count("chart-point-only") == 1  # the GPU with one point still shows it
+    assert "<title>GPU 10: min 5 % · avg 6 % · max 7 %</title>" in svg
+
+
+def test_lines_chart_without_data_says_so() -> None:
+    assert "No data for Power, 7d" in charts.lines_chart({"0": []}, title="Power, 7d", unit="W")
