@@ -11,10 +11,14 @@ from django.conf import settings
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.servers import PrometheusServer, RedisServer, prometheus_server, redis_server
 
-# The rows the data migrations make: the role groups and the default pools.
+# The rows the data migrations make: the role groups and the default pools with their
+# colours. No test uses serialized_rollback: after a flush that re-created content types
+# under new ids (any transactional test without it), restoring the serialized rows collides
+# with them; this fixture brings the rows back instead.
 DATA_MIGRATIONS = (
     ("pools.migrations.0001_roles", "create_roles"),
     ("pools.migrations.0003_default_pools", "create_pools"),
+    ("pools.migrations.0009_pool_colour", "colour_existing_pools"),
 )
 
 
@@ -34,7 +38,8 @@ def _uses_database(request: pytest.FixtureRequest) -> str | None:
 def migration_data(request: pytest.FixtureRequest) -> None:
     """A transactional test ends by flushing every table, the data migrations' rows included.
     pytest-django runs those tests last, but under pytest-xdist a worker may be handed another
-    module after one: every test that uses the database starts with those rows present."""
+    module after one, and a transactional test follows another: every test that uses the
+    database starts with those rows present."""
     fixture = _uses_database(request)
     if fixture is None:
         return

@@ -59,7 +59,7 @@ def _pages(move_id: int) -> list[str]:
 
 @test_browser.pytestmark[0]
 @test_browser.pytestmark[1]
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("width", [1400, 390])
 def test_no_serious_violations_on_any_page(
     stack: Any, live_server: Any, settings: Any, browser_page: Any, width: int

@@ -137,7 +137,7 @@ def shoot(page, name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-d
     assert (target / f"{name}.png").stat().st_size > 10_000
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_log_in_and_walk_overview_pool_node(
     stack,
     live_server,
@@ -203,7 +203,7 @@ WALK = (
 )
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_pages_fit_the_screen_from_phone_to_desktop_without_errors(
     stack,
@@ -258,7 +258,7 @@ def test_pages_fit_the_screen_from_phone_to_desktop_without_errors(
         watched.page.close()
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_the_move_page_follows_a_move_until_it_ends(
     stack,
     live_server,
@@ -315,7 +315,7 @@ def test_the_move_page_follows_a_move_until_it_ends(
     assert watched.problems == [], watched.problems
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_retire_asks_first_and_a_retired_pool_can_be_restored(
     live_server,
     chromium_browser,  # type: ignore[no-untyped-def]
@@ -339,7 +339,7 @@ def test_retire_asks_first_and_a_retired_pool_can_be_restored(
     assert watched.problems == [], watched.problems
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_from_a_pending_pod_to_its_fit_check(
     stack,
     live_server,

@@ -39,7 +39,7 @@ def log_in(page: Any, base: str, settings: Any, sim: Any, prom: Any, seconds: in
     page.wait_for_url(f"{base}/")
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_slash_searches_from_any_page_and_live_parts_say_how_fresh(
     stack: Any, live_server: Any, settings: Any, browser_page: Any
 ) -> None:
@@ -76,7 +76,7 @@ def test_slash_searches_from_any_page_and_live_parts_say_how_fresh(
     assert page.evaluate("document.activeElement.id") == "main"
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_csv_export_holds_what_the_filtered_table_shows(
     stack: Any, live_server: Any, settings: Any, browser_page: Any, tmp_path: Path
 ) -> None:

@@ -14,7 +14,7 @@ from tests.test_bulk_decisions import ask
 PASSWORD = "tick-the-range-1"
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_shift_click_ticks_a_range_and_the_range_is_approved(
     live_server,
     chromium_browser,  # type: ignore[no-untyped-def]  # noqa: F811
@@ -50,7 +50,7 @@ def test_shift_click_ticks_a_range_and_the_range_is_approved(
     assert watched.problems == [], watched.problems
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_on_a_pool_page_a_shift_click_range_goes_to_the_move_form(
     live_server,
     chromium_browser,  # type: ignore[no-untyped-def]  # noqa: F811

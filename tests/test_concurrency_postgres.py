@@ -38,7 +38,7 @@ ADMIN_URL = os.environ.get(
 )
 ROUNDS = 5  # each race is run this many times, on fresh rows
 State = MoveRequest.State
-races = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+races = pytest.mark.django_db(transaction=True)
 
 
 def race(*contenders: Callable[[], Any]) -> list[str]:

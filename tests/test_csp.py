@@ -93,7 +93,7 @@ def chromium() -> Iterator[object]:
 
 
 @pytest.mark.browser
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_no_csp_violation_on_the_main_pages(stack, live_server, settings, chromium) -> None:  # type: ignore[no-untyped-def]
     sim, prom = stack
     settings.KUBECONFIG = str(sim.kubeconfig)

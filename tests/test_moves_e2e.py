@@ -20,9 +20,9 @@ from tests.moves_helpers import FINAL, user_in, wait_for_state
 from tests.servers import RedisServer, wait_for
 from tests.workers import celery_worker
 
-# serialized_rollback: the roles and default pools come from data migrations; a flush
-# after a transactional test would lose them for the next one.
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Transactional: a worker process must see the rows. The data migrations' rows a flush
+# removes come back through tests/conftest.py's migration_data fixture.
+pytestmark = pytest.mark.django_db(transaction=True)
 State = MoveRequest.State
 
 

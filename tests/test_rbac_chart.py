@@ -28,7 +28,7 @@ from tests.servers import RedisServer
 from tests.test_moves_e2e import approve, request_move, wait_out_terminating_pods
 from tests.workers import celery_worker
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
 # A row of `kubectl auth can-i --list`: a resource, or (blank) non-resource URLs.
 CAN_I_ROW = re.compile(

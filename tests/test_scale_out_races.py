@@ -43,7 +43,7 @@ def destination() -> Pool:
     return pool
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_two_nodes_ending_at_once_end_their_request(destination: Pool, redis: RedisServer) -> None:
     queued_executions(redis)  # start from an empty queue
     for round_ in range(ROUNDS):

@@ -23,7 +23,7 @@ pytestmark = [
         CHROMIUM is None,
         reason="chromium is not installed (make test installs it with apt when run as root)",
     ),
-    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+    pytest.mark.django_db(transaction=True),
 ]
 # Django's ORM refuses to run inside Playwright's event loop thread without this.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

@@ -21,7 +21,7 @@ from tests.oidc_provider.fixtures import provider_fixture, sso_on_fixture  # noq
 from tests.oidc_provider.process import Provider
 from tests.servers import free_port
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def sign_on(portal: str, username: str, password: str) -> tuple[requests.Session, str]:

@@ -19,7 +19,7 @@ from tests.workers import celery_worker
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_the_python_example_moves_a_node_and_waits(
     live_server,
     cluster: Kubesim,  # type: ignore[no-untyped-def]
