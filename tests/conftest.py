@@ -51,6 +51,17 @@ def migration_data(request: pytest.FixtureRequest) -> None:
         getattr(importlib.import_module(module), function)(apps, None)
 
 
+@pytest.fixture(autouse=True)
+def empty_cache() -> None:
+    """Each test starts with an empty cache. The tests' cache is the process's memory, and
+    one process runs many test files under pytest-xdist: a later test's Prometheus may get
+    an earlier one's port, and the figures cached under that address would be the earlier
+    cluster's."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture(scope="session")
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """The tests' own redis-server, on the port the Celery app was configured with."""

@@ -245,6 +245,26 @@ def prometheus_server(
         stop(process)
 
 
+CAUGHT_UP = "sum(Hostname:DCGM_FI_DEV_GPU_UTIL:sum) == bool sum(DCGM_FI_DEV_GPU_UTIL)"
+
+
+def rules_caught_up(prom: PrometheusServer) -> bool:
+    """Whether GPUs were scraped and the recording rules have run since (the recorded
+    per-node sums add up to the raw series'): the portal reads the recorded series, one
+    evaluation interval behind the scrape."""
+    query = urllib.parse.urlencode({"query": CAUGHT_UP})
+    try:
+        with urllib.request.urlopen(f"{prom.url}/api/v1/query?{query}", timeout=2) as response:
+            result = json.loads(response.read())["data"]["result"]
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return False
+    return bool(result) and result[0]["value"][1] == "1"
+
+
+def wait_rules_caught_up(prom: PrometheusServer) -> None:
+    wait_for(lambda: rules_caught_up(prom), timeout=30, what="the recording rules to catch up")
+
+
 @dataclass
 class HungServer:
     """Accepts connections and never answers: a hung Prometheus (or anything on HTTP)."""

@@ -16,7 +16,7 @@ from django.test import Client
 from pools.inventory import inventory_sync
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.moves_helpers import role_group
-from tests.servers import PrometheusServer, prometheus_server, wait_for
+from tests.servers import PrometheusServer, prometheus_server, wait_for, wait_rules_caught_up
 
 Stack = tuple[Kubesim, PrometheusServer]
 
@@ -60,6 +60,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 timeout=30,
                 what="the overrides to be scraped",
             )
+            wait_rules_caught_up(prom)
             yield sim, prom
 
 

@@ -15,7 +15,7 @@ from django.test import Client
 
 from pools.inventory import inventory_sync
 from tests.kubesim_process import Kubesim, kubesim_server
-from tests.servers import PrometheusServer, prometheus_server, wait_for
+from tests.servers import PrometheusServer, prometheus_server, wait_for, wait_rules_caught_up
 
 
 def count_series(prom: PrometheusServer, query: str) -> int:
@@ -98,6 +98,7 @@ def lower_case_stack(
                 timeout=30,
                 what="the exporter to be scraped",
             )
+            wait_rules_caught_up(prom)
             yield sim, prom
 
 
