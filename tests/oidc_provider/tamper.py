@@ -23,8 +23,10 @@ def claims_altered(token: str) -> str:
     """Another subject in the claims, the provider's signature left as it was."""
     header, payload, signature = token.split(".")
     claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    claims["sub"] = "1"
-    return f"{header}.{_b64(json.dumps(claims).encode())}.{signature}"
+    claims["sub"] = "1" if claims.get("sub") != "1" else "2"  # never the subject it had
+    altered = f"{header}.{_b64(json.dumps(claims).encode())}.{signature}"
+    assert altered != token
+    return altered
 
 
 def signed_by_another_key(token: str) -> str:
