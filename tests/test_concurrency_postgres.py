@@ -11,13 +11,8 @@ fresh pytest process with DATABASE_URL pointing at PostgreSQL and its own Redis.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
-import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,12 +25,9 @@ from pools import workflow
 from pools.errors import WorkflowError
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from tests.moves_helpers import user_in
-from tests.servers import RedisServer, free_port
+from tests.postgres_rerun import rerun_on_postgresql, rerunning_on_postgres
+from tests.servers import RedisServer
 
-ROOT = Path(__file__).resolve().parent.parent
-ADMIN_URL = os.environ.get(
-    "PORTAL_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"
-)
 ROUNDS = 5  # each race is run this many times, on fresh rows
 State = MoveRequest.State
 races = pytest.mark.django_db(transaction=True)
@@ -86,7 +78,7 @@ def queued_executions(redis: RedisServer) -> list[int]:
 
 @pytest.fixture
 def destination() -> Pool:
-    if os.environ.get("PORTAL_RACES_ON_POSTGRES") == "1":
+    if rerunning_on_postgres():
         assert connection.vendor == "postgresql"  # the driver below asked for it
     pool = Pool.objects.get(name="mixed")
     pool.requires_healthy_nodes = False
@@ -195,34 +187,4 @@ def test_approve_racing_cancel_has_one_winner(destination: Pool, redis: RedisSer
 
 
 def test_the_races_on_postgresql() -> None:
-    if connection.vendor == "postgresql":
-        pytest.skip("this session runs on PostgreSQL already: the races above ran on it")
-    psycopg = pytest.importorskip("psycopg")
-    try:
-        psycopg.connect(
-            ADMIN_URL.replace("postgres://", "postgresql://"), connect_timeout=3
-        ).close()
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL reachable at {ADMIN_URL} (set PORTAL_TEST_POSTGRES_URL): {exc}")
-    env = {
-        **{k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"},
-        # pytest-django creates (and drops) test_<name> next to it.
-        "DATABASE_URL": f"{ADMIN_URL.rsplit('/', 1)[0]}/portal_races_{uuid.uuid4().hex[:8]}",
-        "PORTAL_TEST_REDIS_PORT_main": str(free_port()),  # its own broker, its own queue
-        "PORTAL_RACES_ON_POSTGRES": "1",
-    }
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "pytest", __file__, "-q", "-rs", "-p", "no:cacheprovider"),
-            *("-k", "not test_the_races_on_postgresql"),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output
-    assert "4 passed" in output and "skipped" not in output, output
+    rerun_on_postgresql(__file__, "test_the_races_on_postgresql", expected_passed=4)

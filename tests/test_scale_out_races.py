@@ -10,11 +10,6 @@ where one is reachable (as tests/test_concurrency_postgres.py does for the workf
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import uuid
-
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -22,20 +17,14 @@ from django.utils import timezone
 from pools import execution, workflow
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
 from tests.moves_helpers import user_in
-from tests.servers import RedisServer, free_port
-from tests.test_concurrency_postgres import (
-    ADMIN_URL,
-    ROOT,
-    ROUNDS,
-    gpu_node,
-    queued_executions,
-    race,
-)
+from tests.postgres_rerun import rerun_on_postgresql, rerunning_on_postgres
+from tests.servers import RedisServer
+from tests.test_concurrency_postgres import ROUNDS, gpu_node, queued_executions, race
 
 
 @pytest.fixture
 def destination() -> Pool:
-    if os.environ.get("PORTAL_RACES_ON_POSTGRES") == "1":
+    if rerunning_on_postgres():
         assert connection.vendor == "postgresql"  # the driver below asked for it
     pool = Pool.objects.get(name="mixed")
     pool.requires_healthy_nodes = False
@@ -72,35 +61,4 @@ def test_two_nodes_ending_at_once_end_their_request(destination: Pool, redis: Re
 
 
 def test_the_race_on_postgresql() -> None:
-    if connection.vendor == "postgresql":
-        pytest.skip("this session runs on PostgreSQL already: the race above ran on it")
-    psycopg = pytest.importorskip("psycopg")
-    try:
-        psycopg.connect(
-            ADMIN_URL.replace("postgres://", "postgresql://"), connect_timeout=3
-        ).close()
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL reachable at {ADMIN_URL} (set PORTAL_TEST_POSTGRES_URL): {exc}")
-    # Its own Redis, its own queue: the broker URL this session set would be inherited.
-    inherited = {k: v for k, v in os.environ.items() if k != "CELERY_BROKER_URL"}
-    env = {
-        **inherited,
-        "DATABASE_URL": f"{ADMIN_URL.rsplit('/', 1)[0]}/portal_ending_{uuid.uuid4().hex[:8]}",
-        "PORTAL_TEST_REDIS_PORT": str(free_port()),
-        "PORTAL_RACES_ON_POSTGRES": "1",
-    }
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "pytest", __file__, "-q", "-rs", "-p", "no:cacheprovider"),
-            *("-k", "not test_the_race_on_postgresql"),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output
-    assert "1 passed" in output and "skipped" not in output, output
+    rerun_on_postgresql(__file__, "test_the_race_on_postgresql", expected_passed=1)
