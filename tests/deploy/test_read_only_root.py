@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.chart import ROOT, default_docs, deployment, named
+from tests.kubesim_process import Kubesim
 from tests.servers import RedisServer, free_port
 
 BIN = Path(sys.executable).parent
@@ -209,3 +210,29 @@ def test_the_beat_pod_keeps_its_schedule_in_tmp(redis: RedisServer, pods: list[P
     beat.wait_for(r"beat: Ticking with max interval")
     output = beat.stop()
     assert not READ_ONLY_ERRORS.search(output), output
+
+
+def test_the_watcher_pod_lists_and_watches_the_cluster(
+    redis: RedisServer, kubesim: Kubesim, pods: list[Pod]
+) -> None:
+    # In the cluster the credentials are a mounted secret; here the kubeconfig is written
+    # into the pod's own /tmp (the machine's /tmp is hidden by the fresh tmpfs). The pod's
+    # database is on that /tmp too, so the migrations run first in the same namespace.
+    mount_and_migrate = (
+        'printf "%s" "$POD_KUBECONFIG" > /tmp/kubeconfig'
+        f" && {sys.executable} manage.py migrate --verbosity 0"
+        ' && exec "$@"'
+    )
+    env = base_env(redis) | {
+        "POD_KUBECONFIG": kubesim.kubeconfig.read_text(),
+        "KUBECONFIG": "/tmp/kubeconfig",
+        "KUBE_IN_CLUSTER": "false",  # no service account mounted here
+    }
+    watcher = Pod(["sh", "-c", mount_and_migrate, "watcher", *pod_command("watcher")], env)
+    pods.append(watcher)
+    watcher.wait_for(r"holds the inventory lease", timeout=120)
+    watcher.wait_for(r"listed \d+ GPU nodes at resourceVersion")
+    watcher.wait_for(r"listed pods at resourceVersion \S+: \d+ GPU pods")
+    output = watcher.stop()
+    assert not READ_ONLY_ERRORS.search(output), output
+    assert "Traceback" not in output, output
