@@ -157,6 +157,18 @@ class Watched:
         )
 
 
+def charted(page, points: str) -> None:  # type: ignore[no-untyped-def]
+    """For the docs, a chart with a few points: the stack's Prometheus has scraped for only
+    a minute or so, a point every 15 s at the 1 h range (reloaded until then, at most 90 s)."""
+    if os.environ.get("SAVE_SCREENSHOTS") != "1":
+        return
+    for _ in range(45):
+        if page.locator(points).count() >= 4:
+            return
+        page.wait_for_timeout(2000)
+        page.reload()
+
+
 def shoot(page, name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Screenshots go to the test's folder; `make screenshots` keeps them in docs/."""
     target = SCREENSHOTS if os.environ.get("SAVE_SCREENSHOTS") == "1" else tmp_path
@@ -257,6 +269,8 @@ def test_the_theme_follows_the_system_from_phone_to_desktop(
             shoot(page, f"overview{suffix}", tmp_path)
         for name, path in SHOTS.items() if not phone else ():
             page.goto(f"{live_server.url}{path}")
+            if name == "insights":
+                charted(page, '[data-chart="average"] .chart-point')
             assert watched.no_sideways_scroll(), (path, watched.too_wide())
             shoot(page, f"{name}{suffix}", tmp_path)
         assert watched.problems == [], watched.problems
