@@ -40,6 +40,7 @@ PAGES: tuple[tuple[str, Capability], ...] = (
     ("/pools/training/insights/", Capability.VIEW),
     ("/pools/training/drills/", Capability.VIEW),
     ("/nodes/a100-train-drift-000/", Capability.VIEW),
+    ("/moves/", Capability.VIEW),  # the pending approvals (the approvers' bulk selection)
     ("/moves/?state=all", Capability.VIEW),
     ("/moves/{move}/", Capability.VIEW),
     ("/loans/", Capability.VIEW),
@@ -50,6 +51,7 @@ PAGES: tuple[tuple[str, Capability], ...] = (
     ("/insights/profiles/", Capability.VIEW),
     ("/advice/", Capability.VIEW),
     ("/search/?q=a100-train", Capability.VIEW),
+    ("/search/?q=%23{move}", Capability.VIEW),
     ("/tokens/", Capability.VIEW),
     ("/api/docs/", Capability.VIEW),
     (MOVE_FORM, Capability.REQUEST_MOVE),
