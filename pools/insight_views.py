@@ -10,9 +10,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
 from pools import advice, insights
+from pools.core import charts
 from pools.core.insights import advisor
 from pools.core.insights.failures import CAUSE_TITLES, Cause
 from pools.core.insights.profiles import GROUPINGS
@@ -22,6 +24,7 @@ from pools.core.insights.replacement import DIMENSION_TITLES
 from pools.errors import WorkflowError
 from pools.models import Pool
 from pools.roles import Capability, has_capability, require
+from pools.views import chart_range
 
 
 def _days(request: HttpRequest) -> int:
@@ -53,10 +56,14 @@ def pool_insights(request: HttpRequest, name: str) -> HttpResponse:
     pool = get_object_or_404(Pool.objects.active(), name=name)
     days = _days(request)
     found, checks = insights.pool_insights(pool, days=days, now=timezone.now())
+    span, status = chart_range(request)
     context = {
         "pool": pool,
         "days": days,
         "windows": WINDOW_DAYS,
+        "span": span,
+        "spans": list(charts.TIME_RANGES),
+        **_history_charts(pool, span),
         "found": found,
         "checks": checks,
         "cause_titles": {str(c): t for c, t in CAUSE_TITLES.items()},
@@ -64,7 +71,25 @@ def pool_insights(request: HttpRequest, name: str) -> HttpResponse:
         "queue_titles": {str(c): t for c, t in QUEUE_CAUSE_TITLES.items()},
         "dimension_titles": DIMENSION_TITLES,
     }
-    return render(request, "pools/pool_insights.html", context)
+    return render(request, "pools/pool_insights.html", context, status=status)
+
+
+def _history_charts(pool: Pool, span: str) -> dict[str, SafeString | str | None]:
+    """The pool's utilisation and idle whole nodes over the chart range, drawn."""
+    history = insights.pool_utilisation_history(pool, span)
+    # charts.line_chart escapes every text it writes.
+    average = charts.line_chart(history.average, title=f"Average GPU utilisation, {span}")
+    idle = charts.line_chart(
+        history.idle_nodes,
+        title=f"Idle whole nodes, {span}",
+        y_max=float(history.nodes) or None,
+        unit="",
+    )
+    return {
+        "average_chart": mark_safe(average),  # noqa: S308
+        "idle_chart": mark_safe(idle),  # noqa: S308
+        "history_error": history.error,
+    }
 
 
 def move_link(suggestion: advisor.MoveSuggestion) -> str:

@@ -16,6 +16,7 @@ from django.core.cache import cache
 from django.db.models import Count, FloatField, Func, Q, QuerySet
 from django.db.models.functions import Coalesce
 
+from pools.core import charts
 from pools.core.desired import managed_label_keys, managed_taint_keys
 from pools.core.insights import advisor, readiness
 from pools.core.insights.failures import EVICTION_REASONS, IMAGE_REASONS, failure_report
@@ -25,7 +26,7 @@ from pools.core.insights.queueing import queue_report
 from pools.core.insights.records import WINDOW_DAYS, NodeFacts, PodRecord, Window
 from pools.core.insights.replacement import replacement_report
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
-from pools.core.insights.utilisation import utilisation_report
+from pools.core.insights.utilisation import idle_nodes_each_step, utilisation_report
 from pools.metrics import insights as metrics
 from pools.metrics.node_figures import latest_node_metrics
 from pools.models import AdviceDismissal, GpuPod, MoveItem, MoveRequest, Node, Pool
@@ -294,13 +295,14 @@ def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> 
     state = node_state()
     by_pool = {p.name: [n.name for n in state.facts if n.pool == p.name] for p in chosen}
     xids, xid_error = metrics.xid_times(days=days)
+    span, step = metrics.window_span(days)
     return Gathered(
         window=window,
         days=days,
         pools=chosen,
         state=state,
         pods=indicator_records(window),
-        series=metrics.pool_series(by_pool, days=days),
+        series=metrics.pool_series(by_pool, span=span, step=step),
         xid_times=xids,
         xid_error=xid_error,
     )
@@ -370,6 +372,28 @@ def pool_insights(
         "pool", _pool_parts(pool, days), lambda: indicators(gather(days=days, now=now), pool)
     )
     return found, pool_readiness(pool, now=now)
+
+
+@dataclass(frozen=True)
+class PoolHistory:
+    """A pool's utilisation charts: a point a step over the chart's range."""
+
+    average: list[tuple[float, float]]
+    idle_nodes: list[tuple[float, float]]
+    nodes: int  # present now: the idle chart's top
+    error: str | None
+
+
+def pool_utilisation_history(pool: Pool, span: str) -> PoolHistory:
+    """The pool's average utilisation and idle whole nodes over a chart's named range
+    (charts.TIME_RANGES; UnknownRange else): the step keeps the number of points, and the
+    queries sent, the same whatever the range. Read at each page view, not kept."""
+    length, step = charts.time_range(span)
+    names = list(Node.objects.present().filter(pool=pool).values_list("name", flat=True))
+    series = metrics.pool_series({pool.name: names}, span=length, step=step)
+    average = list(series.average.get(pool.name, []))
+    idle = idle_nodes_each_step(average, series.idle_nodes.get(pool.name, []))
+    return PoolHistory(average, idle, len(names), series.error)
 
 
 # --- the advisor ---

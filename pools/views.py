@@ -39,7 +39,7 @@ POOL_PAGE_FILTERS = ("gpu_model", "ready", "cordoned", "drifted", "health")
 BAD_RANGE_STATUS = 400
 
 
-def _time_range(request: HttpRequest) -> tuple[str, int]:
+def chart_range(request: HttpRequest) -> tuple[str, int]:
     """The chart range the page asks for, and the page's status: an unknown range is a 400
     that says which ranges exist (the page shows the default range), not a silent 24 h."""
     span = request.GET.get("span", charts.DEFAULT_RANGE)
@@ -111,7 +111,7 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     }
     if _live(request):
         return render(request, "pools/_pool_live.html", context, status=status)
-    span, range_status = _time_range(request)
+    span, range_status = chart_range(request)
     status = max(status, range_status)
     history = selectors.pool_history(pool, span)
     context.update(
@@ -147,7 +147,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = {"detail": detail, "node": node, "live_seconds": settings.LIVE_REFRESH_SECONDS}
     if _live(request):
         return render(request, "pools/_node_live.html", context)
-    span, status = _time_range(request)
+    span, status = chart_range(request)
     history = selectors.node_history(node, span)
     context["span"], context["spans"] = span, list(selectors.HISTORY_SPANS)
     context["charts"] = _node_charts(node, history, span)

@@ -14,6 +14,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,23 @@ class PrometheusServer:
             for line in lines
             if line.strip() and '"ruleGroup"' not in line
         ]
+
+    def ranges_sent(self) -> list[tuple[str, float, float, float]]:
+        """Each range query sent so far, in order, with its start, end and step in seconds."""
+        if not self.query_log.exists():
+            return []
+        found = []
+        for line in self.query_log.read_text().splitlines():
+            if not line.strip() or '"ruleGroup"' in line:
+                continue
+            params = json.loads(line)["params"]
+            if params.get("step"):
+                start, end = (
+                    datetime.fromisoformat(params[k].replace("Z", "+00:00")).timestamp()
+                    for k in ("start", "end")
+                )
+                found.append((params["query"], start, end, float(params["step"])))
+        return found
 
     def queries_since(self, before: int) -> int:
         """Queries logged since the count was `before`. The log is appended as each query

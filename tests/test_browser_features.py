@@ -94,3 +94,32 @@ def test_csv_export_holds_what_the_filtered_table_shows(
     assert len(rows) == shown > 0
     assert {r["pool"] for r in rows} == {"mixed"} and {r["ready"] for r in rows} == {"true"}
     assert all(r["util_percent"] != "" for r in rows)  # the DCGM figures from Prometheus
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_insights_charts_follow_their_range_tabs_and_keep_the_window(
+    stack: Any, live_server: Any, settings: Any, browser_page: Any
+) -> None:
+    sim, prom = stack
+    page = browser_page
+    log_in(page, live_server.url, settings, sim, prom, seconds=60)
+    page.goto(f"{live_server.url}/pools/training/insights/")
+    tabs = page.locator('#history nav.tabs a[aria-current="page"]')
+    assert tabs.inner_text() == "24h"  # the charts' default, as on the other pages
+    page.click("#history nav.tabs a:text-is('1h')")
+    page.wait_for_url("**/pools/training/insights/?days=30&span=1h")
+    assert tabs.inner_text() == "1h"
+    average = page.locator('[data-chart="average"] svg')
+    assert average.get_attribute("aria-label").startswith("Average GPU utilisation, 1h: min ")
+    assert page.locator('[data-chart="average"] .chart-point').count() >= 1
+    # The idle whole nodes chart tops out at the pool's five nodes.
+    idle = page.locator('[data-chart="idle-nodes"] svg')
+    assert idle.get_attribute("aria-label").startswith("Idle whole nodes, 1h")
+    assert idle.locator("text.chart-axis").all_text_contents()[:3] == ["0", "2.5", "5"]
+    # Another window for the indicators keeps the charts' range, and the reverse.
+    page.select_option("select[name=days]", "7")
+    page.click("form[aria-label=Window] button")
+    page.wait_for_url("**/pools/training/insights/?days=7&span=1h")
+    page.click("#history nav.tabs a:text-is('30d')")
+    page.wait_for_url("**/pools/training/insights/?days=7&span=30d")
+    assert "Average GPU utilisation, 30d" in average.get_attribute("aria-label")

@@ -24,3 +24,11 @@ def test_where_to_go_next_points_at_the_docs() -> None:
     )
     missing = {path for path in pointed - COMING if not (ROOT / path).is_file()}
     assert missing == set()
+
+
+def test_the_screenshots_it_shows_exist_light_and_dark() -> None:
+    shown = re.findall(r"!\[[^\]]+\]\((docs/screenshots/[\w-]+\.png)\)", README)
+    assert len(shown) >= 2
+    assert any(path.endswith("-dark.png") for path in shown)
+    assert any(not path.endswith("-dark.png") for path in shown)
+    assert [path for path in shown if not (ROOT / path).is_file()] == []

@@ -15,11 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from pools.core.charts import chart_step
 from pools.metrics import queries, source
 from pools.metrics.dcgm import metric_labels
 
-# One point an hour over 30 days (720), as many over 90 (every 3 h); 7 days every 10 min.
-STEPS = {7: timedelta(minutes=10), 30: timedelta(hours=1), 90: timedelta(hours=3)}
+# The indicators read a window's history at a constant number of points, as a chart does
+# (at least a point an hour over 30 days: every 14 min over 7 days, every 3 h over 90).
+INDICATOR_POINTS = 720
 
 
 @dataclass(frozen=True)
@@ -29,41 +31,46 @@ class PoolSeries:
     error: str | None = None
 
 
-def step_for(days: int) -> timedelta:
-    return STEPS.get(days, timedelta(hours=1))
+def window_span(days: int) -> tuple[timedelta, timedelta]:
+    """The span of a window of `days` and the step the indicators read it at."""
+    span = timedelta(days=days)
+    return span, chart_step(span, INDICATOR_POINTS)
 
 
-def _ranges(promqls: dict[str, str], days: int) -> tuple[dict[str, dict[str, list]], str | None]:  # type: ignore[type-arg]
-    found: dict[str, dict[str, list]] = {}  # type: ignore[type-arg]
+Ranges = dict[str, dict[str, list[tuple[float, float]]]]
+
+
+def _ranges(promqls: dict[str, str], span: timedelta, step: timedelta) -> tuple[Ranges, str | None]:
+    found: Ranges = {}
     error = None
     for name, promql in promqls.items():
-        result = source.history_series(promql, span=timedelta(days=days), step=step_for(days))
+        result = source.history_series(promql, span=span, step=step)
         error = error or result.error
         found[name] = {labels.get(queries.POOL_TAG, ""): points for labels, points in result.series}
     return found, error
 
 
-def pool_series(pools: dict[str, list[str]], *, days: int) -> PoolSeries:
-    """Each pool's average utilisation and idle whole nodes a step over the last `days`:
+def pool_series(pools: dict[str, list[str]], *, span: timedelta, step: timedelta) -> PoolSeries:
+    """Each pool's average utilisation and idle whole nodes a step over the last `span`:
     from the recorded series, or the raw ones when no recorded series answers."""
     wanted = {p: n for p, n in pools.items() if n}
     if not wanted:
         return PoolSeries()
     labels = metric_labels()
-    found, error = {}, None  # type: ignore[var-annotated]
+    found: Ranges = {}
+    error = None
     if labels.node == queries.RULES_NODE_LABEL:
-        found, error = _ranges(queries.recorded_pool_utilisation_queries(wanted), days)
+        found, error = _ranges(queries.recorded_pool_utilisation_queries(wanted), span, step)
     if error is None and not found.get("average"):
-        found, error = _ranges(queries.pool_utilisation_queries(labels, wanted), days)
+        found, error = _ranges(queries.pool_utilisation_queries(labels, wanted), span, step)
     return PoolSeries(found.get("average", {}), found.get("idle_nodes", {}), error)
 
 
 def xid_times(*, days: int) -> tuple[dict[str, list[float]], str | None]:
     """Each node's times (sorted) with an XID error reported, over the last `days`."""
     labels = metric_labels()
-    result = source.history_series(
-        queries.xid_query(labels), span=timedelta(days=days), step=step_for(days)
-    )
+    span, step = window_span(days)
+    result = source.history_series(queries.xid_query(labels), span=span, step=step)
     times: dict[str, list[float]] = defaultdict(list)
     for series_labels, points in result.series:
         times[series_labels.get(labels.node, "")].extend(t for t, _ in points)

@@ -14,7 +14,7 @@ from pools.core.insights.profiles import concurrency
 from pools.core.insights.records import PodRecord, Window
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
 from pools.core.insights.stats import percentile, spread
-from pools.core.insights.utilisation import job_history
+from pools.core.insights.utilisation import idle_nodes_each_step, job_history
 
 
 def record(**fields: object) -> PodRecord:
@@ -135,3 +135,11 @@ def test_the_pool_a_pod_asks_for() -> None:
     scheduling = pod_scheduling({}, affinity, tolerations)
     assert scheduling.tolerates("workload-a", "true", "NoSchedule")
     assert not scheduling.tolerates("workload-b", "true", "NoSchedule")
+
+
+def test_a_step_without_an_idle_node_counts_zero_idle_nodes_on_the_chart() -> None:
+    average = [(0.0, 40.0), (60.0, 10.0), (120.0, 80.0)]
+    # Prometheus returns no sample where no node was idle (the count of an empty set).
+    assert idle_nodes_each_step(average, [(60.0, 2.0)]) == [(0.0, 0.0), (60.0, 2.0), (120.0, 0.0)]
+    # No utilisation reported at a step: nothing is known, nothing is drawn.
+    assert idle_nodes_each_step([], [(60.0, 2.0)]) == []

@@ -72,7 +72,8 @@ def by_pool() -> dict[str, list[str]]:
 def test_each_pool_gets_its_utilisation_and_idle_nodes_in_one_query_each(portal: Stack) -> None:
     _, prom, rules = portal
     sent_before = len(prom.queries_sent())
-    series = metrics.pool_series(by_pool(), days=7)
+    span, step = metrics.window_span(7)
+    series = metrics.pool_series(by_pool(), span=span, step=step)
     sent = prom.queries_sent()[sent_before:]
     recorded = [q for q in sent if "Hostname:DCGM_FI_DEV_GPU_UTIL:max" in q]
     if rules:

@@ -135,6 +135,16 @@ def job_history(
     )
 
 
+def idle_nodes_each_step(
+    average_points: Sequence[tuple[float, float]],
+    idle_node_points: Sequence[tuple[float, float]],
+) -> list[tuple[float, float]]:
+    """The idle whole nodes at every step the pool reported utilisation: a step with no idle
+    node is missing from the count (the count of an empty set is no sample), so it is 0."""
+    idle = dict(idle_node_points)
+    return [(t, idle.get(t, 0.0)) for t, _ in average_points]
+
+
 def utilisation_report(
     *,
     target: float,
