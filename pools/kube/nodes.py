@@ -1,4 +1,5 @@
-"""Reading nodes and pods: raw JSON through the official client, page by page.
+"""Reading nodes and pods: raw JSON, lists page by page through the official client, one
+node through the lean session (pools/kube/session.py).
 
 Raw dicts (`_preload_content=False`) rather than the client's model objects: decoding
 5,000 nodes and 40,000 pods into models costs more than the whole rest of a sync.
@@ -15,6 +16,7 @@ from kubernetes import client
 
 from pools.kube.client import api_client
 from pools.kube.retry import RetryPolicy
+from pools.kube.session import node_session
 
 Raw = dict[str, Any]
 
@@ -28,14 +30,7 @@ def _decode(response: Any) -> Raw:
 
 
 def read_node(name: str) -> Raw:
-    return RetryPolicy().call(
-        lambda: _decode(
-            core_api().read_node(
-                name, _preload_content=False, _request_timeout=settings.KUBE_TIMEOUT
-            )
-        ),
-        doing=f"reading node {name}",
-    )
+    return RetryPolicy().call(lambda: node_session().read(name), doing=f"reading node {name}")
 
 
 def _pages(list_call: Any, doing: str, page_size: int, **kwargs: Any) -> Iterator[list[Raw]]:

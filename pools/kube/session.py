@@ -1,0 +1,102 @@
+"""Reading and patching one node over the official client's connection pool, without the
+official client's per-call work.
+
+Through the generated client, each node call costs about as much CPU in Python as the HTTP
+exchange itself: its arguments validated by pydantic, its parameters serialised, and its
+credentials refreshed — the refresh re-applies the kubeconfig, which looks the proxy up in
+the whole environment again. A move sends hundreds of these calls from one process, so its
+hot path (GET and PATCH of a node) goes straight to the pool the client built: the same
+TLS (CA, client certificate, server name, verification), proxy and keep-alive connections,
+and the same credentials (read through the client's configuration, so an exec plugin or an
+in-cluster token is refreshed the client's way), read again every CREDENTIALS_SECONDS and
+after a 401. Answers other than 2xx raise the client's own ApiException, so the callers'
+handling (409 re-read, the retry policy's 429/5xx backoff and Retry-After) is unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+import time
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+from django.conf import settings
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from pools.kube.client import api_client
+
+Raw = dict[str, Any]
+# Credentials are read again this often: a token mounted in a pod is rotated, an exec
+# plugin's expires; a 401 reads them again at once.
+CREDENTIALS_SECONDS = 10.0
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+
+
+class NodeSession:
+    """GET and PATCH of nodes for one API client (one per process and configuration)."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.configuration = api.configuration
+        self.pool = api.rest_client.pool_manager
+        self.default_headers = dict(api.default_headers)
+        self.lock = threading.Lock()
+        self.headers: dict[str, str] = {}
+        self.read_at = -CREDENTIALS_SECONDS
+
+    def read(self, name: str) -> Raw:
+        return self._send("GET", name)
+
+    def patch(self, name: str, body: dict[str, Any], content_type: str = STRATEGIC_MERGE) -> Raw:
+        return self._send("PATCH", name, json.dumps(body).encode(), content_type)
+
+    def _send(
+        self, method: str, name: str, body: bytes | None = None, content_type: str = ""
+    ) -> Raw:
+        url = f"{self.configuration.host}/api/v1/nodes/{quote(name, safe='')}"
+        response = self._exchange(method, url, body, content_type, self._credentials())
+        if response.status == 401:
+            response = self._exchange(method, url, body, content_type, self._credentials(True))
+        if not 200 <= response.status <= 299:
+            raise ApiException(http_resp=response)
+        return json.loads(response.data)
+
+    def _exchange(
+        self, method: str, url: str, body: bytes | None, content_type: str, headers: dict[str, str]
+    ) -> urllib3.BaseHTTPResponse:
+        if content_type:
+            headers = {**headers, "Content-Type": content_type}
+        try:
+            return self.pool.request(
+                method,
+                url,
+                body=body,
+                headers=headers,
+                timeout=urllib3.Timeout(total=settings.KUBE_TIMEOUT),
+                retries=False,  # pools/kube/retry.py is the one retry policy
+            )
+        except urllib3.exceptions.SSLError as exc:
+            # As the official client does: a TLS failure is a refusal, not worth retrying.
+            raise ApiException(status=0, reason=f"{type(exc).__name__}: {exc}") from exc
+
+    def _credentials(self, again: bool = False) -> dict[str, str]:
+        with self.lock:
+            if again or time.monotonic() - self.read_at >= CREDENTIALS_SECONDS:
+                headers = {**self.default_headers, "Accept": "application/json"}
+                for auth in self.configuration.auth_settings().values():
+                    if auth["in"] == "header":
+                        headers[auth["key"]] = auth["value"]
+                self.headers, self.read_at = headers, time.monotonic()
+            return self.headers
+
+
+def node_session() -> NodeSession:
+    return _node_session(api_client())
+
+
+@functools.cache
+def _node_session(api: client.ApiClient) -> NodeSession:
+    return NodeSession(api)
