@@ -6,6 +6,8 @@ each chunk in turn, as the worker's tasks would; rounds alternate between traini
 inference.
 
     .venv/bin/python -m bench.move_profile [--nodes 200] [--rounds 3] [--top 25] [--save FILE]
+
+The timed rounds run without the profiler; one more round is profiled.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ from tests.kubesim_process import kubesim_server
 from tests.servers import redis_server
 
 
-def one_move(names: list[str], destination: str, people: tuple[Any, Any]) -> tuple[float, float]:
-    """Approve a move and run it here; (wall seconds, process seconds) from approval on."""
+def one_move(
+    names: list[str], destination: str, people: tuple[Any, Any], profile: Any = None
+) -> tuple[float, float]:
+    """Approve a move and run it here; (wall seconds, process seconds) from approval on,
+    profiled from there on when a profile is given."""
     from django.utils import timezone
 
     from pools import execution, workflow
@@ -42,10 +47,14 @@ def one_move(names: list[str], destination: str, people: tuple[Any, Any]) -> tup
         now=timezone.now(),
     )
     wall, cpu = time.perf_counter(), time.process_time()
+    if profile is not None:
+        profile.enable()
     workflow.move_approve(request=move, approver=people[1], now=timezone.now())
     items = execution.start_request(move.pk)
     for chunk in execution.chunks(move.pk, items):
         assert not execution.execute_items(chunk)
+    if profile is not None:
+        profile.disable()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     move.refresh_from_db()
     assert move.state == MoveRequest.State.SUCCEEDED, move.state
@@ -84,8 +93,8 @@ class ThreadProfiles:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--top", type=int, default=25, help="profile lines shown")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds, not profiled")
+    parser.add_argument("--top", type=int, default=25, help="profile lines shown (0: none)")
     parser.add_argument("--save", help="also write the merged profile here (pstats format)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -104,32 +113,49 @@ def main() -> None:
             people = users()
             one_move(names[:20], "inference", people)  # untimed: connections, imports
             one_move(names[:20], "training", people)
-            warm_up_patches = sim.count("patch")
-            profile = cProfile.Profile(time.thread_time)
-            threads = ThreadProfiles()
-            threads.on = True
-            walls, cpus = [], []
-            for round_ in range(args.rounds):
-                destination = "inference" if round_ % 2 == 0 else "training"
-                profile.enable()
-                wall, cpu = one_move(names, destination, people)
-                profile.disable()
-                walls.append(wall)
-                cpus.append(cpu)
-                print(f"round {round_ + 1}: {wall:.2f} s wall, {cpu:.2f} s CPU", flush=True)
-            patches = (sim.count("patch") - warm_up_patches) / (args.rounds * len(names))
-            print(
-                f"{len(names)} nodes: median {statistics.median(walls):.2f} s wall, "
-                f"{statistics.median(cpus):.2f} s CPU (this process; kubesim apart); "
-                f"{patches:.2f} PATCH a node; load average {os.getloadavg()[0]:.1f}"
-            )
-            threads.on = False
-            stats = pstats.Stats(profile)
-            threads.add_to(stats)
-            if args.save:
-                stats.dump_stats(args.save)
-            stats.sort_stats("cumulative").print_stats(args.top)
-            stats.sort_stats("tottime").print_stats(args.top)
+            timed_rounds(sim, names, people, args.rounds)
+            if args.top or args.save:
+                profiled_round(names, people, args.rounds, args.top, args.save)
+
+
+def destination(round_: int) -> str:
+    return "inference" if round_ % 2 == 0 else "training"
+
+
+def timed_rounds(sim: Any, names: list[str], people: tuple[Any, Any], rounds: int) -> None:
+    patches_before = sim.count("patch")
+    walls, cpus = [], []
+    for round_ in range(rounds):
+        wall, cpu = one_move(names, destination(round_), people)
+        walls.append(wall)
+        cpus.append(cpu)
+        print(f"round {round_ + 1}: {wall:.2f} s wall, {cpu:.2f} s CPU", flush=True)
+    patches = (sim.count("patch") - patches_before) / (rounds * len(names))
+    print(
+        f"{len(names)} nodes, approval to all succeeded in this process: median "
+        f"{statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU "
+        f"(kubesim's apart); {patches:.2f} PATCH a node; load average "
+        f"{os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+
+
+def profiled_round(
+    names: list[str], people: tuple[Any, Any], round_: int, top: int, save: str | None
+) -> None:
+    """One more round under cProfile, counting each thread's own CPU time."""
+    profile = cProfile.Profile(time.thread_time)
+    threads = ThreadProfiles()
+    threads.on = True
+    wall, cpu = one_move(names, destination(round_), people, profile)
+    threads.on = False
+    print(f"profiled round: {wall:.2f} s wall, {cpu:.2f} s CPU (with the profiler's own cost)")
+    stats = pstats.Stats(profile)
+    threads.add_to(stats)
+    if save:
+        stats.dump_stats(save)
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
 
 
 if __name__ == "__main__":
