@@ -118,6 +118,8 @@ class PortalRound:
     approval_cpu: float  # this process: the approval itself
     kubesim_cpu: float
     queued: float  # approval to the worker's start of the move
+    first_done: float  # approval to the first node recorded
+    last_done: float  # approval to the last node recorded
 
 
 def portal_round(
@@ -147,12 +149,18 @@ def portal_round(
     seconds = time.perf_counter() - started
     assert move.state == MoveRequest.State.SUCCEEDED, move.state
     assert move.started_at is not None and move.decided_at is not None
+    finished = sorted(
+        (at - move.decided_at).total_seconds()
+        for at in move.items.values_list("finished_at", flat=True)
+    )
     return PortalRound(
         seconds,
         cpu_seconds(pids[0]) - worker,
         cpu,
         cpu_seconds(pids[1]) - kubesim,
         (move.started_at - move.decided_at).total_seconds(),
+        finished[0],
+        finished[-1],
     )
 
 
@@ -282,7 +290,9 @@ def report(
         f"{median([r.worker_cpu for r in portal]):.2f} s, approval "
         f"{median([r.approval_cpu for r in portal]):.2f} s, kubesim "
         f"{median([r.kubesim_cpu for r in portal]):.2f} s; approval to the worker's start "
-        f"{median([r.queued for r in portal]) * 1000:.0f} ms; {patches:.2f} PATCH a node"
+        f"{median([r.queued for r in portal]) * 1000:.0f} ms, to the first node recorded "
+        f"{median([r.first_done for r in portal]) * 1000:.0f} ms, to the last "
+        f"{median([r.last_done for r in portal]) * 1000:.0f} ms; {patches:.2f} PATCH a node"
     )
     if loop:
         loop_seconds = median([r.seconds for r in loop])
