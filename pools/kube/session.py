@@ -1,16 +1,17 @@
-"""Reading and patching one node over the official client's connection pool, without the
+"""Reading and patching nodes over the official client's connection pool, without the
 official client's per-call work.
 
 Through the generated client, each node call costs about as much CPU in Python as the HTTP
 exchange itself: its arguments validated by pydantic, its parameters serialised, and its
 credentials refreshed — the refresh re-applies the kubeconfig, which looks the proxy up in
 the whole environment again. A move sends hundreds of these calls from one process, so its
-hot path (GET and PATCH of a node) goes straight to the pool the client built: the same
-TLS (CA, client certificate, server name, verification), proxy and keep-alive connections,
-and the same credentials (read through the client's configuration, so an exec plugin or an
-in-cluster token is refreshed the client's way), read again every CREDENTIALS_SECONDS and
-after a 401. Answers other than 2xx raise the client's own ApiException, so the callers'
-handling (409 re-read, the retry policy's 429/5xx backoff and Retry-After) is unchanged.
+hot path (a chunk's LIST, each node's GET and PATCH) goes straight to the pool the client
+built: the same TLS (CA, client certificate, server name, verification), proxy and
+keep-alive connections, and the same credentials (read through the client's configuration,
+so an exec plugin or an in-cluster token is refreshed the client's way), read again every
+CREDENTIALS_SECONDS and after a 401. Answers other than 2xx raise the client's own
+ApiException, so the callers' handling (409 re-read, the retry policy's 429/5xx backoff and
+Retry-After) is unchanged.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import json
 import threading
 import time
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import urllib3
 from django.conf import settings
@@ -48,15 +49,24 @@ class NodeSession:
         self.read_at = -CREDENTIALS_SECONDS
 
     def read(self, name: str) -> Raw:
-        return self._send("GET", name)
+        return self._send("GET", f"/{quote(name, safe='')}")
 
     def patch(self, name: str, body: dict[str, Any], content_type: str = STRATEGIC_MERGE) -> Raw:
-        return self._send("PATCH", name, json.dumps(body).encode(), content_type)
+        return self._send(
+            "PATCH", f"/{quote(name, safe='')}", json.dumps(body).encode(), content_type
+        )
+
+    def list_page(self, label_selector: str, limit: int, token: str | None = None) -> Raw:
+        """One page of the nodes `label_selector` selects (a NodeList)."""
+        query = {"labelSelector": label_selector, "limit": str(limit)}
+        return self._send(
+            "GET", f"?{urlencode({**query, **({'continue': token} if token else {})})}"
+        )
 
     def _send(
-        self, method: str, name: str, body: bytes | None = None, content_type: str = ""
+        self, method: str, path: str, body: bytes | None = None, content_type: str = ""
     ) -> Raw:
-        url = f"{self.configuration.host}/api/v1/nodes/{quote(name, safe='')}"
+        url = f"{self.configuration.host}/api/v1/nodes{path}"
         response = self._exchange(method, url, body, content_type, self._credentials())
         if response.status == 401:
             response = self._exchange(method, url, body, content_type, self._credentials(True))
