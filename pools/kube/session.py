@@ -21,7 +21,7 @@ import json
 import threading
 import time
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import urllib3
 from django.conf import settings
@@ -42,7 +42,17 @@ class NodeSession:
 
     def __init__(self, api: client.ApiClient) -> None:
         self.configuration = api.configuration
-        self.pool = api.rest_client.pool_manager
+        self.manager = api.rest_client.pool_manager
+        host = api.configuration.host
+        self.url, self.base_path = f"{host}/api/v1/nodes", f"{urlsplit(host).path}/api/v1/nodes"
+        # Without a proxy every request goes to the one pool the manager keeps for the API
+        # server (its TLS settings): asked directly, without the manager's per-request URL
+        # parsing and pool lookup. Through a proxy, the manager decides how each one goes.
+        self.pool = (
+            self.manager.connection_from_url(host)
+            if type(self.manager) is urllib3.PoolManager
+            else None
+        )
         self.default_headers = dict(api.default_headers)
         self.lock = threading.Lock()
         self.headers: dict[str, str] = {}
@@ -66,28 +76,29 @@ class NodeSession:
     def _send(
         self, method: str, path: str, body: bytes | None = None, content_type: str = ""
     ) -> Raw:
-        url = f"{self.configuration.host}/api/v1/nodes{path}"
-        response = self._exchange(method, url, body, content_type, self._credentials())
+        response = self._exchange(method, path, body, content_type, self._credentials())
         if response.status == 401:
-            response = self._exchange(method, url, body, content_type, self._credentials(True))
+            response = self._exchange(method, path, body, content_type, self._credentials(True))
         if not 200 <= response.status <= 299:
             raise ApiException(http_resp=response)
         return json.loads(response.data)
 
     def _exchange(
-        self, method: str, url: str, body: bytes | None, content_type: str, headers: dict[str, str]
+        self, method: str, path: str, body: bytes | None, content_type: str, headers: dict[str, str]
     ) -> urllib3.BaseHTTPResponse:
         if content_type:
             headers = {**headers, "Content-Type": content_type}
+        options: dict[str, Any] = {
+            "body": body,
+            "headers": headers,
+            "timeout": urllib3.Timeout(total=settings.KUBE_TIMEOUT),
+            "retries": False,  # pools/kube/retry.py is the one retry policy
+            "redirect": False,
+        }
         try:
-            return self.pool.request(
-                method,
-                url,
-                body=body,
-                headers=headers,
-                timeout=urllib3.Timeout(total=settings.KUBE_TIMEOUT),
-                retries=False,  # pools/kube/retry.py is the one retry policy
-            )
+            if self.pool is None:
+                return self.manager.urlopen(method, self.url + path, **options)
+            return self.pool.urlopen(method, self.base_path + path, **options)
         except urllib3.exceptions.SSLError as exc:
             # As the official client does: a TLS failure is a refusal, not worth retrying.
             raise ApiException(status=0, reason=f"{type(exc).__name__}: {exc}") from exc

@@ -1,18 +1,22 @@
 """The lean node session against kubesim: credentials read through the client's
-configuration (here an exec plugin), once for many calls, and again after a 401."""
+configuration (here an exec plugin), once for many calls, and again after a 401; over TLS,
+the kubeconfig's CA trusted and no other."""
 
 from __future__ import annotations
 
+import base64
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from kubesim.tls import make_certificates
 from pools.kube.errors import KubeRefused
 from pools.kube.nodes import read_node
 from pools.kube.patcher import _send_patch
-from tests.kubesim_process import ADMIN_TOKEN, Kubesim
+from tests.kubesim_process import ADMIN_TOKEN, Kubesim, kubesim_server
 
 # Prints the token in TOKEN_FILE as an ExecCredential that has already expired, so the
 # client's refresh hook runs the plugin every time credentials are asked for; each run is
@@ -87,3 +91,33 @@ def test_a_401_reads_the_credentials_again(cluster: Kubesim, exec_login: tuple[P
     assert read_node("gpu-new-000")["metadata"]["name"] == "gpu-new-000"
     assert plugin_runs(runs) - before == 1
     assert cluster.count("get", name="gpu-new-000") == 1  # the one answered
+
+
+@pytest.fixture
+def tls_cluster(settings, tmp_path: Path) -> Iterator[Kubesim]:  # type: ignore[no-untyped-def]
+    with kubesim_server(tmp_path / "sim", tls=True) as sim:
+        settings.KUBECONFIG = str(sim.kubeconfig)
+        settings.KUBE_CONTEXT = ""
+        settings.PATCH_BACKOFF_SECONDS = 0.01
+        yield sim
+
+
+@pytest.mark.django_db
+def test_over_tls_the_kubeconfigs_ca_is_trusted_and_no_other(
+    settings, tls_cluster: Kubesim, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    _send_patch("gpu-new-000", {"metadata": {"labels": {"team": "vision"}}})
+    assert read_node("gpu-new-000")["metadata"]["labels"]["team"] == "vision"
+    assert tls_cluster.count("patch", name="gpu-new-000") == 1
+    # The same server, with a CA that did not sign its certificate: refused, never retried.
+    config = yaml.safe_load(tls_cluster.kubeconfig.read_text())
+    other_ca = make_certificates(tmp_path / "other", "127.0.0.1")[0]
+    config["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(
+        other_ca.read_bytes()
+    ).decode()
+    untrusting = tmp_path / "other.kubeconfig"
+    untrusting.write_text(yaml.safe_dump(config))
+    settings.KUBECONFIG = str(untrusting)
+    with pytest.raises(KubeRefused, match="CERTIFICATE_VERIFY_FAILED"):
+        read_node("gpu-new-000")
+    assert tls_cluster.count("get", name="gpu-new-000") == 1  # the one above
