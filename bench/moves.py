@@ -4,19 +4,24 @@ loop of `kubectl label` and `kubectl taint` per node, on the same kubesim in the
 Each round moves other nodes the other way back, so both sides always have work; medians
 over the rounds.
 
-    .venv/bin/python -m bench.moves [--nodes 200] [--rounds 3]
+    .venv/bin/python -m bench.moves [--nodes 200] [--rounds 3] [--portal-only]
+
+Besides wall times it reports CPU seconds (the worker's processes, kubectl's, kubesim's)
+from /proc, so a run on a shared machine still says what each side costs.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +82,49 @@ def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
-def portal_round(names: list[str], destination: str, users: tuple[Any, Any]) -> float:
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(pid: int) -> list[int]:
+    """A process and its descendants (the worker's pool processes), from /proc."""
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        found.append(current)
+        try:
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        queue += [int(child) for child in children]
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds the process and its live descendants have used."""
+    total = 0
+    for member in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICKS
+
+
+@dataclass
+class PortalRound:
+    seconds: float  # approval to all succeeded, as the requester sees it
+    worker_cpu: float  # the Celery worker's processes
+    approval_cpu: float  # this process: the approval itself
+    kubesim_cpu: float
+    queued: float  # approval to the worker's start of the move
+    first_done: float  # approval to the first node recorded
+    last_done: float  # approval to the last node recorded
+
+
+def portal_round(
+    names: list[str], destination: str, users: tuple[Any, Any], pids: tuple[int, int]
+) -> PortalRound:
     from django.utils import timezone
 
     from pools import workflow
@@ -90,8 +137,10 @@ def portal_round(names: list[str], destination: str, users: tuple[Any, Any]) -> 
         reason="benchmark",
         now=timezone.now(),
     )
-    started = time.perf_counter()
+    worker, kubesim = cpu_seconds(pids[0]), cpu_seconds(pids[1])
+    started, cpu = time.perf_counter(), time.process_time()
     workflow.move_approve(request=move, approver=users[1], now=timezone.now())
+    cpu = time.process_time() - cpu
     while True:
         move.refresh_from_db()
         if move.state not in MoveRequest.ACTIVE_STATES:
@@ -99,16 +148,43 @@ def portal_round(names: list[str], destination: str, users: tuple[Any, Any]) -> 
         time.sleep(0.02)
     seconds = time.perf_counter() - started
     assert move.state == MoveRequest.State.SUCCEEDED, move.state
-    return seconds
+    assert move.started_at is not None and move.decided_at is not None
+    finished = sorted(
+        (at - move.decided_at).total_seconds()
+        for at in move.items.values_list("finished_at", flat=True)
+    )
+    return PortalRound(
+        seconds,
+        cpu_seconds(pids[0]) - worker,
+        cpu,
+        cpu_seconds(pids[1]) - kubesim,
+        (move.started_at - move.decided_at).total_seconds(),
+        finished[0],
+        finished[-1],
+    )
 
 
-def loop_round(names: list[str], source: str, destination: str, kubeconfig: Path) -> float:
+@dataclass
+class LoopRound:
+    seconds: float
+    cpu: float  # kubectl's and the shell's
+    kubesim_cpu: float
+
+
+def loop_round(
+    names: list[str], source: str, destination: str, kubeconfig: Path, kubesim_pid: int
+) -> LoopRound:
     script = kubectl_script(names, source, destination)
+    kubesim = cpu_seconds(kubesim_pid)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(
         ["bash", "-e", "-c", script], check=True, env={**os.environ, "KUBECONFIG": str(kubeconfig)}
     )
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
+    return LoopRound(seconds, cpu, cpu_seconds(kubesim_pid) - kubesim)
 
 
 def users() -> tuple[Any, Any]:
@@ -125,8 +201,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--portal-only", action="store_true", help="skip the kubectl loop (while iterating)"
+    )
     args = parser.parse_args()
-    if shutil.which("kubectl") is None:
+    if shutil.which("kubectl") is None and not args.portal_only:
         sys.exit("kubectl is needed for the comparison")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -148,56 +227,85 @@ def main() -> None:
             )
             portal_nodes, loop_nodes = training[: args.nodes], training[args.nodes : 2 * args.nodes]
             assert len(loop_nodes) == args.nodes, f"only {len(training)} training nodes"
-            people = users()
             worker = start_worker(env)
-            portal_times, loop_times = [], []
             try:
-                # Untimed: the worker's two processes start and load Django and the
-                # Kubernetes client on their first tasks (seconds on a loaded machine).
-                portal_round(portal_nodes[:20], "inference", people)
-                portal_round(portal_nodes[:20], "training", people)
-                for round_ in range(args.rounds):
-                    source, destination = (
-                        ("training", "inference") if round_ % 2 == 0 else ("inference", "training")
-                    )
-                    portal_times.append(portal_round(portal_nodes, destination, people))
-                    loop_times.append(loop_round(loop_nodes, source, destination, sim.kubeconfig))
-                    print(
-                        f"round {round_ + 1} ({source} -> {destination}): portal "
-                        f"{portal_times[-1]:.2f} s, kubectl loop {loop_times[-1]:.1f} s, "
-                        f"{loop_times[-1] / portal_times[-1]:.1f}x",
-                        flush=True,
-                    )
+                rounds = run_rounds(sim, worker.pid, portal_nodes, loop_nodes, args)
             finally:
                 worker.terminate()
                 worker.wait(timeout=30)
-            report(sim, portal_nodes, loop_nodes, portal_times, loop_times, args.rounds)
+            loop_names = set(loop_nodes)
+            loop_requests = (count(sim, "patch", loop_names), count(sim, "get", loop_names))
+            report(*rounds, loop_requests, nodes=args.nodes)
+
+
+def run_rounds(
+    sim: Any, worker_pid: int, portal_nodes: list[str], loop_nodes: list[str], args: Any
+) -> tuple[list[PortalRound], list[LoopRound], float]:
+    people = users()
+    pids = (worker_pid, sim.process.pid)
+    # Untimed: the worker's two processes start and load Django and the Kubernetes client
+    # on their first tasks (seconds on a loaded machine).
+    portal_round(portal_nodes[:20], "inference", people, pids)
+    portal_round(portal_nodes[:20], "training", people, pids)
+    patches = count(sim, "patch", set(portal_nodes))
+    portal: list[PortalRound] = []
+    loop: list[LoopRound] = []
+    for round_ in range(args.rounds):
+        source, destination = (
+            ("training", "inference") if round_ % 2 == 0 else ("inference", "training")
+        )
+        portal.append(portal_round(portal_nodes, destination, people, pids))
+        line = (
+            f"round {round_ + 1} ({source} -> {destination}): portal {portal[-1].seconds:.2f} s "
+            f"({portal[-1].worker_cpu:.2f} s worker CPU)"
+        )
+        if not args.portal_only:
+            loop.append(loop_round(loop_nodes, source, destination, sim.kubeconfig, pids[1]))
+            line += (
+                f", kubectl loop {loop[-1].seconds:.1f} s, "
+                f"{loop[-1].seconds / portal[-1].seconds:.1f}x"
+            )
+        print(f"{line}; load average {os.getloadavg()[0]:.1f}", flush=True)
+    per_node = (count(sim, "patch", set(portal_nodes)) - patches) / (args.rounds * args.nodes)
+    return portal, loop, per_node
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
 
 
 def report(
-    sim: Any,
-    portal_nodes: list[str],
-    loop_nodes: list[str],
-    portal_times: list[float],
-    loop_times: list[float],
-    rounds: int,
+    portal: list[PortalRound],
+    loop: list[LoopRound],
+    patches: float,
+    loop_requests: tuple[int, int],
+    *,
+    nodes: int,
 ) -> None:
-    portal, loop = statistics.median(portal_times), statistics.median(loop_times)
-    moved = len(portal_nodes) * rounds
-    portal_patches = count(sim, "patch", set(portal_nodes))
-    loop_patches, loop_gets = (
-        count(sim, "patch", set(loop_nodes)),
-        count(sim, "get", set(loop_nodes)),
-    )
+    seconds = median([r.seconds for r in portal])
     print(
-        f"portal: {len(portal_nodes)} nodes, approval to all succeeded, median "
-        f"{portal:.2f} s over {rounds} rounds; {portal_patches / moved:.2f} PATCH a node"
+        f"portal: {nodes} nodes, approval to all succeeded, median {seconds:.2f} s over "
+        f"{len(portal)} rounds (range {min(r.seconds for r in portal):.2f}-"
+        f"{max(r.seconds for r in portal):.2f} s); median CPU: worker "
+        f"{median([r.worker_cpu for r in portal]):.2f} s, approval "
+        f"{median([r.approval_cpu for r in portal]):.2f} s, kubesim "
+        f"{median([r.kubesim_cpu for r in portal]):.2f} s; approval to the worker's start "
+        f"{median([r.queued for r in portal]) * 1000:.0f} ms, to the first node recorded "
+        f"{median([r.first_done for r in portal]) * 1000:.0f} ms, to the last "
+        f"{median([r.last_done for r in portal]) * 1000:.0f} ms; {patches:.2f} PATCH a node"
     )
-    print(
-        f"kubectl loop: median {loop:.1f} s; {loop_patches / moved:.2f} PATCH and "
-        f"{loop_gets / moved:.2f} GET a node"
-    )
-    print(f"speed-up (median over median): {loop / portal:.1f}x")
+    if loop:
+        loop_seconds = median([r.seconds for r in loop])
+        print(
+            f"kubectl loop: median {loop_seconds:.1f} s (range "
+            f"{min(r.seconds for r in loop):.1f}-{max(r.seconds for r in loop):.1f} s); "
+            f"median CPU: kubectl {median([r.cpu for r in loop]):.1f} s, kubesim "
+            f"{median([r.kubesim_cpu for r in loop]):.1f} s; "
+            f"{loop_requests[0] / (len(loop) * nodes):.2f} PATCH and "
+            f"{loop_requests[1] / (len(loop) * nodes):.2f} GET a node"
+        )
+        print(f"speed-up (median over median): {loop_seconds / seconds:.1f}x")
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

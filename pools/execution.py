@@ -46,7 +46,7 @@ from pools.kube.errors import KubeError
 from pools.kube.nodes import read_nodes
 from pools.kube.retry import RetryPolicy
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
-from pools.move_records import claim_items, close_item
+from pools.move_records import Closing, claim_items, close_items, insert_events
 from pools.node_outcome import FAILED, NodeWork, Outcome, node_outcome
 from pools.workflow.transitions import release_nodes, state_transition
 
@@ -95,11 +95,24 @@ def retry_delay(attempt: int) -> float:
     return RetryPolicy().delay(attempt, None)
 
 
+# What running a node reads of its item, request, node and source pool: not the node's
+# inventory (its pods, labels, figures) nor the item's other records, whose decoding cost
+# more than the claim itself. Anything else is still read when asked for.
+CLAIMED_FIELDS = (
+    *("source_label", "planned_before", "planned_diff", "desired", "attempts"),
+    *("cordoned_by_portal", "request_id", "source_pool_id"),
+    *("request__kind", "request__destination_id", "request__drain_policy"),
+    *("request__drain_deadline_seconds", "request__started_at"),
+    *("node__name", "source_pool__name", "source_pool__min_nodes"),
+)
+
+
 def _claim_many(item_ids: Sequence[int], now: datetime) -> list[MoveItem]:
     lease = now + timedelta(seconds=settings.MOVE_LEASE_SECONDS)
     claimed = claim_items(item_ids, now=now, lease=lease)
     return list(
-        MoveItem.objects.select_related("request__destination", "node", "source_pool")
+        MoveItem.objects.select_related("request", "node", "source_pool")
+        .only(*CLAIMED_FIELDS)
         .filter(pk__in=claimed)
         .order_by("pk")
     )
@@ -301,8 +314,8 @@ def _event(item: MoveItem, action: str, message: str = "") -> AuditEvent:
     )
 
 
-def _close(item: MoveItem, outcome: Outcome, now: datetime) -> AuditEvent | None:
-    closed = {
+def _closed_values(outcome: Outcome, now: datetime) -> dict[str, Any]:
+    return {
         "state": outcome.state,
         "finished_at": now,
         "lease_until": None,
@@ -312,10 +325,11 @@ def _close(item: MoveItem, outcome: Outcome, now: datetime) -> AuditEvent | None
         "after": outcome.after,
         "applied_diff": outcome.applied,
     }
-    if not close_item(item.pk, item.attempts, closed):
-        return None  # claimed since by another worker: its record, not ours
+
+
+def _closed_events(item: MoveItem, outcome: Outcome) -> list[AuditEvent]:
     action = {ItemState.DONE: "node.patched", ItemState.UNCHANGED: "node.unchanged"}
-    return AuditEvent(
+    closed = AuditEvent(
         action=action.get(outcome.state, "node.failed"),
         actor_name="system",
         request=item.request,
@@ -324,13 +338,29 @@ def _close(item: MoveItem, outcome: Outcome, now: datetime) -> AuditEvent | None
         before=outcome.before,
         after=outcome.after,
     )
+    return [closed, *(_event(item, action) for action in outcome.later)]
+
+
+def _close(closing: Sequence[tuple[MoveItem, Outcome]], now: datetime) -> list[AuditEvent]:
+    """Record each node's end (those claimed since by another worker are its record, not
+    ours); the events of those recorded."""
+    recorded = close_items(
+        [Closing(item.pk, item.attempts, _closed_values(outcome, now)) for item, outcome in closing]
+    )
+    return [
+        event
+        for item, outcome in closing
+        if item.pk in recorded
+        for event in _closed_events(item, outcome)
+    ]
 
 
 def _record(items: Sequence[MoveItem], results: dict[int, Result], *, now: datetime) -> list[int]:
     """The outcomes in one transaction: first the inventory (whoever sees a move finished
-    sees its nodes where they now are), then each item, its audit event, the requests."""
+    sees its nodes where they now are), then the items, their audit events, the requests."""
     waiting: list[int] = []
-    events: list[AuditEvent | None] = []
+    events: list[AuditEvent] = []
+    closing: list[tuple[MoveItem, Outcome]] = []
     with transaction.atomic():
         inventory_refresh_nodes(
             [r.raw for r in results.values() if isinstance(r, Outcome) and r.raw is not None]
@@ -340,16 +370,13 @@ def _record(items: Sequence[MoveItem], results: dict[int, Result], *, now: datet
             if isinstance(result, LeaseLost):
                 continue
             if isinstance(result, KubeError) and result.transient and now < _deadline(item, now):
-                event = _to_waiting(item, result)
-                waiting += [item.pk] if event else []
-                events.append(event)
+                if event := _to_waiting(item, result):
+                    waiting.append(item.pk)
+                    events.append(event)
                 continue
-            outcome = result if isinstance(result, Outcome) else _failed(item, result)
-            closed = _close(item, outcome, now)
-            events.append(closed)
-            if closed is not None:
-                events += [_event(item, action) for action in outcome.later]
-        AuditEvent.objects.bulk_create([e for e in events if e is not None])
+            closing.append((item, result if isinstance(result, Outcome) else _failed(item, result)))
+        events += _close(closing, now)
+        insert_events(events, at=timezone.now())
         for request_id in sorted({item.request_id for item in items}):
             _finish_request_if_done(request_id, now)
     return waiting

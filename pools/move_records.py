@@ -11,12 +11,13 @@ SQLite (3.35 and later, for RETURNING) and PostgreSQL alike.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import connection, models
 
-from pools.models import MoveItem, MoveRequest, Node
+from pools.models import AuditEvent, MoveItem, MoveRequest, Node
 
 
 def _prep(model: type[models.Model], field: str, value: Any) -> Any:
@@ -69,17 +70,60 @@ CLOSED_FIELDS = (
 )
 
 
-def close_item(item_id: int, attempts: int, values: dict[str, Any]) -> bool:
-    """Record a node's end if this worker's claim (its attempt count) still holds it."""
+@dataclass(frozen=True)
+class Closing:
+    """One node's end, to record if this worker's claim (its attempt count) still holds it."""
+
+    item_id: int
+    attempts: int
+    values: dict[str, Any]  # CLOSED_FIELDS
+
+
+def close_items(closings: Sequence[Closing]) -> set[int]:
+    """Record each node's end where this worker's claim still holds it: one prepared
+    statement, each row its own compare-and-swap. The ids recorded."""
+    if not closings:
+        return set()
     sql = (
         f"UPDATE {connection.ops.quote_name(MoveItem._meta.db_table)} "  # noqa: S608
         f"SET {_columns(MoveItem, CLOSED_FIELDS)} "
         "WHERE id = %s AND state = %s AND attempts = %s"
     )
-    params = [_prep(MoveItem, f, values[f]) for f in CLOSED_FIELDS]
+    running = MoveItem.State.RUNNING
+    params = [
+        [*(_prep(MoveItem, f, c.values[f]) for f in CLOSED_FIELDS), c.item_id, running, c.attempts]
+        for c in closings
+    ]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, item_id, MoveItem.State.RUNNING, attempts])
-        return cursor.rowcount == 1
+        cursor.executemany(sql, params)
+        if cursor.rowcount == len(params):  # the drivers sum the rows of every parameter set
+            return {c.item_id for c in closings}
+    # Some were claimed since by another worker (their lease had run out). An item is ours if
+    # its attempt count still is: only a claim changes it, and a finished item is never
+    # claimed again.
+    ours = {c.item_id: c.attempts for c in closings}
+    finished = MoveItem.objects.filter(pk__in=ours, state__in=MoveItem.FINISHED)
+    return {pk for pk, attempts in finished.values_list("pk", "attempts") if ours[pk] == attempts}
+
+
+def insert_events(events: Sequence[AuditEvent], *, at: datetime) -> None:
+    """Append audit events in one prepared statement (what bulk_create writes, without its
+    per-field compilation of every row), each stamped `at`."""
+    if not events:
+        return
+    fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
+    q = connection.ops.quote_name
+    sql = (
+        f"INSERT INTO {q(AuditEvent._meta.db_table)} "  # noqa: S608
+        f"({', '.join(q(f.column) for f in fields)}) VALUES ({', '.join(['%s'] * len(fields))})"
+    )
+    for event in events:
+        event.at = at
+    params = [
+        [f.get_db_prep_save(getattr(e, f.attname), connection) for f in fields] for e in events
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
 
 
 def update_nodes(rows: Sequence[Node], fields: Sequence[str]) -> None:

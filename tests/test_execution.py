@@ -148,3 +148,21 @@ def test_a_node_already_cordoned_stays_cordoned_after_a_drain_first_move(
     assert node.spec.unschedulable is True
     actions = set(AuditEvent.objects.filter(request=move).values_list("action", flat=True))
     assert "node.already_cordoned" in actions and "node.uncordoned" not in actions
+
+
+def test_a_chunk_reads_its_nodes_in_one_list_and_patches_each_once(portal: Kubesim) -> None:
+    names = ["a100-reserve-000", "a100-reserve-001", "a100-reserve-002"]
+    # One node's hostname label is not its name: the LIST misses it, and it is read alone.
+    portal.core().patch_node(
+        names[2], {"metadata": {"labels": {"kubernetes.io/hostname": "renamed-host"}}}
+    )
+    move = approved(names, "training")
+    listed = portal.count("list", resource="nodes")  # the inventory's
+    assert run(move) == []
+    move.refresh_from_db()
+    assert move.state == State.SUCCEEDED
+    assert portal.count("list", resource="nodes") - listed == 1
+    assert [portal.count("get", name=n) for n in names] == [0, 0, 1]
+    assert [patches(portal, n) for n in names] == [[200], [200], [200, 200]]  # the setup's too
+    for name in names:
+        assert portal.core().read_node(name).metadata.labels["gpu-pool"] == "training"

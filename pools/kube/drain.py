@@ -20,6 +20,7 @@ from pools import observability
 from pools.core.snapshot import pod_gpus
 from pools.kube.nodes import Raw, core_api, pod_pages
 from pools.kube.retry import RetryPolicy
+from pools.kube.session import node_session
 
 
 def set_unschedulable(name: str, value: bool) -> Raw:
@@ -27,16 +28,7 @@ def set_unschedulable(name: str, value: bool) -> Raw:
     policy = RetryPolicy()
     body = {"spec": {"unschedulable": True if value else None}}
     return policy.call(
-        lambda: json.loads(
-            observability.kube_patch_sent(
-                core_api().patch_node,
-                name,
-                body,
-                _preload_content=False,
-                _content_type="application/strategic-merge-patch+json",
-                _request_timeout=settings.KUBE_TIMEOUT,
-            ).data
-        ),
+        lambda: observability.kube_patch_sent(node_session().patch, name, body),
         doing=f"{'cordoning' if value else 'uncordoning'} node {name}",
     )
 

@@ -1,4 +1,6 @@
-"""Reading nodes and pods: raw JSON through the official client, page by page.
+"""Reading nodes and pods: raw JSON, lists page by page through the official client; a
+move's nodes (one node, or a chunk's by name) through the lean session
+(pools/kube/session.py).
 
 Raw dicts (`_preload_content=False`) rather than the client's model objects: decoding
 5,000 nodes and 40,000 pods into models costs more than the whole rest of a sync.
@@ -15,6 +17,7 @@ from kubernetes import client
 
 from pools.kube.client import api_client
 from pools.kube.retry import RetryPolicy
+from pools.kube.session import node_session
 
 Raw = dict[str, Any]
 
@@ -28,14 +31,7 @@ def _decode(response: Any) -> Raw:
 
 
 def read_node(name: str) -> Raw:
-    return RetryPolicy().call(
-        lambda: _decode(
-            core_api().read_node(
-                name, _preload_content=False, _request_timeout=settings.KUBE_TIMEOUT
-            )
-        ),
-        doing=f"reading node {name}",
-    )
+    return RetryPolicy().call(lambda: node_session().read(name), doing=f"reading node {name}")
 
 
 def _pages(list_call: Any, doing: str, page_size: int, **kwargs: Any) -> Iterator[list[Raw]]:
@@ -70,10 +66,18 @@ def read_nodes(names: Sequence[str]) -> dict[str, Raw]:
     if not names:
         return {}
     selector = f"{HOSTNAME_LABEL} in ({','.join(sorted(set(names)))})"
+    policy, session = RetryPolicy(), node_session()
     found: dict[str, Raw] = {}
-    for page in _pages(core_api().list_node, "listing nodes", len(names), label_selector=selector):
-        found.update({raw["metadata"]["name"]: raw for raw in page})
-    return {name: found[name] for name in names if name in found}
+    token: str | None = None
+    while True:
+        page = policy.call(
+            lambda token=token: session.list_page(selector, len(names), token),
+            doing="listing nodes",
+        )
+        found.update({raw["metadata"]["name"]: raw for raw in page.get("items") or []})
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return {name: found[name] for name in names if name in found}
 
 
 def node_pages(page_size: int | None = None) -> Iterator[list[Raw]]:

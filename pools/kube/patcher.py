@@ -8,7 +8,6 @@ change recomputed; an unchanged node costs one GET and no PATCH.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,8 +28,9 @@ from pools.core.desired import (
     target_state,
 )
 from pools.kube.errors import KubeError
-from pools.kube.nodes import Raw, core_api, read_node
+from pools.kube.nodes import Raw, read_node
 from pools.kube.retry import RetryPolicy
+from pools.kube.session import node_session
 
 
 class PatchConflict(KubeError):
@@ -119,13 +119,4 @@ def apply_target(name: str, target: Target, *, raw: Raw | None = None) -> PatchR
 
 
 def _send_patch(name: str, body: dict[str, Any]) -> Raw:
-    # A dict body goes out as a strategic merge patch (the client's choice for dicts).
-    response = observability.kube_patch_sent(
-        core_api().patch_node,
-        name,
-        body,
-        _preload_content=False,
-        _content_type="application/strategic-merge-patch+json",
-        _request_timeout=settings.KUBE_TIMEOUT,
-    )
-    return json.loads(response.data)
+    return observability.kube_patch_sent(node_session().patch, name, body)
