@@ -162,6 +162,12 @@ class Node(models.Model):
     memory_allocatable_bytes = models.BigIntegerField(default=0)
     cpu_requested_milli = models.BigIntegerField(default=0)
     memory_requested_bytes = models.BigIntegerField(default=0)
+    # Capacity, against which allocatable shows what the kubelet reserves for the system
+    # daemons, and the pod slots the scheduler counts; 0 when the node does not say (or
+    # the row predates them).
+    cpu_capacity_milli = models.BigIntegerField(default=0)
+    memory_capacity_bytes = models.BigIntegerField(default=0)
+    pods_allocatable = models.PositiveIntegerField(default=0)
     resource_version = models.CharField(max_length=64, blank=True)
     last_seen = models.DateTimeField()
     gone_at = models.DateTimeField(null=True, blank=True)
@@ -475,6 +481,8 @@ class Drill(models.Model):
 
     class Kind(models.TextChoices):
         NODE_DOWN = "node_down", "node down (cordon)"
+        GPU_FAULT = "gpu_fault", "GPU fault (injected XID)"
+        NODE_JOINS = "node_joins", "a new node joins"
 
     class State(models.TextChoices):
         STARTING = "starting"
