@@ -18,15 +18,18 @@ FAULT_PATH = "/kubesim/gpus"
 
 def _post(body: dict[str, object], doing: str) -> None:
     def call() -> None:
-        api_client().call_api(
-            FAULT_PATH,
+        api = api_client()
+        # The client's own request building: the kubeconfig's token and TLS, as for any call.
+        request = api.param_serialize(
             "POST",
-            body=body,
+            FAULT_PATH,
             header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            body=body,
             auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=settings.KUBE_TIMEOUT,
         )
+        response = api.call_api(*request, _request_timeout=settings.KUBE_TIMEOUT)
+        response.read()
+        api.response_deserialize(response, {"200": "object"})  # raises ApiException on >= 300
 
     try:
         RetryPolicy().call(call, doing=doing)
