@@ -4,6 +4,8 @@ then it is deleted and its row marked gone, whatever the checks found."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 from kubernetes.client.exceptions import ApiException
@@ -104,3 +106,16 @@ def test_the_new_node_drill_takes_no_node_and_lasts_a_sync(portal: Kubesim) -> N
         "node": "A new-node drill adds its own node: give no node.",
     }
     assert not Drill.objects.exists() and not AuditEvent.objects.exists()
+
+
+def test_an_account_that_may_not_create_nodes_errors_the_drill_and_changes_nothing(
+    portal: Kubesim,
+    settings,  # type: ignore[no-untyped-def]
+) -> None:
+    settings.KUBE_CONTEXT = "kubesim-readonly"  # as the chart's role without newNodeDrills
+    drill = start()
+    done = drills.drill_begin(drill.pk, now=timezone.now())
+    assert done is not None and done.state == Drill.State.ERRORED
+    assert "could not start the drill" in done.error and "403" in done.error
+    assert on_cluster(portal, drill.node_name) is None
+    assert drills.drills_end_overdue(now=drill.ends_at + timedelta(seconds=1)) == []
