@@ -122,3 +122,30 @@ def test_the_drills_page_starts_a_drill_for_pool_admins_only(cluster: Kubesim) -
     drill = Drill.objects.get()
     assert (drill.node_name, drill.hold_seconds, drill.state) == (NODE, 30, "starting")
     assert f'data-drill="{drill.pk}"' in admin.get("/pools/training/drills/").content.decode()
+
+
+def test_the_drills_page_starts_each_kind(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.INVENTORY_SYNC_SECONDS = 10
+    inventory_sync()
+    admin = Client()
+    admin.force_login(user_in("pool-admins", "kinds-admin"))
+    page = admin.get("/pools/training/drills/").content.decode()
+    for kind in ("node_down", "gpu_fault", "node_joins"):
+        assert f'<option value="{kind}">' in page
+    # The node list is for the drills on a node: a new node's drill adds its own.
+    admin.post(
+        "/pools/training/drills/", {"kind": "node_joins", "node": NODE, "hold_seconds": "10"}
+    )
+    joins = Drill.objects.get()
+    assert (joins.kind, joins.node_name) == ("node_joins", f"drill-new-node-{joins.pk}")
+    Drill.objects.filter(pk=joins.pk).update(state=Drill.State.PASSED)
+    admin.post("/pools/training/drills/", {"kind": "gpu_fault", "node": NODE, "hold_seconds": "10"})
+    fault = Drill.objects.exclude(pk=joins.pk).get()
+    assert (fault.kind, fault.node_name) == ("gpu_fault", NODE)
+    refused = admin.post(
+        "/pools/inference/drills/",
+        {"kind": "bogus", "node": NODE, "hold_seconds": "10"},
+        follow=True,
+    )
+    assert "Unknown drill kind" in refused.content.decode()
+    assert Drill.objects.count() == 2
