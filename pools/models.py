@@ -475,9 +475,10 @@ class AdviceDismissal(models.Model):
 
 
 class Drill(models.Model):
-    """A failure rehearsal on one pool, with a defined end: a node taken down (cordoned)
-    for `hold_seconds`, what the portal and the pool did meanwhile, and the node restored.
-    Started by a pool admin; every step is audited."""
+    """A failure rehearsal on one pool, with a defined end: a change to the cluster for
+    `hold_seconds` (a node cordoned, a GPU fault injected, a new node added), what the portal
+    and the pool did meanwhile, and the cluster restored. Started by a pool admin; every step
+    is audited."""
 
     class Kind(models.TextChoices):
         NODE_DOWN = "node_down", "node down (cordon)"

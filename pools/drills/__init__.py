@@ -106,8 +106,9 @@ def drill_begin(drill_id: int, *, now: datetime | None = None) -> Drill | None:
     try:
         drill.observed = steps.begin(drill, now or drill.started_at)
     except KubeError as exc:
-        undone = _try_restore(drill, steps, now or drill.started_at)
-        return _errored(drill, f"could not start the drill: {exc}{undone}")
+        at = now or drill.started_at
+        undone = _try_restore(drill, steps, at)
+        return _errored(drill, f"could not start the drill: {exc}{undone}", finished_at=at)
     drill.save(update_fields=["observed"])
     audit(steps.begun, node_name=drill.node_name, message=f"drill #{drill.pk}: begun")
     return drill

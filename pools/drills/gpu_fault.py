@@ -18,11 +18,14 @@ from pools.metrics.dcgm import node_gpus
 from pools.models import Drill, Pool
 
 FAULTY_GPU = 0
+# The portal sees the XID through Prometheus, which scrapes the exporter every 15-30 s on
+# most clusters: a shorter hold would fail the "flagged" check for want of a scrape.
+MIN_HOLD_SECONDS = 60
 
 
 def validate(pool: Pool, node_name: str, hold_seconds: int) -> dict[str, str]:
     problems = {}
-    if (problem := hold_problem(hold_seconds)) is not None:
+    if (problem := hold_problem(hold_seconds, least=MIN_HOLD_SECONDS)) is not None:
         problems["hold_seconds"] = problem
     if (problem := pool_node_problem(pool, node_name)) is not None:
         problems["node"] = problem

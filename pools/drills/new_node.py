@@ -63,12 +63,8 @@ def begin(drill: Drill, now: datetime) -> dict[str, Any]:
 
 def observe(drill: Drill, now: datetime) -> dict[str, Any]:
     joined = parse_datetime(str(drill.observed.get("joined_at", "")))
-    row = (
-        Node.objects.present()
-        .filter(name=drill.node_name, last_seen__gte=joined or now)
-        .select_related("pool")
-        .first()
-    )
+    # The name is the drill's own: a row for it can only come from the inventory seeing it.
+    row = Node.objects.present().filter(name=drill.node_name).select_related("pool").first()
     return {
         "seen": row is not None,
         "pool": row.pool.name if row is not None and row.pool is not None else "",

@@ -30,7 +30,7 @@ def synced(cluster: Kubesim, settings) -> Kubesim:  # type: ignore[no-untyped-de
 
 
 def test_a_pool_admin_starts_a_drill_and_anyone_reads_it(synced: Kubesim, token_for) -> None:  # type: ignore[no-untyped-def]
-    body = {"kind": "gpu_fault", "pool": "training", "node": NODE, "hold_seconds": 30}
+    body = {"kind": "gpu_fault", "pool": "training", "node": NODE, "hold_seconds": 60}
     started = api(token_for("pool-admins")).post("/api/v1/drills/", body, "application/json")
     assert started.status_code == 201, started.json()
     drill = started.json()
@@ -39,7 +39,7 @@ def test_a_pool_admin_starts_a_drill_and_anyone_reads_it(synced: Kubesim, token_
         "pool": "training",
         "node": NODE,
         "state": "starting",
-        "hold_seconds": 30,
+        "hold_seconds": 60,
     }
     assert drill["started_by"] == "api-pool-admins" and drill["checks"] == []
     event = AuditEvent.objects.get()

@@ -59,7 +59,7 @@ def exporter_xid(sim: Kubesim, node: str = NODE, gpu: int = 0) -> int:
     return int(match.group(1))
 
 
-def start(node: str = NODE, hold: int = 10) -> Drill:
+def start(node: str = NODE, hold: int = 60) -> Drill:
     return drills.drill_start(
         pool=Pool.objects.get(name="training"),
         kind=Drill.Kind.GPU_FAULT,
@@ -153,4 +153,5 @@ def test_a_gpu_fault_needs_a_node_of_the_pool(portal: Kubesim) -> None:
         start(node="a100-infer-000", hold=5)
     assert set(bad.value.fields) == {"node", "hold_seconds"}
     assert "not a node of pool training" in bad.value.fields["node"]
+    assert bad.value.fields["hold_seconds"] == "Hold 60 to 3600 seconds."  # a scrape or more
     assert not Drill.objects.exists() and not AuditEvent.objects.exists()

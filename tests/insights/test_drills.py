@@ -139,7 +139,7 @@ def test_the_drills_page_starts_each_kind(cluster: Kubesim, settings) -> None:  
     joins = Drill.objects.get()
     assert (joins.kind, joins.node_name) == ("node_joins", f"drill-new-node-{joins.pk}")
     Drill.objects.filter(pk=joins.pk).update(state=Drill.State.PASSED)
-    admin.post("/pools/training/drills/", {"kind": "gpu_fault", "node": NODE, "hold_seconds": "10"})
+    admin.post("/pools/training/drills/", {"kind": "gpu_fault", "node": NODE, "hold_seconds": "60"})
     fault = Drill.objects.exclude(pk=joins.pk).get()
     assert (fault.kind, fault.node_name) == ("gpu_fault", NODE)
     refused = admin.post(
