@@ -8,12 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
+from pools.fitcheck.cluster import fit_cluster
 from pools.insights import pool_readiness
 from pools.inventory import inventory_sync
 from pools.models import Node, Pool
 from tests.kubesim_process import Kubesim
+from tests.moves_helpers import user_in
 from tests.test_watch_inventory import eventually, listed, watcher
 
 GIB = 1024**3
@@ -44,6 +47,10 @@ def test_the_sync_stores_capacity_allocatable_and_pod_slots(cluster: Kubesim) ->
     )
     assert node.pods_allocatable == 64
     assert Node.objects.get(name="a100-train-000").pods_allocatable == 110
+    # The fit check counts the node's own pod slots.
+    snapshot = fit_cluster().snapshot
+    slots = {n.name: n.max_pods for n in snapshot.nodes}
+    assert (slots["a100-train-001"], slots["a100-train-000"]) == (64, 110)
 
 
 @pytest.mark.django_db
@@ -57,6 +64,11 @@ def test_the_check_lists_the_nodes_that_reserve_nothing(cluster: Kubesim) -> Non
     assert check["concerned"] == sorted(
         f"{n} (CPU: nothing reserved; memory: nothing reserved)" for n in training
     )
+    viewer = Client()
+    viewer.force_login(user_in("viewers", "capacity-viewer"))
+    page = viewer.get("/pools/training/insights/").content.decode()
+    row = page.split('data-check="system_reserved"')[1].split("</tr>")[0]
+    assert "fail" in row and f"{training[0]} (CPU: nothing reserved" in row
     reserve(cluster, training[0], cpu="95", memory="1056Gi")  # CPU only
     inventory_sync()
     concerned = reserved_check("training")["concerned"]
