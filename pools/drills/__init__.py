@@ -35,6 +35,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 # Time for the worker to make the change and restore, on top of the hold.
 END_GRACE_SECONDS = 120
+# A restore that keeps failing is retried by the beat this long after the drill's end, then
+# left to an operator (the drill errors, saying so).
+RESTORE_RETRY_SECONDS = 3600
+START_FAILED = "start_failed"  # in `observed`: the start failed and could not be undone
 STEPS: dict[str, DrillSteps] = {
     Drill.Kind.NODE_DOWN: node_down.STEPS,
     Drill.Kind.GPU_FAULT: gpu_fault.STEPS,
@@ -103,23 +107,26 @@ def drill_begin(drill_id: int, *, now: datetime | None = None) -> Drill | None:
         return None
     drill = Drill.objects.select_related("pool").get(pk=drill_id)
     steps = STEPS[drill.kind]
+    at = now or drill.started_at
     try:
-        drill.observed = steps.begin(drill, now or drill.started_at)
+        drill.observed = steps.begin(drill, at)
     except KubeError as exc:
-        at = now or drill.started_at
-        undone = _try_restore(drill, steps, at)
-        return _errored(drill, f"could not start the drill: {exc}{undone}", finished_at=at)
+        return _start_failed(drill, steps, f"could not start the drill: {exc}", at)
     drill.save(update_fields=["observed"])
     audit(steps.begun, node_name=drill.node_name, message=f"drill #{drill.pk}: begun")
     return drill
 
 
-def _try_restore(drill: Drill, steps: DrillSteps, now: datetime) -> str:
+def _start_failed(drill: Drill, steps: DrillSteps, message: str, now: datetime) -> Drill:
+    """Undo what the failed start may have done; when that fails too, the drill stays
+    running so the beat's sweep restores the cluster at its end, then records the error."""
     try:
         steps.restore(drill, now)
     except KubeError as exc:
-        return f"; undoing it failed too: {exc}"
-    return ""
+        drill.observed = {START_FAILED: message}
+        drill.save(update_fields=["observed"])
+        return _restore_failed(drill, f"{message}; undoing it failed too: {exc}")
+    return _errored(drill, message, finished_at=now)
 
 
 def _errored(drill: Drill, message: str, *, finished_at: datetime | None = None) -> Drill:
@@ -141,6 +148,18 @@ def _restore_failed(drill: Drill, message: str) -> Drill:
     return drill
 
 
+def _observe(drill: Drill, steps: DrillSteps, now: datetime) -> tuple[object | None, str]:
+    """What the drill saw, or None and why not. Whatever broke (Prometheus, the database, a
+    bug), the caller restores the cluster all the same."""
+    if START_FAILED in drill.observed:
+        return None, str(drill.observed[START_FAILED])
+    try:
+        return steps.observe(drill, now), ""
+    except Exception as exc:
+        log.exception("drill #%s: observing failed", drill.pk)
+        return None, f"could not observe the drill ({type(exc).__name__}: {exc})"
+
+
 def drill_finish(drill_id: int, *, now: datetime) -> Drill | None:
     """Observe, restore the cluster and record the checks; None when another worker finished
     it. The claim (finished_at set once) keeps the timer and the beat's sweep from both
@@ -151,18 +170,15 @@ def drill_finish(drill_id: int, *, now: datetime) -> Drill | None:
         return None
     drill = Drill.objects.select_related("pool").get(pk=drill_id)
     steps = STEPS[drill.kind]
-    try:
-        during, problem = steps.observe(drill, now), ""
-    # Whatever broke (Prometheus, the database, a bug), the cluster is restored below.
-    except Exception as exc:
-        log.exception("drill #%s: observing failed", drill.pk)
-        during, problem = None, f"{type(exc).__name__}: {exc}"
+    during, problem = _observe(drill, steps, now)
     try:
         restored = steps.restore(drill, now)
     except KubeError as exc:
+        if now > drill.ends_at + timedelta(seconds=RESTORE_RETRY_SECONDS):
+            return _errored(drill, f"gave up restoring after an hour: {exc}; restore by hand")
         return _restore_failed(drill, f"could not restore: {exc}")
     if during is None:
-        return _errored(drill, f"could not observe the drill ({problem}); the cluster is restored")
+        return _errored(drill, f"{problem}; the cluster is restored")
     drill.observed, checks = steps.record(drill, during, restored)
     drill.checks = [
         {"name": c.name, "title": c.title, "status": str(c.status), "detail": c.detail}

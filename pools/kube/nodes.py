@@ -123,7 +123,15 @@ def node_create(raw: Raw) -> Raw:
 
 
 def node_delete(name: str) -> bool:
-    """Delete the Node object; False when it was already gone."""
+    """Delete the Node object; False when it was already gone. Read first: an account that
+    may not delete is refused (403) before the API server looks for the node, and a node
+    that was never created needs no delete."""
+    try:
+        read_node(name)
+    except KubeRefused as exc:
+        if exc.status == 404:
+            return False
+        raise
     try:
         RetryPolicy().call(
             lambda: core_api().delete_node(

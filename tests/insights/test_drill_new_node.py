@@ -118,4 +118,5 @@ def test_an_account_that_may_not_create_nodes_errors_the_drill_and_changes_nothi
     assert done is not None and done.state == Drill.State.ERRORED
     assert "could not start the drill" in done.error and "403" in done.error
     assert on_cluster(portal, drill.node_name) is None
+    assert done.finished_at is not None
     assert drills.drills_end_overdue(now=drill.ends_at + timedelta(seconds=1)) == []
