@@ -27,38 +27,6 @@ class NodeDownObservation:
         return dict(self.__dict__)
 
 
-def node_down_checks(o: NodeDownObservation) -> list[Check]:
-    def check(name: str, title: str, ok: bool, passed: str, failed: str) -> Check:
-        return Check(
-            name, title, Status.PASS if ok else Status.FAIL, passed if ok else failed, [o.node]
-        )
-
-    return [
-        check(
-            "flagged",
-            "The portal flags the node down",
-            o.flagged,
-            f"{o.node} showed as cordoned in the inventory while it was down.",
-            f"{o.node} never showed as cordoned: the inventory missed the change.",
-        ),
-        check(
-            "pods_kept",
-            "Running pods keep running",
-            o.pods_during >= o.pods_before,
-            f"{o.pods_before} pod(s) on the node kept running (a cordon evicts nothing).",
-            f"{o.pods_before - o.pods_during} pod(s) left the node while it was cordoned.",
-        ),
-        _room(o.node, o.pending_before, o.pending_during, o.spare_nodes),
-        check(
-            "restored",
-            "The node is restored",
-            o.restored,
-            f"{o.node} is schedulable again.",
-            f"{o.node} is still cordoned: uncordon it (kubectl uncordon {o.node}).",
-        ),
-    ]
-
-
 def _verdict(node: str, name: str, title: str, ok: bool, passed: str, failed: str) -> Check:
     return Check(name, title, Status.PASS if ok else Status.FAIL, passed if ok else failed, [node])
 
@@ -74,6 +42,36 @@ def _room(node: str, pending_before: int, pending_during: int, spare_nodes: int)
         f"{waiting} more GPU pod(s) stayed Pending and the pool had no spare node: it "
         "cannot lose a node without queueing.",
     )
+
+
+def node_down_checks(o: NodeDownObservation) -> list[Check]:
+    return [
+        _verdict(
+            o.node,
+            "flagged",
+            "The portal flags the node down",
+            o.flagged,
+            f"{o.node} showed as cordoned in the inventory while it was down.",
+            f"{o.node} never showed as cordoned: the inventory missed the change.",
+        ),
+        _verdict(
+            o.node,
+            "pods_kept",
+            "Running pods keep running",
+            o.pods_during >= o.pods_before,
+            f"{o.pods_before} pod(s) on the node kept running (a cordon evicts nothing).",
+            f"{o.pods_before - o.pods_during} pod(s) left the node while it was cordoned.",
+        ),
+        _room(o.node, o.pending_before, o.pending_during, o.spare_nodes),
+        _verdict(
+            o.node,
+            "restored",
+            "The node is restored",
+            o.restored,
+            f"{o.node} is schedulable again.",
+            f"{o.node} is still cordoned: uncordon it (kubectl uncordon {o.node}).",
+        ),
+    ]
 
 
 # XID 79, "GPU has fallen off the bus": fatal, the GPU is unusable until the node reboots.
