@@ -37,13 +37,13 @@ def reserved_check(pool: str) -> dict[str, object]:
 
 @pytest.mark.django_db
 def test_the_sync_stores_capacity_allocatable_and_pod_slots(cluster: Kubesim) -> None:
-    reserve(cluster, "a100-train-001", cpu="94", memory="1040Gi", pods="64")
+    reserve(cluster, "a100-train-001", cpu="93", memory="1030Gi", pods="64")
     inventory_sync()
     node = Node.objects.get(name="a100-train-001")
-    assert (node.cpu_capacity_milli, node.cpu_allocatable_milli) == (96_000, 94_000)
+    assert (node.cpu_capacity_milli, node.cpu_allocatable_milli) == (96_000, 93_000)
     assert (node.memory_capacity_bytes, node.memory_allocatable_bytes) == (
         1056 * GIB,
-        1040 * GIB,
+        1030 * GIB,
     )
     assert node.pods_allocatable == 64
     assert Node.objects.get(name="a100-train-000").pods_allocatable == 110
@@ -56,30 +56,25 @@ def test_the_sync_stores_capacity_allocatable_and_pod_slots(cluster: Kubesim) ->
 @pytest.mark.django_db
 def test_the_check_lists_the_nodes_that_reserve_nothing(cluster: Kubesim) -> None:
     inventory_sync()
-    training = list(
-        Node.objects.present().filter(pool__name="training").values_list("name", flat=True)
-    )
+    drifted = "a100-train-drift-000"
     check = reserved_check("training")
     assert check["status"] == "fail"
-    assert check["concerned"] == sorted(
-        f"{n} (CPU: nothing reserved; memory: nothing reserved)" for n in training
-    )
+    assert check["concerned"] == [f"{drifted} (CPU: nothing reserved; memory: nothing reserved)"]
     viewer = Client()
     viewer.force_login(user_in("viewers", "capacity-viewer"))
     page = viewer.get("/pools/training/insights/").content.decode()
     row = page.split('data-check="system_reserved"')[1].split("</tr>")[0]
-    assert "fail" in row and f"{training[0]} (CPU: nothing reserved" in row
-    reserve(cluster, training[0], cpu="95", memory="1056Gi")  # CPU only
+    assert "fail" in row and f"{drifted} (CPU: nothing reserved" in row
+    assert reserved_check("inference")["status"] == "pass"
+    reserve(cluster, drifted, cpu="95500m", memory="1056Gi")  # CPU only
     inventory_sync()
-    concerned = reserved_check("training")["concerned"]
-    assert f"{training[0]} (memory: nothing reserved)" in concerned
-    assert len(concerned) == len(training)
-    for name in training:
-        reserve(cluster, name, cpu="95500m", memory="1048Gi")
+    assert reserved_check("training")["concerned"] == [f"{drifted} (memory: nothing reserved)"]
+    reserve(cluster, drifted, cpu="95500m", memory="1048Gi")
     inventory_sync()
     check = reserved_check("training")
     assert check["status"] == "pass", check
-    assert "0.5 CPU on" in str(check["detail"]) and "8.0 GiB on" in str(check["detail"])
+    assert f"0.5 CPU on {drifted}" in str(check["detail"])
+    assert f"8.0 GiB on {drifted}" in str(check["detail"])
 
 
 @pytest.mark.django_db(transaction=True)
