@@ -49,6 +49,10 @@ class NodeGroup:
     pods: list[PodSpec]
     cpu: str = "96"
     memory: str = "1056Gi"
+    # What the kubelet advertises as allocatable; None: the capacity (nothing reserved for
+    # the system daemons, as a kubelet without systemReserved/kubeReserved reports).
+    allocatable_cpu: str | None = None
+    allocatable_memory: str | None = None
     mig: mig.MigLayout | None = None  # every GPU split into equal MIG instances
     driver: str = "550.54.15"  # the NVIDIA driver (GPU feature discovery's cuda.driver labels)
 
@@ -197,8 +201,12 @@ class _Reader:
             "pods",
             "cpu",
             "memory",
+            "allocatable",
         }
         f = self.mapping(node, "node group", allowed)
+        allocatable_cpu, allocatable_memory = (
+            self.allocatable(f["allocatable"]) if "allocatable" in f else (None, None)
+        )
         for required in ("name", "count", "gpu"):
             if required not in f:
                 raise self.fail(node, f"a node group needs {required!r}")
@@ -236,8 +244,17 @@ class _Reader:
             else [],
             cpu=self.string(f["cpu"], "cpu") if "cpu" in f else "96",
             memory=self.string(f["memory"], "memory") if "memory" in f else "1056Gi",
+            allocatable_cpu=allocatable_cpu,
+            allocatable_memory=allocatable_memory,
             mig=layout,
             driver=self.driver(gpu["driver"]) if "driver" in gpu else "550.54.15",
+        )
+
+    def allocatable(self, node: yaml.Node) -> tuple[str | None, str | None]:
+        """A group's allocatable CPU and memory, each None when not given (the capacity)."""
+        f = self.mapping(node, "allocatable", {"cpu", "memory"})
+        return tuple(  # type: ignore[return-value]
+            self.string(f[k], f"allocatable.{k}") if k in f else None for k in ("cpu", "memory")
         )
 
     def driver(self, node: yaml.Node) -> str:
@@ -421,8 +438,8 @@ def node_object(group: NodeGroup, index: int, created: str) -> dict[str, Any]:
                 "nvidia.com/gpu": gpus,
             },
             "allocatable": {
-                "cpu": group.cpu,
-                "memory": group.memory,
+                "cpu": group.allocatable_cpu or group.cpu,
+                "memory": group.allocatable_memory or group.memory,
                 "pods": "110",
                 "nvidia.com/gpu": gpus,
             },

@@ -1,5 +1,6 @@
 """The drills page of a pool: past drills with their checks, and (pool admins) a form to
-take a node down for a defined time. Thin: it calls pools.drills."""
+start one (a node down, a GPU fault, a new node joining) for a defined time. Thin: it calls
+pools.drills."""
 
 from __future__ import annotations
 
@@ -12,22 +13,25 @@ from pools import drills
 from pools.core.insights.drills import MAX_HOLD_SECONDS
 from pools.errors import WorkflowError
 from pools.models import Drill, Node, Pool
-from pools.roles import Capability, has_capability, require
+from pools.roles import Capability, require
 
 
 @require(Capability.VIEW)
 def pool_drills(request: HttpRequest, name: str) -> HttpResponse:
     pool = get_object_or_404(Pool.objects.active(), name=name)
-    can_run = has_capability(request.user, Capability.EDIT_POOLS)
+    can_run = drills.can_run_drills(request.user)
     if request.method == "POST":
         if not can_run:
             messages.error(request, "Only pool admins run drills.")
             return redirect("pool-drills", name=name)
         try:
             hold = int(request.POST.get("hold_seconds", "") or 0)
+            kind = request.POST.get("kind", Drill.Kind.NODE_DOWN)
             drill = drills.drill_start(
                 pool=pool,
-                node_name=request.POST.get("node", ""),
+                kind=kind,
+                # The new-node drill adds its own node: the form's node list is for the others.
+                node_name="" if kind == Drill.Kind.NODE_JOINS else request.POST.get("node", ""),
                 hold_seconds=hold,
                 user=request.user,
                 now=timezone.now(),
@@ -48,6 +52,7 @@ def pool_drills(request: HttpRequest, name: str) -> HttpResponse:
         "nodes": Node.objects.present()
         .filter(pool=pool, ready=True, cordoned=False)
         .values_list("name", flat=True),
+        "kinds": Drill.Kind.choices,
         "min_hold": drills.MIN_HOLD_SECONDS,
         "max_hold": MAX_HOLD_SECONDS,
     }

@@ -199,6 +199,10 @@ _NODE_FIELDS = (
     "drifted",
     "gpu_allocated",
     "last_seen",
+    "cpu_capacity_milli",
+    "cpu_allocatable_milli",
+    "memory_capacity_bytes",
+    "memory_allocatable_bytes",
 )
 
 
@@ -232,6 +236,10 @@ def node_state() -> NodeState:
         drifted,
         allocated,
         last,
+        cpu_capacity,
+        cpu_allocatable,
+        memory_capacity,
+        memory_allocatable,
     ) in Node.objects.present().values_list(*_NODE_FIELDS):
         reporting = figures[name].gpus_reporting if name in figures else 0
         facts.append(
@@ -248,6 +256,10 @@ def node_state() -> NodeState:
                 drifted=drifted,
                 allocated=allocated,
                 gpus_reporting=None if result.error else reporting,
+                cpu_capacity=cpu_capacity,
+                cpu_allocatable=cpu_allocatable,
+                memory_capacity=memory_capacity,
+                memory_allocatable=memory_allocatable,
             )
         )
         seen[name] = last
@@ -493,7 +505,7 @@ def pool_readiness(
     return [
         readiness.labels_and_taints(nodes),
         readiness.workloads_declare(_live_pods(pool), rules),
-        readiness.system_reserved(nodes, None),
+        readiness.system_reserved(nodes),
         readiness.metrics_arrive(nodes, state.metrics_error),
         readiness.nodes_recognised(
             sorted(n.name for n in state.facts if n.pool is None),

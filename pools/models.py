@@ -162,6 +162,12 @@ class Node(models.Model):
     memory_allocatable_bytes = models.BigIntegerField(default=0)
     cpu_requested_milli = models.BigIntegerField(default=0)
     memory_requested_bytes = models.BigIntegerField(default=0)
+    # Capacity, against which allocatable shows what the kubelet reserves for the system
+    # daemons, and the pod slots the scheduler counts; 0 when the node does not say (or
+    # the row predates them).
+    cpu_capacity_milli = models.BigIntegerField(default=0)
+    memory_capacity_bytes = models.BigIntegerField(default=0)
+    pods_allocatable = models.PositiveIntegerField(default=0)
     resource_version = models.CharField(max_length=64, blank=True)
     last_seen = models.DateTimeField()
     gone_at = models.DateTimeField(null=True, blank=True)
@@ -469,12 +475,15 @@ class AdviceDismissal(models.Model):
 
 
 class Drill(models.Model):
-    """A failure rehearsal on one pool, with a defined end: a node taken down (cordoned)
-    for `hold_seconds`, what the portal and the pool did meanwhile, and the node restored.
-    Started by a pool admin; every step is audited."""
+    """A failure rehearsal on one pool, with a defined end: a change to the cluster for
+    `hold_seconds` (a node cordoned, a GPU fault injected, a new node added), what the portal
+    and the pool did meanwhile, and the cluster restored. Started by a pool admin; every step
+    is audited."""
 
     class Kind(models.TextChoices):
         NODE_DOWN = "node_down", "node down (cordon)"
+        GPU_FAULT = "gpu_fault", "GPU fault (injected XID)"
+        NODE_JOINS = "node_joins", "a new node joins"
 
     class State(models.TextChoices):
         STARTING = "starting"

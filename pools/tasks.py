@@ -79,7 +79,7 @@ def expire_moves() -> int:
 
 @shared_task(ignore_result=True)
 def run_drill(drill_id: int) -> None:
-    drill = drills.drill_begin(drill_id)
+    drill = drills.drill_begin(drill_id, now=timezone.now())
     if drill is not None and drill.state == drill.State.RUNNING:
         finish_drill.apply_async((drill_id,), countdown=drill.hold_seconds)
 

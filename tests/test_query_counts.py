@@ -18,7 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from pools import workflow
-from pools.models import AuditEvent, MoveRequest, Node, Pool
+from pools.models import AuditEvent, Drill, MoveRequest, Node, Pool
 from pools.tokens import token_create
 from tests.api.conftest import api
 from tests.factories import Group, demo_inventory, gpu_node, node_and_pods, store
@@ -45,6 +45,7 @@ BASELINES: dict[str, int] = {
     "/advice/": 11,
     "/pending/": 7,
     "/fit/?pod=ml-training/big-train": 8,
+    "/pools/training/drills/": 5,
     # The API, for a viewer's token.
     "/api/v1/summary/": 4,
     "/api/v1/pools/": 3,
@@ -57,6 +58,7 @@ BASELINES: dict[str, int] = {
     "/api/v1/pools/training/insights/": 13,
     "/api/v1/profiles/": 4,
     "/api/v1/advice/": 10,
+    "/api/v1/drills/": 3,
 }
 SIZES = {"small": (10, 3), "large": (1000, 12)}  # extra nodes, moves
 
@@ -84,10 +86,25 @@ def build_world(extra_nodes: int, moves: int) -> dict[str, str]:
             workflow.move_approve(request=move, approver=user_in("approvers", f"a{i}"), now=now)
         first = first or move
     fit_pods(extra_nodes)
+    past_drills(moves)
     gone = gpu_node("gone-000", "training")
     Node.objects.filter(pk=gone.pk).update(gone_at=now)
     assert first is not None and AuditEvent.objects.count() >= moves
     return {"move": str(first.pk)}
+
+
+def past_drills(count: int) -> None:
+    """Finished drills on the training pool, each by its own pool admin."""
+    now = timezone.now()
+    for i in range(count):
+        Drill.objects.create(
+            pool=Pool.objects.get(name="training"),
+            node_name="a100-train-000",
+            state=Drill.State.PASSED,
+            started_by=user_in("pool-admins", f"d{i}"),
+            ends_at=now,
+            checks=[{"name": "restored", "title": "t", "status": "pass", "detail": "d"}],
+        )
 
 
 def fit_pods(extra_nodes: int) -> None:

@@ -4,13 +4,14 @@ from rest_framework.decorators import api_view
 from rest_framework.exceptions import NotFound
 from rest_framework.routers import SimpleRouter
 
-from pools.api import insight_views, views
+from pools.api import drill_views, insight_views, views
 
 router = SimpleRouter()
 router.register("pools", views.PoolViewSet, basename="pool")
 router.register("nodes", views.NodeViewSet, basename="node")
 router.register("moves", views.MoveViewSet, basename="move")
 router.register("audit-events", views.AuditEventViewSet, basename="audit-event")
+router.register("drills", drill_views.DrillViewSet, basename="drill")
 
 
 @extend_schema(exclude=True)

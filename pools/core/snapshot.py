@@ -58,6 +58,11 @@ class NodeSnapshot:
     ready: bool
     cordoned: bool
     resource_version: str
+    # Capacity against allocatable: the difference is what the kubelet reserves for the
+    # system daemons (0 when the node does not say).
+    cpu_capacity_milli: int = 0
+    memory_capacity_bytes: int = 0
+    pods_allocatable: int = 0  # pod slots the scheduler counts (0: not given)
 
 
 def _quantity(value: Any) -> int:
@@ -110,6 +115,9 @@ def node_snapshot(raw: Mapping[str, Any]) -> NodeSnapshot:
         ready=ready,
         cordoned=bool(spec.get("unschedulable")),
         resource_version=str(meta.get("resourceVersion", "")),
+        cpu_capacity_milli=_amount("cpu", capacity.get("cpu")),
+        memory_capacity_bytes=_amount("memory", capacity.get("memory")),
+        pods_allocatable=_quantity(allocatable.get("pods")),
     )
 
 

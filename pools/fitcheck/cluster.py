@@ -10,8 +10,8 @@ What the node's other pods request is one more pod with no GPU; their priorities
 to the inventory, so they are taken as the highest and the check never promises a preemption
 that would need evicting them.
 
-The inventory does not keep a node's pod capacity (allocatable "pods"); the core's default
-of 110 stands for it.
+A node's pod slots are its allocatable "pods" as the inventory keeps it; for a row that
+predates that figure (0), the kubelet's default of 110 stands for it.
 """
 
 from __future__ import annotations
@@ -48,7 +48,9 @@ _NODE_FIELDS = (
     "memory_allocatable_bytes",
     "cpu_requested_milli",
     "memory_requested_bytes",
+    "pods_allocatable",
 )
+KUBELET_DEFAULT_MAX_PODS = 110
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def gpu_node_pod(pod: GpuPod) -> NodePod:
 
 def _fit_node(row: Sequence[Any], on_node: list[NodePod], gpu_pods: Resources) -> FitNode:
     (name, pool, labels, taints, cordoned, ready, gpus, allocated, cpu, memory) = row[:10]
-    cpu_milli, memory_bytes, cpu_requested, memory_requested = row[10:]
+    cpu_milli, memory_bytes, cpu_requested, memory_requested, pod_slots = row[10:]
     # What the node's pods request beyond its GPU pods (and GPUs held by pods the inventory
     # has not recorded as GpuPod rows yet).
     rest = Resources(
@@ -126,6 +128,7 @@ def _fit_node(row: Sequence[Any], on_node: list[NodePod], gpu_pods: Resources) -
         allocatable=Resources(
             cpu_milli or _amount("cpu", cpu), memory_bytes or _amount("memory", memory), gpus
         ),
+        max_pods=pod_slots or KUBELET_DEFAULT_MAX_PODS,
         pods=tuple(on_node),
     )
 

@@ -14,8 +14,10 @@ from typing import Any
 
 from django.conf import settings
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from pools.kube.client import api_client
+from pools.kube.errors import KubeRefused
 from pools.kube.retry import RetryPolicy
 from pools.kube.session import node_session
 
@@ -103,3 +105,46 @@ def all_pod_pages(page_size: int | None = None) -> Iterator[list[Raw]]:
         "listing pods",
         page_size or settings.INVENTORY_PAGE_SIZE,
     )
+
+
+def node_create(raw: Raw) -> Raw:
+    """Create a Node object (as a kubelet registers its node). A retry after a lost answer
+    meets 409 AlreadyExists: the node is the one just created, read back."""
+    name = raw["metadata"]["name"]
+    try:
+        return RetryPolicy().call(
+            lambda: _decode(
+                core_api().create_node(
+                    raw, _preload_content=False, _request_timeout=settings.KUBE_TIMEOUT
+                )
+            ),
+            doing=f"creating node {name}",
+        )
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        return read_node(name)
+
+
+def node_delete(name: str) -> bool:
+    """Delete the Node object; False when it was already gone. Read first: an account that
+    may not delete is refused (403) before the API server looks for the node, and a node
+    that was never created needs no delete."""
+    try:
+        read_node(name)
+    except KubeRefused as exc:
+        if exc.status == 404:
+            return False
+        raise
+    try:
+        RetryPolicy().call(
+            lambda: core_api().delete_node(
+                name, _preload_content=False, _request_timeout=settings.KUBE_TIMEOUT
+            ),
+            doing=f"deleting node {name}",
+        )
+    except KubeRefused as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True

@@ -84,6 +84,13 @@ MATRIX = [
         {"key": "lend:a+b", "reason": "r"},
         expect(400, REQUESTER, ADMIN),
     ),
+    ("GET", "/api/v1/drills/", None, expect(200, *EVERYONE)),
+    (
+        "POST",
+        "/api/v1/drills/",
+        {"kind": "node_joins", "pool": "mixed", "hold_seconds": 3600},
+        expect(201, ADMIN),
+    ),
     ("GET", "/api/schema/", None, expect(200, *EVERYONE)),
 ]
 

@@ -41,6 +41,11 @@ def test_the_cluster_role_has_exactly_the_rules_the_portal_uses() -> None:
         assert of_kind(docs, "Role") == [] and of_kind(docs, "RoleBinding") == []
 
 
+def test_the_new_node_drill_gets_node_create_and_delete_only_when_asked() -> None:
+    (role,) = of_kind(render(sets=("rbac.newNodeDrills=true",)), "ClusterRole")
+    assert granted(role) == EXPECTED | {("", "nodes", "create"), ("", "nodes", "delete")}
+
+
 def test_the_role_is_bound_to_the_charts_service_account_only() -> None:
     docs = default_docs()
     (role,) = of_kind(docs, "ClusterRole")

@@ -5,7 +5,9 @@ died."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -17,6 +19,7 @@ from pools.inventory import inventory_sync
 from pools.models import AuditEvent, Drill, GpuPod, Node, Pool
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
+from tests.servers import free_port
 
 pytestmark = pytest.mark.django_db
 NODE = "a100-train-001"
@@ -122,3 +125,72 @@ def test_the_drills_page_starts_a_drill_for_pool_admins_only(cluster: Kubesim) -
     drill = Drill.objects.get()
     assert (drill.node_name, drill.hold_seconds, drill.state) == (NODE, 30, "starting")
     assert f'data-drill="{drill.pk}"' in admin.get("/pools/training/drills/").content.decode()
+
+
+def test_the_drills_page_starts_each_kind(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.INVENTORY_SYNC_SECONDS = 10
+    inventory_sync()
+    admin = Client()
+    admin.force_login(user_in("pool-admins", "kinds-admin"))
+    page = admin.get("/pools/training/drills/").content.decode()
+    for kind in ("node_down", "gpu_fault", "node_joins"):
+        assert f'<option value="{kind}">' in page
+    # The node list is for the drills on a node: a new node's drill adds its own.
+    admin.post(
+        "/pools/training/drills/", {"kind": "node_joins", "node": NODE, "hold_seconds": "10"}
+    )
+    joins = Drill.objects.get()
+    assert (joins.kind, joins.node_name) == ("node_joins", f"drill-new-node-{joins.pk}")
+    Drill.objects.filter(pk=joins.pk).update(state=Drill.State.PASSED)
+    admin.post("/pools/training/drills/", {"kind": "gpu_fault", "node": NODE, "hold_seconds": "60"})
+    fault = Drill.objects.exclude(pk=joins.pk).get()
+    assert (fault.kind, fault.node_name) == ("gpu_fault", NODE)
+    refused = admin.post(
+        "/pools/inference/drills/",
+        {"kind": "bogus", "node": NODE, "hold_seconds": "10"},
+        follow=True,
+    )
+    assert "Unknown drill kind" in refused.content.decode()
+    assert Drill.objects.count() == 2
+
+
+def unreachable_kubeconfig(cluster: Kubesim, tmp_path: Path) -> str:
+    path = tmp_path / "unreachable-kubeconfig"
+    path.write_text(
+        re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{free_port()}", cluster.kubeconfig.read_text())
+    )
+    return str(path)
+
+
+def test_a_start_that_fails_and_cannot_be_undone_is_restored_by_the_beat(  # type: ignore[no-untyped-def]
+    cluster: Kubesim, settings, tmp_path: Path
+) -> None:
+    inventory_sync()
+    drill = start()
+    settings.KUBECONFIG = unreachable_kubeconfig(cluster, tmp_path)
+    stuck = drills.drill_begin(drill.pk, now=timezone.now())
+    assert stuck is not None and stuck.state == Drill.State.RUNNING
+    assert "could not start the drill" in stuck.error and "undoing it failed too" in stuck.error
+    settings.KUBECONFIG = str(cluster.kubeconfig)
+    assert drills.drills_end_overdue(now=drill.ends_at + timedelta(seconds=1)) == [drill.pk]
+    done = Drill.objects.get(pk=drill.pk)
+    assert done.state == Drill.State.ERRORED and done.finished_at is not None
+    assert done.error.startswith("could not start the drill") and "restored" in done.error
+    assert not unschedulable(cluster, NODE)
+    actions = list(AuditEvent.objects.order_by("id").values_list("action", flat=True))
+    assert actions == ["drill.started", "drill.restore_failed", "drill.errored"]
+
+
+def test_the_beat_gives_up_restoring_an_hour_after_the_end(  # type: ignore[no-untyped-def]
+    cluster: Kubesim, settings, tmp_path: Path
+) -> None:
+    inventory_sync()
+    drill = start()
+    drills.drill_begin(drill.pk, now=timezone.now())
+    settings.KUBECONFIG = unreachable_kubeconfig(cluster, tmp_path)
+    drills.drills_end_overdue(now=drill.ends_at + timedelta(seconds=1))
+    assert Drill.objects.get(pk=drill.pk).state == Drill.State.RUNNING  # retried later
+    drills.drills_end_overdue(now=drill.ends_at + timedelta(hours=1, seconds=1))
+    done = Drill.objects.get(pk=drill.pk)
+    assert done.state == Drill.State.ERRORED and "restore by hand" in done.error
+    assert drills.drills_end_overdue(now=drill.ends_at + timedelta(hours=2)) == []

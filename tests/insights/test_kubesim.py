@@ -1,6 +1,7 @@
 """End to end on kubesim: the inventory fills the pod history from the simulated cluster,
 and the insights and readiness checks read it (the demo scenario, whose answers are known:
-two training jobs wait, a training node lost its taint, two GPU nodes are unassigned)."""
+two training jobs wait, a training node lost its taint and reserves nothing for the system
+daemons, two GPU nodes are unassigned)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ def test_insights_and_readiness_of_the_demo_training_pool(cluster: Kubesim, toke
     assert "ml-training/llm-pretrain-a100-train-000 (no required gpu-pool=training" in concerned
     assert "ml-training/eval-job-0 (no toleration of workload-training)" in concerned
     assert checks["metrics"]["status"] == "unknown"  # no Prometheus in this test
+    # The hand-built drifted node reserves nothing for the system daemons; the others do.
+    assert checks["system_reserved"]["status"] == "fail"
+    assert checks["system_reserved"]["concerned"] == [
+        "a100-train-drift-000 (CPU: nothing reserved; memory: nothing reserved)"
+    ]
     assert "gpu-new-000, gpu-new-001" in checks["recognised"]["detail"]
     assert checks["recognised"]["status"] == "pass"
 

@@ -69,6 +69,19 @@ def test_nodes_carry_gpu_feature_discovery_labels_and_gpu_capacity() -> None:
     assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.30.0"
 
 
+def test_labelled_demo_nodes_reserve_cpu_and_memory_but_the_hand_built_one() -> None:
+    cluster = seeded("demo")
+    status = {
+        e.obj["metadata"]["name"]: e.obj["status"] for e in cluster.store.objects["nodes"].values()
+    }
+    trained = status["a100-train-000"]
+    assert (trained["capacity"]["cpu"], trained["allocatable"]["cpu"]) == ("96", "94")
+    assert (trained["capacity"]["memory"], trained["allocatable"]["memory"]) == ("1056Gi", "1040Gi")
+    for name in ("a100-train-drift-000", "gpu-new-000"):
+        assert status[name]["allocatable"]["cpu"] == status[name]["capacity"]["cpu"] == "96"
+        assert status[name]["allocatable"]["memory"] == status[name]["capacity"]["memory"]
+
+
 def test_generator_makes_n_nodes_with_pods() -> None:
     cluster = Cluster()
     seed(cluster, generated_scenario(200))
@@ -107,6 +120,12 @@ def test_generator_makes_n_nodes_with_pods() -> None:
             "nodes:\n  - name: a\n    count: 1\n    gpu: {model: X}\n    labels: {'bad key!': x}\n",
             5,
             "invalid label key 'bad key!'",
+        ),
+        (
+            "nodes:\n  - name: a\n    count: 1\n    gpu: {model: X}\n"
+            "    allocatable: {cpu: '1', gpus: '2'}\n",
+            5,
+            "unknown field 'gpus' in allocatable",
         ),
         ("nodes:\n  - name: a\n    count: 1\n", 2, "a node group needs 'gpu'"),
         ("nodes: [\n", 2, "not valid YAML"),

@@ -1,6 +1,6 @@
-"""What a drill checks (pure): the practice asks, when a node goes down, whether the portal
-flags it, whether the pool's jobs find room or stay Pending, and whether the node comes
-back as it was."""
+"""What a drill checks (pure): the practice asks, when a node goes down or a GPU faults,
+whether the portal flags it, whether the pool's jobs find room or stay Pending, whether a new
+node joining is recognised, and whether the cluster comes back as it was."""
 
 from __future__ import annotations
 
@@ -27,37 +27,44 @@ class NodeDownObservation:
         return dict(self.__dict__)
 
 
-def node_down_checks(o: NodeDownObservation) -> list[Check]:
-    def check(name: str, title: str, ok: bool, passed: str, failed: str) -> Check:
-        return Check(
-            name, title, Status.PASS if ok else Status.FAIL, passed if ok else failed, [o.node]
-        )
+def _verdict(node: str, name: str, title: str, ok: bool, passed: str, failed: str) -> Check:
+    return Check(name, title, Status.PASS if ok else Status.FAIL, passed if ok else failed, [node])
 
-    waiting = o.pending_during - o.pending_before
+
+def _room(node: str, pending_before: int, pending_during: int, spare_nodes: int) -> Check:
+    waiting = pending_during - pending_before
+    return _verdict(
+        node,
+        "room",
+        "The pool's jobs find room or say why they wait",
+        waiting <= 0 or spare_nodes > 0,
+        f"{max(0, waiting)} more pod(s) waited; {spare_nodes} spare node(s) in the pool.",
+        f"{waiting} more GPU pod(s) stayed Pending and the pool had no spare node: it "
+        "cannot lose a node without queueing.",
+    )
+
+
+def node_down_checks(o: NodeDownObservation) -> list[Check]:
     return [
-        check(
+        _verdict(
+            o.node,
             "flagged",
             "The portal flags the node down",
             o.flagged,
             f"{o.node} showed as cordoned in the inventory while it was down.",
             f"{o.node} never showed as cordoned: the inventory missed the change.",
         ),
-        check(
+        _verdict(
+            o.node,
             "pods_kept",
             "Running pods keep running",
             o.pods_during >= o.pods_before,
             f"{o.pods_before} pod(s) on the node kept running (a cordon evicts nothing).",
             f"{o.pods_before - o.pods_during} pod(s) left the node while it was cordoned.",
         ),
-        check(
-            "room",
-            "The pool's jobs find room or say why they wait",
-            waiting <= 0 or o.spare_nodes > 0,
-            f"{max(0, waiting)} more pod(s) waited; {o.spare_nodes} spare node(s) in the pool.",
-            f"{waiting} more GPU pod(s) stayed Pending and the pool had no spare node: it "
-            "cannot lose a node without queueing.",
-        ),
-        check(
+        _room(o.node, o.pending_before, o.pending_during, o.spare_nodes),
+        _verdict(
+            o.node,
             "restored",
             "The node is restored",
             o.restored,
@@ -65,3 +72,152 @@ def node_down_checks(o: NodeDownObservation) -> list[Check]:
             f"{o.node} is still cordoned: uncordon it (kubectl uncordon {o.node}).",
         ),
     ]
+
+
+# XID 79, "GPU has fallen off the bus": fatal, the GPU is unusable until the node reboots.
+FAULT_XID = 79
+
+
+@dataclass(frozen=True)
+class GpuFaultObservation:
+    node: str
+    gpu: int
+    xid: int  # the XID injected
+    xid_seen: int | None  # what the portal's figures showed for that GPU (None: no answer)
+    metrics_error: str  # why the figures were not read ('' when they were)
+    pods_before: tuple[str, ...]  # namespace/name of the pods on the node at the fault
+    pods_still: tuple[str, ...]  # those of them still on it at the end of the hold
+    pending_before: int
+    pending_during: int
+    spare_nodes: int
+    restored: bool  # the injected XID was cleared
+
+    def as_dict(self) -> dict[str, object]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
+
+
+def _flagged(o: GpuFaultObservation) -> Check:
+    title = "The portal flags the faulty GPU"
+    if o.xid_seen is None:
+        return Check(
+            "flagged",
+            title,
+            Status.UNKNOWN,
+            f"The node's GPU figures could not be read: {o.metrics_error}",
+            [o.node],
+        )
+    return _verdict(
+        o.node,
+        "flagged",
+        title,
+        o.xid_seen == o.xid,
+        f"{o.node} GPU {o.gpu} showed XID {o.xid} on the node's figures.",
+        f"{o.node} GPU {o.gpu} showed XID {o.xid_seen} instead of {o.xid}: the DCGM series "
+        "did not reach Prometheus during the hold (is the exporter scraped?).",
+    )
+
+
+def gpu_fault_checks(o: GpuFaultObservation) -> list[Check]:
+    stayed = len(o.pods_still)
+    return [
+        _flagged(o),
+        _verdict(
+            o.node,
+            "jobs_moved",
+            "The jobs on the faulty node are moved off it",
+            stayed == 0,
+            f"{len(o.pods_before)} pod(s) were on the node; none kept running on it.",
+            f"{stayed} pod(s) kept running on the node with the faulty GPU "
+            f"({', '.join(o.pods_still)}): nothing reacts to the XID. A health check that "
+            "cordons and drains a node on a fatal XID would move them.",
+        ),
+        _room(o.node, o.pending_before, o.pending_during, o.spare_nodes),
+        _verdict(
+            o.node,
+            "restored",
+            "The fault is cleared",
+            o.restored,
+            f"{o.node} GPU {o.gpu} no longer carries the injected XID.",
+            f"The injected XID on {o.node} GPU {o.gpu} could not be cleared.",
+        ),
+    ]
+
+
+@dataclass(frozen=True)
+class NodeJoinObservation:
+    node: str
+    seen: bool  # the inventory has a present row for the node, written after it joined
+    pool: str  # the pool that row puts it in ('' when unassigned)
+    waited_seconds: int  # from the join to the check (at least one full sync)
+    removed: bool  # deleted from the cluster and its row marked gone
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def node_join_checks(o: NodeJoinObservation) -> list[Check]:
+    return [
+        _verdict(
+            o.node,
+            "recognised",
+            "The portal recognises the new node as unassigned",
+            o.seen and not o.pool,
+            f"{o.node} showed as an unassigned GPU node within {o.waited_seconds} s.",
+            f"{o.node} was not seen by the inventory within {o.waited_seconds} s (is the "
+            "watcher or the periodic sync running?)."
+            if not o.seen
+            else f"{o.node} showed in pool {o.pool} instead of unassigned.",
+        ),
+        _verdict(
+            o.node,
+            "removed",
+            "The drill's node is removed",
+            o.removed,
+            f"{o.node} is deleted from the cluster and gone from the inventory.",
+            f"{o.node} could not be removed: delete it (kubectl delete node {o.node}).",
+        ),
+    ]
+
+
+# The new node carries this taint, so no workload lands on a node that has no kubelet.
+DRILL_TAINT_KEY = "gpu-portal/drill"
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    gpu_model: str
+    gpus: int
+    gpu_memory_mib: int
+
+
+def joining_node(name: str, shape: NodeShape, drill_id: int) -> dict[str, object]:
+    """A Node as a kubelet registers it: GPU capacity, its GPU labels, no pool label, and
+    a little CPU and memory reserved for the system daemons."""
+    gpus = str(shape.gpus)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": shape.gpu_model,
+                "nvidia.com/gpu.count": gpus,
+                "nvidia.com/gpu.memory": str(shape.gpu_memory_mib),
+            },
+        },
+        "spec": {
+            "taints": [{"key": DRILL_TAINT_KEY, "value": str(drill_id), "effect": "NoSchedule"}]
+        },
+        "status": {
+            "capacity": {"cpu": "96", "memory": "1056Gi", "pods": "110", "nvidia.com/gpu": gpus},
+            "allocatable": {
+                "cpu": "95",
+                "memory": "1040Gi",
+                "pods": "110",
+                "nvidia.com/gpu": gpus,
+            },
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    }

@@ -4,7 +4,7 @@ the metrics, each passing or failing with the nodes or pods concerned."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pools.core.insights.records import NodeFacts
@@ -91,27 +91,56 @@ def workloads_declare(pods: Sequence[LivePod], rules: PoolRules) -> Check:
     )
 
 
-def system_reserved(
-    nodes: Sequence[NodeFacts], capacity: Mapping[str, tuple[int, int]] | None
-) -> Check:
-    """`capacity`: each node's (CPU milli, memory bytes) capacity against its allocatable,
-    None when the inventory does not keep capacity."""
+GIB = 1024**3
+
+
+def _reserve_problems(node: NodeFacts) -> list[str]:
+    problems = []
+    if node.cpu_allocatable >= node.cpu_capacity:
+        problems.append("CPU: nothing reserved")
+    if node.memory_allocatable >= node.memory_capacity:
+        problems.append("memory: nothing reserved")
+    return problems
+
+
+def system_reserved(nodes: Sequence[NodeFacts]) -> Check:
+    """The kubelet's reservations (system-reserved, kube-reserved, eviction thresholds) show
+    as allocatable below capacity; a node that reserves nothing lets pods starve the
+    kubelet and the container runtime, and the node goes NotReady under load."""
     title = "Nodes reserve CPU and memory for system daemons"
-    if capacity is None:
+    known = [n for n in nodes if n.cpu_capacity > 0 and n.memory_capacity > 0]
+    unknown = sorted(n.name for n in nodes if n not in known)
+    note = f" Capacity unknown for {', '.join(unknown)}." if unknown else ""
+    if nodes and not known:
         return Check(
             "system_reserved",
             title,
             Status.UNKNOWN,
-            "The inventory does not keep node capacity yet: compare allocatable with "
-            "capacity (kubectl describe node) by hand.",
+            "The inventory has no capacity for the pool's nodes yet (the next sync fills it).",
+            unknown,
         )
-    bad = [name for name, reserved in capacity.items() if min(reserved) <= 0]
-    return _check(
+    bad = [f"{n.name} ({'; '.join(p)})" for n in known if (p := _reserve_problems(n))]
+    if bad:
+        return Check(
+            "system_reserved",
+            title,
+            Status.FAIL,
+            f"{len(bad)} node(s) reserve nothing for system daemons (allocatable equals "
+            "capacity): set the kubelet's systemReserved and kubeReserved." + note,
+            sorted(bad),
+        )
+    if not known:
+        return Check("system_reserved", title, Status.PASS, "The pool has no nodes.")
+    cpu = min(known, key=lambda n: n.cpu_capacity - n.cpu_allocatable)
+    memory = min(known, key=lambda n: n.memory_capacity - n.memory_allocatable)
+    return Check(
         "system_reserved",
         title,
-        bad,
-        "Every node's allocatable CPU and memory are below its capacity.",
-        "{n} node(s) reserve nothing for system daemons (allocatable equals capacity).",
+        Status.PASS,
+        f"All {len(known)} node(s) keep CPU and memory below capacity; the least reserved: "
+        f"{(cpu.cpu_capacity - cpu.cpu_allocatable) / 1000:g} CPU on {cpu.name}, "
+        f"{(memory.memory_capacity - memory.memory_allocatable) / GIB:.1f} GiB on "
+        f"{memory.name}." + note,
     )
 
 

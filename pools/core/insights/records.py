@@ -85,3 +85,8 @@ class NodeFacts:
     drifted: bool = False
     allocated: int = 0
     gpus_reporting: int | None = None  # None: metrics unknown (Prometheus down)
+    # Capacity and allocatable (millicores, bytes); a capacity of 0: the node did not say.
+    cpu_capacity: int = 0
+    cpu_allocatable: int = 0
+    memory_capacity: int = 0
+    memory_allocatable: int = 0

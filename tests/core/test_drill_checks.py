@@ -1,0 +1,125 @@
+"""The drills' checks and the system-reserved readiness check (pure), on observations whose
+right answer is known, and as properties over any observation."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pools.core.insights.drills import (
+    GpuFaultObservation,
+    NodeJoinObservation,
+    NodeShape,
+    gpu_fault_checks,
+    joining_node,
+    node_join_checks,
+)
+from pools.core.insights.readiness import Status, system_reserved
+from pools.core.insights.records import NodeFacts
+from pools.core.snapshot import is_gpu_node, node_snapshot
+
+GIB = 1024**3
+
+
+def fault(**changes: object) -> GpuFaultObservation:
+    base = {
+        "node": "n1",
+        "gpu": 0,
+        "xid": 79,
+        "xid_seen": 79,
+        "metrics_error": "",
+        "pods_before": ("ml/a",),
+        "pods_still": (),
+        "pending_before": 0,
+        "pending_during": 0,
+        "spare_nodes": 1,
+        "restored": True,
+    }
+    return GpuFaultObservation(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def statuses(checks: list) -> dict[str, str]:  # type: ignore[type-arg]
+    return {c.name: str(c.status) for c in checks}
+
+
+def test_a_gpu_fault_the_portal_missed_or_could_not_read() -> None:
+    assert statuses(gpu_fault_checks(fault(xid_seen=0)))["flagged"] == "fail"
+    unknown = gpu_fault_checks(fault(xid_seen=None, metrics_error="connection refused"))[0]
+    assert unknown.status == Status.UNKNOWN and "connection refused" in unknown.detail
+
+
+def test_jobs_that_stay_on_the_faulty_node_are_named() -> None:
+    stayed = gpu_fault_checks(fault(pods_before=("ml/a", "ml/b"), pods_still=("ml/b",)))[1]
+    assert stayed.status == Status.FAIL and "ml/b" in stayed.detail and "ml/a" not in stayed.detail
+
+
+@given(
+    seen=st.one_of(st.none(), st.integers(0, 200)),
+    still=st.integers(0, 3),
+    pending=st.tuples(st.integers(0, 5), st.integers(0, 5)),
+    spare=st.integers(0, 3),
+    restored=st.booleans(),
+)
+def test_a_gpu_fault_passes_only_when_every_check_does(  # type: ignore[no-untyped-def]
+    seen, still, pending, spare, restored
+) -> None:
+    o = fault(
+        xid_seen=seen,
+        pods_still=tuple(f"ml/p{i}" for i in range(still)),
+        pending_before=pending[0],
+        pending_during=pending[1],
+        spare_nodes=spare,
+        restored=restored,
+    )
+    checks = statuses(gpu_fault_checks(o))
+    assert list(checks) == ["flagged", "jobs_moved", "room", "restored"]
+    all_pass = all(s == "pass" for s in checks.values())
+    grew = pending[1] > pending[0]
+    assert all_pass == (seen == 79 and still == 0 and (not grew or spare > 0) and restored)
+
+
+def test_a_new_node_seen_in_a_pool_is_not_recognised_as_unassigned() -> None:
+    o = NodeJoinObservation("drill-new-node-1", True, "training", 300, removed=True)
+    recognised = node_join_checks(o)[0]
+    assert recognised.status == Status.FAIL and "pool training" in recognised.detail
+
+
+def test_the_joining_node_is_an_unassigned_gpu_node_nothing_lands_on() -> None:
+    raw = joining_node("drill-new-node-7", NodeShape("NVIDIA-L40S", 4, 46068), 7)
+    snapshot = node_snapshot(raw)
+    assert is_gpu_node(raw) and snapshot.gpu_count == 4 and snapshot.gpu_model == "NVIDIA-L40S"
+    assert "gpu-pool" not in snapshot.labels
+    assert snapshot.taints == [{"key": "gpu-portal/drill", "value": "7", "effect": "NoSchedule"}]
+    assert snapshot.cpu_allocatable_milli < snapshot.cpu_capacity_milli
+
+
+def node(name: str, cpu: tuple[int, int], memory: tuple[int, int]) -> NodeFacts:
+    return NodeFacts(
+        name,
+        "training",
+        8,
+        cpu_capacity=cpu[0],
+        cpu_allocatable=cpu[1],
+        memory_capacity=memory[0],
+        memory_allocatable=memory[1],
+    )
+
+
+def test_system_reserved_lists_each_node_with_what_it_lacks() -> None:
+    nodes = [
+        node("ok", (96_000, 95_000), (1024 * GIB, 1000 * GIB)),
+        node("no-cpu", (96_000, 96_000), (1024 * GIB, 1000 * GIB)),
+        node("none", (96_000, 96_000), (1024 * GIB, 1024 * GIB)),
+        node("old-row", (0, 96_000), (0, 1024 * GIB)),
+    ]
+    check = system_reserved(nodes)
+    assert check.status == Status.FAIL
+    assert check.concerned == [
+        "no-cpu (CPU: nothing reserved)",
+        "none (CPU: nothing reserved; memory: nothing reserved)",
+    ]
+    assert "Capacity unknown for old-row" in check.detail
+    passing = system_reserved(nodes[:1])
+    assert passing.status == Status.PASS and "1 CPU on ok" in passing.detail
+    assert "24.0 GiB on ok" in passing.detail
+    assert system_reserved(nodes[3:]).status == Status.UNKNOWN
