@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
+from django.db import connection
 from django.db.models import Count, F, Prefetch, Q, QuerySet
 from django.db.models.functions import Greatest
 
@@ -71,8 +72,18 @@ class PoolFigureSet:
         return self.by_pool.get(pool, self.empty)
 
 
+def _figure_rows() -> list[tuple[Any, ...]]:
+    """Every present node's _ROW_FIELDS as the database driver returns them: the figures
+    count SQLite's 0 and 1 as they count False and True, and the ORM's converters for the
+    three flags cost half of reading 5,000 rows."""
+    sql, params = Node.objects.present().values_list(*_ROW_FIELDS).query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
 def _pool_figure_set(result: InstantResult, metrics: Mapping[str, NodeMetrics]) -> PoolFigureSet:
-    rows = node_rows(Node.objects.present().values_list(*_ROW_FIELDS), metrics)
+    rows = node_rows(_figure_rows(), metrics)
     available = result.available
     # One pass over the rows: each group's figures, and the cluster's merged from them.
     by_pool = {
