@@ -584,3 +584,15 @@ class InventoryLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {self.holder or 'free'}"
+
+
+class InventoryVersion(models.Model):
+    """A counter every write of `Node` rows raises in the writer's own transaction: figures
+    derived from the rows (the overview's per-pool figures) are cached under it, so a
+    change is never answered from figures computed before it."""
+
+    name = models.CharField(max_length=63, unique=True)
+    version = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.version}"

@@ -88,6 +88,14 @@ def _node_export_query(request: HttpRequest, pool: Pool | None) -> str:
     return query.urlencode()
 
 
+def _node_link() -> tuple[str, str]:
+    """A node page's address before and after the name: the node table links its rows
+    without resolving a URL for each."""
+    placeholder = "node-name"
+    before, after = reverse("node-detail", kwargs={"name": placeholder}).rsplit(placeholder, 1)
+    return before, after
+
+
 @require(Capability.VIEW)
 def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     pool = _pool_or_unassigned(name)
@@ -98,9 +106,12 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         )
     except MetricsUnavailable as exc:  # a health filter without metrics: no guessed rows
         shown, status, filter_error = selectors.pool_nodes(pool).none(), 200, exc.message
-    page = selectors.pool_page(pool, shown=shown, sort=request.GET.get("sort", "name"))
+    page = selectors.pool_page(
+        pool, shown=shown, sort=request.GET.get("sort", "name"), number=request.GET.get("page")
+    )
     context = {
         "page": page,
+        "node_link": _node_link(),
         "filter_error": filter_error,
         "pool": pool,
         "slug": name,

@@ -101,14 +101,16 @@ def test_a_sync_costs_a_constant_number_of_statements_per_page(cluster: Kubesim,
     settings.INVENTORY_PAGE_SIZE = 100
     with CaptureQueriesContext(connection) as one_page:
         inventory_sync()
-    # One bulk upsert per page of nodes, one per page of pods that holds GPU pods.
+    # One bulk upsert per page of nodes, each raising the inventory's version (one upsert
+    # of its row), and one per page of pods that holds GPU pods.
     assert statements(one_page) == {
         **FIXED,
         "INSERT pools_node": 1,
+        "INSERT pools_inventoryversion": 1,
         "INSERT pools_gpupod": 1,
     }
     small = statements(small_pages)
-    assert small["INSERT pools_node"] == 25 // 5
+    assert small["INSERT pools_node"] == small["INSERT pools_inventoryversion"] == 25 // 5
     # 86 pods in 18 pages, of which the DaemonSet pods (no GPU) fill some alone.
     assert 36 // 5 <= small["INSERT pools_gpupod"] <= 86 // 5 + 1
     assert {k: v for k, v in small.items() if not k.startswith("INSERT")} == FIXED

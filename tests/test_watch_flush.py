@@ -48,9 +48,15 @@ def test_a_flush_costs_the_same_statements_whatever_its_size(cluster: Kubesim) -
     assert (Node.objects.count(), GpuPod.objects.count()) == (25, 36)
     assert GpuPod.objects.filter(deleted_at__isnull=False).count() == 0  # rewritten by `large`
     # Pools read once; one upsert of nodes, one of pods (deleted ones too), one update for
-    # newly bound pods' pool, one for gone nodes (the savepoints are the test's own).
+    # newly bound pods' pool, one for gone nodes, one raising the inventory's version (the
+    # savepoints are the test's own).
     fixed = {"SELECT pools_pool": 1, "UPDATE pools_gpupod": 1, "UPDATE pools_node": 1}
-    assert writes(few) == {**fixed, "INSERT pools_node": 1, "INSERT pools_gpupod": 1}
+    assert writes(few) == {
+        **fixed,
+        "INSERT pools_node": 1,
+        "INSERT pools_inventoryversion": 1,
+        "INSERT pools_gpupod": 1,
+    }
     assert writes(many) == writes(few)
 
 

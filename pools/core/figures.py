@@ -172,15 +172,16 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
         drifted += row.drifted
         if row.gpu_model:
             models.add(row.gpu_model)
+        free = row.unallocated
         if row.schedulable:
             # A gang job needs whole nodes: a node counts only when every GPU on it is free.
             whole += row.gpus > 0 and row.allocated == 0
-            largest = max(largest, row.unallocated)
-            unallocated += row.unallocated
+            largest = max(largest, free)
+            unallocated += free
         else:
             # Free, but no pod lands there: apart, as "largest free block" leaves them out.
             unschedulable_nodes += 1
-            unschedulable_gpus += row.unallocated
+            unschedulable_gpus += free
     return PoolFigures(
         nodes=nodes,
         ready=ready,

@@ -7,14 +7,17 @@ fit check says the scheduler would answer (one pass over the cluster per distinc
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
 
 from pools.core.fit.check import PodVerdict, evaluate_pod
 from pools.core.fit.pods import PodShape
-from pools.core.fit.scheduling import Taint, untolerated_taint
+from pools.core.fit.scheduling import Taint, Toleration, untolerated_taint
 from pools.core.fit.workloads import pod_shape
 from pools.fitcheck.cluster import FitCluster, fit_cluster
 from pools.fitcheck.service import pod_manifest
@@ -104,16 +107,39 @@ def pool_intruders(pool: Pool) -> list[Intruder]:
     if pool.taint is None or pool.taint.effect not in ("NoSchedule", "NoExecute"):
         return []
     taint = Taint(pool.taint.key, pool.taint.value, pool.taint.effect)
-    nodes = dict(Node.objects.present().filter(pool=pool).values_list("name", "taints"))
-    pods: QuerySet[GpuPod] = GpuPod.objects.live().filter(node_name__in=list(nodes))
-    result = []
-    for pod in pods.order_by("node_name", "namespace", "name"):
-        shape = pod_shape(pod_manifest(pod))
-        if untolerated_taint([taint], shape.tolerations) is None:
-            continue
-        tainted = any(
-            t.get("key") == taint.key and t.get("effect") == taint.effect
-            for t in nodes[pod.node_name]
-        )
-        result.append(Intruder(pod, taint, tainted))
-    return result
+    on_pool = Node.objects.present().filter(pool=pool).values("name")
+    pods: QuerySet[GpuPod] = GpuPod.objects.live().filter(node_name__in=on_pool)
+    # Only the tolerations decide, and a pool's thousands of pods carry a few distinct
+    # lists: each list is read once, from its stored text, and only intruders are loaded.
+    untolerated: dict[str, bool] = {}
+    ids = []
+    stored = Cast("tolerations", output_field=TextField())
+    for pk, text in pods.annotate(text=stored).values_list("pk", "text"):
+        if text not in untolerated:
+            tolerations = _tolerations(json.loads(text or "[]") or [])
+            untolerated[text] = untolerated_taint([taint], tolerations) is not None
+        if untolerated[text]:
+            ids.append(pk)
+    if not ids:
+        return []
+    intruders = list(GpuPod.objects.filter(pk__in=ids).order_by("node_name", "namespace", "name"))
+    names = {pod.node_name for pod in intruders}
+    taints = dict(Node.objects.present().filter(name__in=names).values_list("name", "taints"))
+    return [
+        Intruder(pod, taint, _carries(taints.get(pod.node_name, []), taint)) for pod in intruders
+    ]
+
+
+def _tolerations(raw: list[Any]) -> tuple[Toleration, ...]:
+    """A stored tolerations list as the fit core reads it from a pod's spec."""
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "tolerations", "namespace": "default"},
+        "spec": {"containers": [{"name": "main"}], "tolerations": list(raw)},
+    }
+    return pod_shape(manifest).tolerations
+
+
+def _carries(taints: list[dict[str, Any]], taint: Taint) -> bool:
+    return any(t.get("key") == taint.key and t.get("effect") == taint.effect for t in taints)

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, models
-from django.db.models import OuterRef, Q, Subquery, Value
+from django.db.models import OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -27,6 +27,7 @@ from pools.core.desired import PoolSpec, drift_record
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import PodLabels, PodRecord, pod_record
 from pools.core.snapshot import NodeSnapshot, PodSummary
+from pools.inventory.version import inventory_version_bump
 from pools.models import GpuPod, Node, Pool
 
 Raw = dict[str, Any]
@@ -153,7 +154,16 @@ def node_values(node: Node) -> dict[str, Any]:
 
 
 def nodes_upsert(rows: list[Node]) -> None:
-    upsert(Node, (node_values(n) for n in rows), unique="name")
+    if upsert(Node, (node_values(n) for n in rows), unique="name"):
+        inventory_version_bump()
+
+
+def nodes_mark_gone(nodes: QuerySet[Node], at: datetime) -> int:
+    """Mark the present nodes of `nodes` gone (one statement); how many were."""
+    gone = nodes.filter(gone_at__isnull=True).update(gone_at=at)
+    if gone:
+        inventory_version_bump()
+    return gone
 
 
 def gpu_pod_values(record: PodRecord, pool_label: str, now: datetime) -> dict[str, Any]:

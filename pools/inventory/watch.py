@@ -48,6 +48,7 @@ from pools.inventory.rows import (
     gpu_pods_unseen_deleted,
     gpu_pods_upsert,
     is_gpu_pod,
+    nodes_mark_gone,
     nodes_upsert,
     pod_labels,
 )
@@ -207,11 +208,9 @@ def flush(batch: Batch, now: datetime, still_leading: Callable[[], None] = lambd
 
 def _flush_rest(batch: Batch, now: datetime) -> None:
     if batch.sweep_before is not None:
-        Node.objects.filter(last_seen__lt=batch.sweep_before, gone_at__isnull=True).update(
-            gone_at=now
-        )
+        nodes_mark_gone(Node.objects.filter(last_seen__lt=batch.sweep_before), now)
     if batch.gone:
-        Node.objects.filter(name__in=batch.gone, gone_at__isnull=True).update(gone_at=now)
+        nodes_mark_gone(Node.objects.filter(name__in=batch.gone), now)
     gpu_pods_upsert(batch.pod_rows)
     if batch.pod_rows:
         gpu_pods_pool_fill()

@@ -13,7 +13,10 @@ METRICS_CACHE_SECONDS:
   70 % through its life, so pages rarely wait at all;
 - each process keeps the entry it last unpickled, and checks a small version key instead
   of loading 5,000 tuples on every request; with the shared cache unreachable it serves
-  that entry for its lifetime and refreshes it itself (pools.guarded_cache).
+  that entry for its lifetime and refreshes it itself (pools.guarded_cache);
+- figures derived from the entry and the inventory (the per-pool figures) are kept with
+  it, under the entry's time and the caller's inventory version (`derived_figures`), so a
+  warm overview neither reads every node row nor sums them again.
 
 A page waits for the figures at most its one PROMETHEUS_TIMEOUT (pools.metrics.source),
 whether it asks Prometheus itself or waits for the deployment's refresher.
@@ -23,9 +26,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
@@ -43,6 +46,7 @@ Entry = tuple[float, str | None, dict[str, tuple[Any, ...]], dict[str, str]]
 RAW_RECHECK_SECONDS = 300
 REFRESH_AHEAD_AT = 0.7  # of METRICS_CACHE_SECONDS
 WAIT_STEP_SECONDS = 0.02
+Derived = TypeVar("Derived")
 
 
 class LazyNodeMetrics(Mapping[str, NodeMetrics]):
@@ -103,6 +107,8 @@ def _ask(key: str, plan: Plan) -> tuple[InstantResult, dict[str, str]]:
 class NodeFigureCache:
     def __init__(self) -> None:
         self._memo: Entry | None = None
+        # Per derived figure: the key it was last read or made under, and its value.
+        self._derived: dict[str, tuple[str, Any]] = {}
 
     def _keys(self) -> tuple[str, Plan]:
         options = {"hot_celsius": settings.GPU_HOT_CELSIUS, "idle_window": settings.GPU_IDLE_WINDOW}
@@ -185,7 +191,7 @@ class NodeFigureCache:
 
         threading.Thread(target=run, daemon=True, name="node-figures").start()
 
-    def get(self) -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
+    def _entry(self) -> tuple[str, Entry]:
         key, plan = self._keys()
         entry = self._stored(key)
         observability.cache_lookup("node_figures", hit=entry is not None)
@@ -194,7 +200,33 @@ class NodeFigureCache:
         elif time.time() - entry[0] > REFRESH_AHEAD_AT * settings.METRICS_CACHE_SECONDS:
             self._refresh_ahead(key, plan)
         self._memo = entry
+        return key, entry
+
+    def get(self) -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
+        entry = self._entry()[1]
         return InstantResult(error=entry[1]), LazyNodeMetrics(entry[2])
+
+    def derived(
+        self,
+        name: str,
+        version: object,
+        compute: Callable[[InstantResult, Mapping[str, NodeMetrics]], Derived],
+    ) -> tuple[InstantResult, Mapping[str, NodeMetrics], Derived]:
+        """The node figures and `compute(result, metrics)`, kept in the shared cache (and
+        this process) under the current entry's time and `version`: made again when either
+        changes."""
+        key, entry = self._entry()
+        result, metrics = InstantResult(error=entry[1]), LazyNodeMetrics(entry[2])
+        derived_key = f"{key}:{name}:{entry[0]!r}:{version}"
+        memo = self._derived.get(name)
+        if memo is not None and memo[0] == derived_key:
+            return result, metrics, memo[1]
+        value = cache.get(derived_key)
+        if value is None:
+            value = compute(result, metrics)
+            cache.set(derived_key, value, settings.METRICS_CACHE_SECONDS)
+        self._derived[name] = (derived_key, value)
+        return result, metrics, value
 
     def sources(self) -> dict[str, str] | None:
         """Where the current figures came from, per figure (None: none fetched yet); asks
@@ -210,6 +242,18 @@ def latest_node_metrics() -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
     """Every node's current DCGM figures (by node name; a node absent has no DCGM series),
     and the result's error when Prometheus could not answer."""
     return _node_figures.get()
+
+
+def derived_figures(
+    name: str,
+    version: object,
+    compute: Callable[[InstantResult, Mapping[str, NodeMetrics]], Derived],
+) -> tuple[InstantResult, Mapping[str, NodeMetrics], Derived]:
+    """The current node figures (as latest_node_metrics), and figures made by `compute`
+    from them and data at `version` (the caller's inventory version, read before its rows),
+    cached with the node figures: the same entry and version answer from the cache without
+    calling `compute`."""
+    return _node_figures.derived(name, version, compute)
 
 
 def figure_sources() -> dict[str, str] | None:

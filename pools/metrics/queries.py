@@ -126,7 +126,22 @@ def recorded_figure_queries(
         del recorded["idle_held_gpus"]
     # Each answer with the node label alone: the series' name and the rules' own labels
     # would be a third of the bytes decoded at 15,000 nodes.
-    return {name: f"max by ({RULES_NODE_LABEL}) ({q})" for name, q in recorded.items()}
+    return {name: _per_node(name, q) for name, q in recorded.items()}
+
+
+# Counts the rules record for every node, zero on nearly all of them (GPUs with an XID,
+# hot, or held but idle): only the nodes above zero are sent, as the raw expressions send
+# them; a node absent from the answer counts zero. When no node is above zero the answer
+# is the count of the recorded series, without a node label, so that "none above zero"
+# is not mistaken for "no recorded series" (missing_recorded).
+SPARSE_COUNTS = frozenset({"xid_gpus", "hot_gpus", "idle_held_gpus"})
+
+
+def _per_node(name: str, recorded: str) -> str:
+    per_node = f"max by ({RULES_NODE_LABEL}) ({recorded})"
+    if name in SPARSE_COUNTS:
+        return f"{per_node} > 0 or on () count({recorded})"
+    return per_node
 
 
 def missing_recorded(

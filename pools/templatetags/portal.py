@@ -58,6 +58,16 @@ def sort_link(context: template.Context, field: str) -> str:
     current = query.get("sort", "name")
     query["sort"] = f"-{field}" if current == field else field
     query.pop("partial", None)
+    query.pop("page", None)  # a new order starts at its first page
+    return "?" + query.urlencode()
+
+
+@register.simple_tag(takes_context=True)
+def page_link(context: template.Context, number: int) -> str:
+    """The query string of page `number` of the same list: its filters and sort kept."""
+    query = context["request"].GET.copy()
+    query.pop("partial", None)
+    query["page"] = str(number)
     return "?" + query.urlencode()
 
 
