@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     them can be cached under it."""
 
     dependencies = [
-        ("pools", "0013_drills"),
+        ("pools", "0014_node_capacity_and_drill_kinds"),
     ]
 
     operations = [
