@@ -27,6 +27,7 @@ from pools.core.desired import PoolSpec, drift_record
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import PodLabels, PodRecord, pod_record
 from pools.core.snapshot import NodeSnapshot, PodSummary
+from pools.inventory.version import inventory_changed
 from pools.models import GpuPod, Node, Pool
 
 Raw = dict[str, Any]
@@ -150,7 +151,8 @@ def node_values(node: Node) -> dict[str, Any]:
 
 
 def nodes_upsert(rows: list[Node]) -> None:
-    upsert(Node, (node_values(n) for n in rows), unique="name")
+    if upsert(Node, (node_values(n) for n in rows), unique="name"):
+        inventory_changed()
 
 
 def gpu_pod_values(record: PodRecord, pool_label: str, now: datetime) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from pools.inventory.rows import (
     nodes_upsert,
     pod_labels,
 )
+from pools.inventory.version import inventory_changed
 from pools.kube import nodes as kube_nodes
 from pools.kube.nodes import Raw
 from pools.models import Node
@@ -120,7 +121,10 @@ def inventory_sync() -> SyncReport:
         ]
         gpu_nodes += len(node_rows)
         nodes_upsert(node_rows)
-    gone = Node.objects.filter(last_seen__lt=seen_at, gone_at__isnull=True).update(gone_at=seen_at)
+    if gone := Node.objects.filter(last_seen__lt=seen_at, gone_at__isnull=True).update(
+        gone_at=seen_at
+    ):
+        inventory_changed()
     gpu_pods_pool_fill()
     deleted = gpu_pods_unseen_deleted(seen_at, seen_at)
     gpu_pods_purge(seen_at)
@@ -178,6 +182,7 @@ def inventory_refresh_nodes(raws: Sequence[Raw]) -> int:
     now = timezone.now()
     rows = [build_node(node_snapshot(raw), [], specs, pool_ids, now) for raw in by_name.values()]
     update_nodes(rows, MOVED_FIELDS)
+    inventory_changed()
     return len(rows)
 
 
@@ -195,6 +200,7 @@ def drift_recompute() -> int:
         row.drifted = bool(row.drift)
         row.pool_id = pool_ids.get(row.pool_label)
     Node.objects.bulk_update(present, ["drift", "drifted", "pool"], batch_size=500)
+    inventory_changed()
     return sum(1 for row in present if row.drifted)
 
 

@@ -51,6 +51,7 @@ from pools.inventory.rows import (
     nodes_upsert,
     pod_labels,
 )
+from pools.inventory.version import inventory_changed
 from pools.kube.errors import KubeError
 from pools.kube.nodes import Raw, core_api
 from pools.kube.watching import RESOURCES, WatchExpired, list_pages, watch_events
@@ -206,12 +207,15 @@ def flush(batch: Batch, now: datetime, still_leading: Callable[[], None] = lambd
 
 
 def _flush_rest(batch: Batch, now: datetime) -> None:
+    gone = 0
     if batch.sweep_before is not None:
-        Node.objects.filter(last_seen__lt=batch.sweep_before, gone_at__isnull=True).update(
+        gone += Node.objects.filter(last_seen__lt=batch.sweep_before, gone_at__isnull=True).update(
             gone_at=now
         )
     if batch.gone:
-        Node.objects.filter(name__in=batch.gone, gone_at__isnull=True).update(gone_at=now)
+        gone += Node.objects.filter(name__in=batch.gone, gone_at__isnull=True).update(gone_at=now)
+    if gone:
+        inventory_changed()
     gpu_pods_upsert(batch.pod_rows)
     if batch.pod_rows:
         gpu_pods_pool_fill()

@@ -185,7 +185,9 @@ class NodeFigureCache:
 
         threading.Thread(target=run, daemon=True, name="node-figures").start()
 
-    def get(self) -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
+    def get(self) -> tuple[InstantResult, Mapping[str, NodeMetrics], float]:
+        """The figures, and their version: when they were made (an answer given up on
+        without asking is never stored, and its version, now, is never seen again)."""
         key, plan = self._keys()
         entry = self._stored(key)
         observability.cache_lookup("node_figures", hit=entry is not None)
@@ -194,7 +196,7 @@ class NodeFigureCache:
         elif time.time() - entry[0] > REFRESH_AHEAD_AT * settings.METRICS_CACHE_SECONDS:
             self._refresh_ahead(key, plan)
         self._memo = entry
-        return InstantResult(error=entry[1]), LazyNodeMetrics(entry[2])
+        return InstantResult(error=entry[1]), LazyNodeMetrics(entry[2]), entry[0]
 
     def sources(self) -> dict[str, str] | None:
         """Where the current figures came from, per figure (None: none fetched yet); asks
@@ -209,6 +211,12 @@ _node_figures = NodeFigureCache()
 def latest_node_metrics() -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
     """Every node's current DCGM figures (by node name; a node absent has no DCGM series),
     and the result's error when Prometheus could not answer."""
+    return _node_figures.get()[:2]
+
+
+def latest_node_metrics_versioned() -> tuple[InstantResult, Mapping[str, NodeMetrics], float]:
+    """As `latest_node_metrics`, with the version of the figures: it changes whenever the
+    figures do, so what is made of them can be kept under it."""
     return _node_figures.get()
 
 
