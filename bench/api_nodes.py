@@ -1,21 +1,30 @@
 """GET /api/v1/nodes/ at 5,000 nodes under 50 concurrent token clients.
 
-    .venv/bin/python -m bench.api_nodes [--nodes 5000] [--clients 50] [--requests 40]
+    .venv/bin/python -m bench.api_nodes [--nodes 5000] [--clients 50] [--runs 3] [--profile 200]
 
-The portal runs under gunicorn (production settings, SQLite, a real Prometheus scraping
-kubesim); each client is a thread with its own token and keep-alive connection.
+The portal runs under gunicorn (production settings, SQLite, Redis, a real Prometheus
+scraping kubesim); wrk keeps 50 connections, each request with one of 50 tokens. Besides
+wrk's latencies it prints the gunicorn workers' CPU time per request (their user + system
+time over the run, from /proc, divided by the requests served): on a shared machine the
+wall time is mostly waiting for a core, the CPU time is what a request costs. `--profile N`
+also runs N requests one after another in this process, through the same settings,
+database and cache, and prints their CPU time and where it goes (cProfile).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import os
+import pstats
 import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from bench import django_env
@@ -44,9 +53,54 @@ def milliseconds(text: str) -> float:
     return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
-def run_wrk(base: str, tokens: list[str], args: argparse.Namespace) -> tuple[float, int]:
+def process_cpu_seconds(pids: list[int]) -> float:
+    """User + system time of these processes so far (their threads included)."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def worker_pids(master: int) -> list[int]:
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+def profile_requests(token: str, count: int) -> None:
+    """`count` requests one after another in this process: their CPU time each, and the
+    functions it goes to."""
+    from django.test import Client
+
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert client.get("/api/v1/nodes/").status_code == 200
+    profiler = cProfile.Profile(time.process_time)  # CPU, not the wait for a core or Redis
+    started = time.process_time()
+    profiler.enable()
+    for _ in range(count):
+        client.get("/api/v1/nodes/")
+    profiler.disable()
+    cpu = time.process_time() - started
+    plain = time.process_time()
+    for _ in range(count):
+        client.get("/api/v1/nodes/")
+    plain = time.process_time() - plain
+    print(
+        f"CPU time a request, {count} in a row in one process: {plain / count * 1000:.2f} ms "
+        f"({cpu / count * 1000:.2f} ms under cProfile)",
+        flush=True,
+    )
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(45)
+    print(out.getvalue(), flush=True)
+
+
+def run_wrk(
+    base: str, tokens: list[str], args: argparse.Namespace, workers: list[int]
+) -> tuple[float, int]:
     """50 connections, each request with one of 50 tokens in turn (50 token clients); the
     run's p99 in milliseconds and its errors."""
+    cpu_before = process_cpu_seconds(workers)
     script = Path(tempfile.mkdtemp()) / "tokens.lua"
     script.write_text(WRK_SCRIPT % ", ".join(f'"{t}"' for t in tokens))
     result = subprocess.run(
@@ -67,6 +121,7 @@ def run_wrk(base: str, tokens: list[str], args: argparse.Namespace) -> tuple[flo
         text=True,
         check=True,
     )
+    cpu = process_cpu_seconds(workers) - cpu_before
     out = result.stdout
     p50 = re.search(r"^\s+50%\s+(\S+)", out, re.M)
     p99 = re.search(r"^\s+99%\s+(\S+)", out, re.M)
@@ -81,7 +136,9 @@ def run_wrk(base: str, tokens: list[str], args: argparse.Namespace) -> tuple[flo
         f"{total.group(1) if total else '?'} requests, p50 {p50.group(1) if p50 else '?'}, "
         f"p99 {p99.group(1) if p99 else '?'}, errors "
         f"{int(non_2xx.group(1)) if non_2xx else 0} non-2xx"
-        f"{', socket ' + socket.group(1) if socket else ''}",
+        f"{', socket ' + socket.group(1) if socket else ''}; gunicorn CPU "
+        f"{cpu * 1000 / int(total.group(1)) if total else float('nan'):.2f} ms a request; "
+        f"load average {' '.join(f'{n:.1f}' for n in os.getloadavg())}",
         flush=True,
     )
     errors = int(non_2xx.group(1)) if non_2xx else 0
@@ -98,6 +155,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=25)
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--profile", type=int, default=0, help="also profile this many requests in-process"
+    )
     parser.add_argument(
         "--cache-seconds", type=int, default=10, help="METRICS_CACHE_SECONDS for the portal"
     )
@@ -174,6 +234,7 @@ def main() -> None:
                 cwd=ROOT,
                 env={**os.environ},
                 stdout=subprocess.DEVNULL,
+                stderr=(tmp / "gunicorn.log").open("w"),  # a line a request
             )
             try:
                 wait_for(
@@ -183,8 +244,11 @@ def main() -> None:
                 warm = Http(base, tokens[0])
                 for _ in range(args.workers * 3):  # every worker process fills its cache
                     assert warm.request("GET", "/api/v1/nodes/")[0] == 200
+                if args.profile:
+                    profile_requests(tokens[0], args.profile)
                 if shutil.which("wrk"):
-                    runs = [run_wrk(base, tokens, args) for _ in range(args.runs)]
+                    workers = worker_pids(server.pid)
+                    runs = [run_wrk(base, tokens, args, workers) for _ in range(args.runs)]
                     print(
                         f"median p99 over {args.runs} runs: "
                         f"{statistics.median(p99 for p99, _ in runs):.0f} ms, errors "

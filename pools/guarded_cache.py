@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from django.core.cache.backends.base import DEFAULT_TIMEOUT
-from django.core.cache.backends.redis import RedisCache
+from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 from redis.exceptions import RedisError
 
 from pools.core.redact import redact_url
@@ -88,8 +88,31 @@ def caches_setting(url: str | None) -> dict[str, dict[str, Any]]:
     }
 
 
+class ReusedClients(RedisCacheClient):
+    """Django makes a new redis-py client for every cache operation, and the client's
+    constructor builds its table of response callbacks (some 170 entries): more CPU than
+    the command itself, three of them a request behind the API's rate limit alone. A client
+    is safe to share between threads (each command borrows a connection from the pool), so
+    one client per connection pool serves every operation."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._clients: dict[int, Any] = {}
+
+    def get_client(self, key: Any = None, *, write: bool = False) -> Any:
+        pool = self._get_connection_pool(write)
+        client = self._clients.get(id(pool))
+        if client is None:
+            client = self._clients.setdefault(id(pool), self._client(connection_pool=pool))
+        return client
+
+
 class GuardedRedisCache(RedisCache):
     """Django's Redis cache, answering as an empty cache when Redis cannot be reached."""
+
+    def __init__(self, server: str, params: dict[str, Any]) -> None:
+        super().__init__(server, params)
+        self._class = ReusedClients
 
     def _guard(self, operation: str, call: Callable[[], T], fallback: T) -> T:
         try:

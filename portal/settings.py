@@ -299,6 +299,10 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# How long each web process remembers an API token it found (revocations made in another
+# process, deactivated users and removed roles take effect within this); 0 remembers none.
+API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 5, minimum=0, maximum=60)
+
 # How long an Idempotency-Key's first answer is kept for retries.
 IDEMPOTENCY_KEY_HOURS = env_int("IDEMPOTENCY_KEY_HOURS", 24, minimum=1, maximum=720)
 

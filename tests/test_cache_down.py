@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.test import Client
 
 from pools.guarded_cache import caches_setting
@@ -16,7 +16,7 @@ from pools.tokens import token_create
 from tests.api.conftest import api
 from tests.factories import demo_inventory
 from tests.moves_helpers import user_in
-from tests.servers import PrometheusServer, redis_server, stop
+from tests.servers import PrometheusServer, free_port, redis_server, stop
 
 NODE = "a100-infer-000"
 # Pages that read the cache (the metric figures); the others never touch it.
@@ -88,3 +88,22 @@ def test_the_rate_limit_holds_with_redis_and_fails_open_without(
     caplog.set_level(logging.WARNING)
     assert token.get("/api/v1/pools/").status_code == 200
     assert [r.levelname for r in caplog.records if "rate limit" in r.getMessage()] == ["WARNING"]
+
+
+def test_one_redis_client_serves_every_operation_and_outlives_a_restart(
+    settings,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+    with redis_server(tmp_path / "first", port):
+        settings.CACHES = caches_setting(f"redis://127.0.0.1:{port}/0")
+        backend = caches["default"]._cache
+        assert backend.get_client() is backend.get_client(write=True)
+        cache.set("kept", 1)
+        assert cache.get("kept") == 1
+    with redis_server(tmp_path / "second", port):
+        assert cache.get("kept") is None  # a new, empty Redis, through the same client
+        cache.set("kept", 2)
+        assert cache.get("kept") == 2

@@ -6,6 +6,8 @@ from typing import Any
 
 import django_filters
 from django.db.models import Prefetch, QuerySet
+from django.http import HttpResponse
+from django.http.response import HttpResponseBase
 from django.utils import timezone
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -22,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools import selectors, services, tasks, workflow
+from pools.api import node_pages
 from pools.api import serializers as s
 from pools.api.errors import ErrorSerializer
 from pools.api.idempotency import idempotent
@@ -30,7 +33,7 @@ from pools.errors import WorkflowError
 from pools.filters import AuditFilter, MoveFilter, NodeFilter
 from pools.fitcheck import service as fitcheck
 from pools.fitcheck.impact import move_impact
-from pools.metrics.node_figures import latest_node_metrics
+from pools.metrics.node_figures import latest_node_metrics, latest_node_metrics_versioned
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.roles import Capability
 from pools.search import search
@@ -243,12 +246,32 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
     def get_serializer_class(self) -> type[s.NodeSerializer]:
         return s.NodeDetailSerializer if self.action == "retrieve" else s.NodeSerializer
 
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        # Both versions are read before the rows: a page kept under them is never older.
+        result, metrics, figures_version = latest_node_metrics_versioned()
+        self.list_metrics = metrics
+        if isinstance(self.paginator, NodePages):
+            self.paginator.metrics_error = result.error
+        key = node_pages.page_key(request, figures_version)
+        kept = node_pages.rendered_pages.get(key) if key is not None else None
+        if kept is not None:
+            return HttpResponse(kept.body, content_type=kept.content_type)
+        response = super().list(request, *args, **kwargs)
+        if key is not None and response.status_code == status.HTTP_200_OK:
+            # Rendered here as DRF renders it after the view (same renderer and context).
+            response.accepted_renderer = request.accepted_renderer
+            response.accepted_media_type = request.accepted_media_type
+            response.renderer_context = self.get_renderer_context()
+            response.render()
+            node_pages.rendered_pages.put(
+                key, node_pages.Page(response.content, response["Content-Type"])
+            )
+        return response
+
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()
         if self.action == "list":
-            result, context["metrics"] = latest_node_metrics()
-            if isinstance(self.paginator, NodePages):
-                self.paginator.metrics_error = result.error
+            context["metrics"] = getattr(self, "list_metrics", {})
         return context
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -21,6 +21,7 @@ from pools.core.insights.drills import (
 from pools.core.insights.readiness import Check
 from pools.drills.node_down import hold_problem
 from pools.drills.steps import DrillSteps
+from pools.inventory.rows import nodes_mark_gone
 from pools.kube.nodes import node_create, node_delete
 from pools.models import Drill, Node, Pool
 
@@ -74,7 +75,8 @@ def observe(drill: Drill, now: datetime) -> dict[str, Any]:
 
 def restore(drill: Drill, now: datetime) -> bool:
     node_delete(drill.node_name)
-    Node.objects.filter(name=drill.node_name, gone_at__isnull=True).update(gone_at=now)
+    # Through the inventory's writer, so what is cached under its version is made again.
+    nodes_mark_gone(Node.objects.filter(name=drill.node_name), now)
     return True
 
 

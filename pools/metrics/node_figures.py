@@ -206,6 +206,12 @@ class NodeFigureCache:
         entry = self._entry()[1]
         return InstantResult(error=entry[1]), LazyNodeMetrics(entry[2])
 
+    def get_versioned(self) -> tuple[InstantResult, Mapping[str, NodeMetrics], float]:
+        """The figures, and their version: when they were made (an answer given up on
+        without asking is never stored, and its version, now, is never seen again)."""
+        entry = self._entry()[1]
+        return InstantResult(error=entry[1]), LazyNodeMetrics(entry[2]), entry[0]
+
     def derived(
         self,
         name: str,
@@ -242,6 +248,12 @@ def latest_node_metrics() -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
     """Every node's current DCGM figures (by node name; a node absent has no DCGM series),
     and the result's error when Prometheus could not answer."""
     return _node_figures.get()
+
+
+def latest_node_metrics_versioned() -> tuple[InstantResult, Mapping[str, NodeMetrics], float]:
+    """As `latest_node_metrics`, with the version of the figures: it changes whenever the
+    figures do, so what is made of them can be kept under it."""
+    return _node_figures.get_versioned()
 
 
 def derived_figures(

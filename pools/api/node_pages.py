@@ -1,0 +1,67 @@
+"""The node list's pages, kept rendered: scripts poll `GET /api/v1/nodes/` many times a
+second, and between two inventory writes and two metric refreshes every answer to the same
+URL is the same bytes.
+
+A page is kept under its absolute URL (scheme, host, path and query: the `next` and
+`previous` links are absolute), the media type the client accepts, the inventory's version
+(pools/inventory/version.py) and the node figures' version (pools/metrics/node_figures.py);
+each request reads both versions before the rows, so a page made from older rows or
+figures is never found again once either moved.
+Each web process keeps its own few pages (a page is kept at most as long as the figures'
+version lives, METRICS_CACHE_SECONDS); authentication, the role check and the rate limit
+still run for every request, before the page is looked up.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import NamedTuple
+
+from rest_framework.request import Request
+
+from pools.inventory.version import inventory_version
+
+PageKey = tuple[str, str, int, float]
+
+
+class Page(NamedTuple):
+    body: bytes
+    content_type: str
+
+
+# Enough for every client's first pages and a few filters; the oldest goes first.
+KEPT_PAGES = 64
+
+
+class RenderedPages:
+    def __init__(self, size: int = KEPT_PAGES) -> None:
+        self._pages: OrderedDict[PageKey, Page] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: PageKey) -> Page | None:
+        with self._lock:
+            page = self._pages.get(key)
+            if page is not None:
+                self._pages.move_to_end(key)
+            return page
+
+    def put(self, key: PageKey, page: Page) -> None:
+        with self._lock:
+            self._pages[key] = page
+            self._pages.move_to_end(key)
+            while len(self._pages) > self._size:
+                self._pages.popitem(last=False)
+
+
+rendered_pages = RenderedPages()
+
+
+def page_key(request: Request, figures_version: float) -> PageKey | None:
+    """What the page is kept under. The inventory's version is a database row that every
+    writer of node rows raises in its own transaction, so it is shared by every process
+    with or without Redis."""
+    inventory = inventory_version()
+    # The accepted media type too: `application/json; indent=4` is rendered indented.
+    return (request.build_absolute_uri(), request.accepted_media_type, inventory, figures_version)
