@@ -185,7 +185,10 @@ class NodeFigureCache:
 
         threading.Thread(target=run, daemon=True, name="node-figures").start()
 
-    def get(self) -> tuple[InstantResult, Mapping[str, NodeMetrics], float]:
+    def get(self) -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
+        return self.get_versioned()[:2]
+
+    def get_versioned(self) -> tuple[InstantResult, Mapping[str, NodeMetrics], float]:
         """The figures, and their version: when they were made (an answer given up on
         without asking is never stored, and its version, now, is never seen again)."""
         key, plan = self._keys()
@@ -211,13 +214,13 @@ _node_figures = NodeFigureCache()
 def latest_node_metrics() -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
     """Every node's current DCGM figures (by node name; a node absent has no DCGM series),
     and the result's error when Prometheus could not answer."""
-    return _node_figures.get()[:2]
+    return _node_figures.get()
 
 
 def latest_node_metrics_versioned() -> tuple[InstantResult, Mapping[str, NodeMetrics], float]:
     """As `latest_node_metrics`, with the version of the figures: it changes whenever the
     figures do, so what is made of them can be kept under it."""
-    return _node_figures.get()
+    return _node_figures.get_versioned()
 
 
 def figure_sources() -> dict[str, str] | None:
