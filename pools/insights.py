@@ -284,6 +284,7 @@ class Gathered:
     series: metrics.PoolSeries
     xid_times: dict[str, list[float]]
     xid_error: str | None
+    xid_step: float = 0.0  # a new XID error appeared at most this long before its time
 
 
 def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> Gathered:
@@ -303,6 +304,7 @@ def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> 
         series=metrics.pool_series(by_pool, days=days),
         xid_times=xids,
         xid_error=xid_error,
+        xid_step=metrics.step_for(days).total_seconds() + metrics.XID_SCRAPE_SLACK_SECONDS,
     )
 
 
@@ -325,7 +327,9 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
             metrics_error=gathered.series.error,
         ),
         queue=queue_report(gathered.pods, state.facts, pool.name, window),
-        failures=failure_report(mine, window, xid_times=gathered.xid_times),
+        failures=failure_report(
+            mine, window, xid_times=gathered.xid_times, xid_step=gathered.xid_step
+        ),
         replacement=replacement_report(
             nodes,
             managed_labels=managed_label_keys(specs, settings.POOL_LABEL_KEY),
