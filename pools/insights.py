@@ -21,7 +21,7 @@ from pools.core.insights import advisor, readiness
 from pools.core.insights.failures import EVICTION_REASONS, IMAGE_REASONS, failure_report
 from pools.core.insights.indicators import PoolFacts, PoolInsights
 from pools.core.insights.profiles import Profile, workload_profiles
-from pools.core.insights.queueing import queue_report
+from pools.core.insights.queueing import NodeHistory, queue_report
 from pools.core.insights.records import WINDOW_DAYS, NodeFacts, PodRecord, Window
 from pools.core.insights.replacement import replacement_report
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
@@ -272,6 +272,37 @@ def _pool_facts(pool: Pool, nodes: list[NodeFacts], moving: set[str]) -> PoolFac
     )
 
 
+def node_histories(window: Window, state: NodeState) -> list[NodeHistory]:
+    """Every GPU node of the window as it was (two queries): today's and those gone since
+    the window began, each in the pool it was in at the start (before the moves done since)
+    and moving when those moves finished."""
+    start = datetime.fromtimestamp(window.start, UTC)
+    moves: dict[str, list[tuple[datetime, str, str]]] = {}
+    for node, source, destination, at in (
+        MoveItem.objects.filter(state=MoveItem.State.DONE, finished_at__gte=start)
+        .order_by("finished_at")
+        .values_list("node__name", "source_label", "request__destination__name", "finished_at")
+    ):
+        moves.setdefault(node, []).append((at, source, destination))
+    nodes = [(n.name, n.gpus, n.pool, None) for n in state.facts]
+    nodes += Node.objects.filter(gone_at__gte=start).values_list(
+        "name", "gpu_allocatable", "pool_label", "gone_at"
+    )
+    histories = []
+    for name, gpus, pool, gone_at in nodes:
+        moved = moves.get(name, [])
+        histories.append(
+            NodeHistory(
+                name,
+                gpus,
+                (moved[0][1] or None) if moved else pool,
+                tuple((at.timestamp(), destination) for at, _, destination in moved),
+                _ts(gone_at),
+            )
+        )
+    return histories
+
+
 @dataclass(frozen=True)
 class Gathered:
     """Everything the indicators of every pool read, over one window."""
@@ -285,6 +316,7 @@ class Gathered:
     xid_times: dict[str, list[float]]
     xid_error: str | None
     xid_step: float = 0.0  # a new XID error appeared at most this long before its time
+    nodes_then: list[NodeHistory] | None = None  # None: today's nodes stand for the window
 
 
 def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> Gathered:
@@ -305,6 +337,7 @@ def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> 
         xid_times=xids,
         xid_error=xid_error,
         xid_step=metrics.step_for(days).total_seconds() + metrics.XID_SCRAPE_SLACK_SECONDS,
+        nodes_then=node_histories(window, state),
     )
 
 
@@ -326,7 +359,7 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
             window=window,
             metrics_error=gathered.series.error,
         ),
-        queue=queue_report(gathered.pods, state.facts, pool.name, window),
+        queue=queue_report(gathered.pods, _nodes_then(gathered), pool.name, window),
         failures=failure_report(
             mine, window, xid_times=gathered.xid_times, xid_step=gathered.xid_step
         ),
@@ -336,6 +369,12 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
             managed_taints=managed_taint_keys(specs),
         ),
     )
+
+
+def _nodes_then(gathered: Gathered) -> list[NodeHistory]:
+    if gathered.nodes_then is not None:
+        return gathered.nodes_then
+    return [NodeHistory(n.name, n.gpus, n.pool) for n in gathered.state.facts]
 
 
 def _cache_key(kind: str, parts: tuple[object, ...]) -> str:

@@ -29,6 +29,7 @@ from pools.core.insights.stats import percentile
 from pools.inventory import inventory_sync
 from pools.models import Pool
 from tests.api.conftest import api
+from tests.insights.test_pages import session
 from tests.kubesim_process import ADMIN_TOKEN, Kubesim, kubesim_server
 from tests.servers import PrometheusServer, prometheus_server, wait_for, wait_rules_caught_up
 
@@ -242,3 +243,47 @@ def _check_replacement(r: dict[str, Any], answer: Any, pool: str) -> None:
         assert any(w.startswith("GPU model ") for w in what), what
         assert any(w.startswith("driver version ") for w in what), what
     assert r["score"] > 0 and r["hand_score"] < r["score"]
+
+
+# Each advisor rule and the pools it must name, and no other: the idle pool lends to the
+# queueing one; the mixed pool is split; the faulty pool's GPUs are investigated; the only
+# dedicated pool (tainted) has two nodes, too few to dedicate; no pool is built by hand.
+EXPECTED_ADVICE = {
+    "lend": {("idle-pool", "queue-pool")},
+    "split": {("mixed-pool",)},
+    "gpu_faults": {("fault-pool",)},
+    "keep_shared": {("queue-pool",)},
+}
+
+
+def test_each_advisor_rule_fires_on_its_pool_and_no_other(portal: Stack, token_for) -> None:  # type: ignore[no-untyped-def]
+    body = api(token_for("viewers")).get(f"/api/v1/advice/?days={DAYS}").json()
+    fired: dict[str, set[tuple[str, ...]]] = collections.defaultdict(set)
+    for advice in body["advice"]:
+        fired[advice["rule"]].add(tuple(advice["pools"]))
+    assert dict(fired) == EXPECTED_ADVICE
+    lend = next(a for a in body["advice"] if a["rule"] == "lend")
+    move = lend["move"]
+    assert (move["source"], move["destination"], move["loan_days"]) == (
+        "idle-pool",
+        "queue-pool",
+        7,
+    )
+    assert move["nodes"] and set(move["nodes"]) <= {"idle-000", "idle-001", "idle-002"}
+    page = session("requesters").get(f"/advice/?days={DAYS}").content.decode()
+    for advice in body["advice"]:
+        assert f'data-advice="{advice["key"]}"' in page
+
+
+def test_profiles_and_the_insights_page_read_the_same_history(portal: Stack, token_for) -> None:  # type: ignore[no-untyped-def]
+    body = api(token_for("viewers")).get(f"/api/v1/profiles/?days={DAYS}&by=namespace").json()
+    profiles = {p["owner"]: p for p in body["profiles"]}
+    for job_class in INSIGHTS:
+        records = [r for r in portal.history if r["job_class"] == job_class.name]
+        profile = profiles[job_class.namespace]
+        assert profile["pods"] == len(records), job_class.name
+        assert profile["gpus_per_pod"]["max"] == job_class.gpus, job_class.name
+        assert profile["workload_type"] == job_class.workload_type
+    oom = _insights(api(token_for("viewers")), "oom-pool")["failures"]["counts"]["oom"]
+    html = session("viewers").get(f"/pools/oom-pool/insights/?days={DAYS}").content.decode()
+    assert f"<th>out of memory</th><td>{oom}</td>" in html
