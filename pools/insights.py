@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import connection
 from django.db.models import Count, FloatField, Func, Q, QuerySet
 from django.db.models.functions import Coalesce
 
@@ -51,7 +52,10 @@ class Epoch(Func):
         )
 
     def as_postgresql(self, compiler, connection, **extra):  # type: ignore[no-untyped-def]
-        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)")
+        # EXTRACT gives a numeric (a Decimal in Python): a float, as SQLite's.
+        return self.as_sql(
+            compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::double precision"
+        )
 
 
 _POD_TIMES = {
@@ -158,6 +162,16 @@ def _may_have_failed() -> Q:
     )
 
 
+def _cursor_rows(rows: QuerySet[GpuPod]) -> list[tuple]:  # type: ignore[type-arg]
+    """A values_list's rows straight from the database cursor, without Django's converters
+    (a call per value: 400,000 at 100,000 pods, a quarter of the read). Only for columns
+    the driver already gives as their Python values: text, integers, Epoch floats."""
+    sql, params = rows.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
 def indicator_records(window: Window) -> list[PodRecord]:
     """Every GPU pod alive in the window with what the four indicators read: placement and
     times for all, failure details for those that may have failed (three queries). Names
@@ -169,7 +183,7 @@ def indicator_records(window: Window) -> list[PodRecord]:
         for row in alive.filter(_may_have_failed()).values_list("pk", *_FAILURE_FIELDS)
     }
     records = []
-    for pk, node, pool, gpus, created, scheduled, started, ended in (
+    for pk, node, pool, gpus, created, scheduled, started, ended in _cursor_rows(
         alive.annotate(**_POD_TIMES).order_by().values_list(*_LEAN_FIELDS)
     ):
         pool = pool or ("" if node else wanted.get(pk, ""))
