@@ -172,6 +172,32 @@ def _peak(intervals: list[tuple[float, float, int]]) -> int:
     return peak
 
 
+def _causes(
+    queued: list[tuple[PodRecord, float]],
+    pods: Sequence[PodRecord],
+    nodes: Sequence[NodeHistory],
+    pool: str,
+) -> dict[QueueCause, list[float]]:
+    """Each queued pod's wait under its cause (`queued` in creation order), replaying the
+    cluster's binds, ends and node changes up to each one's creation. A pool whose pods did
+    not queue costs nothing: the replay is the insights' largest cost."""
+    by_cause: dict[QueueCause, list[float]] = {c: [] for c in QueueCause}
+    if not queued:
+        return by_cause
+    room = _Room(nodes)
+    events, e = sorted(_bindings(pods, room.index) + _node_events(nodes, room)), 0
+    for pod, wait in queued:
+        e = room.apply(events, e, pod.created)  # the cluster as the pod found it
+        if room.has_room(pod.gpus, inside=pool, outside=None):
+            cause = QueueCause.OWN_POOL_ROOM
+        elif room.has_room(pod.gpus, inside=None, outside=pool):
+            cause = QueueCause.RESTRICTED
+        else:
+            cause = QueueCause.SHORTAGE
+        by_cause[cause].append(wait)
+    return by_cause
+
+
 def queue_report(
     pods: Sequence[PodRecord], nodes: Sequence[NodeHistory], pool: str, window: Window
 ) -> QueueReport:
@@ -183,10 +209,8 @@ def queue_report(
         (p for p in pods if p.pool == pool and p.gpus and window.contains(p.created)),
         key=lambda p: p.created,
     )
-    room = _Room(nodes)
-    events, e = sorted(_bindings(pods, room.index) + _node_events(nodes, room)), 0
     waits: list[float] = []
-    by_cause: dict[QueueCause, list[float]] = {c: [] for c in QueueCause}
+    queued: list[tuple[PodRecord, float]] = []
     halves, waiting, pending = [0, 0], [], 0
     middle = window.start + window.seconds / 2
     for pod in mine:
@@ -198,14 +222,8 @@ def queue_report(
             continue
         halves[pod.created >= middle] += 1
         waiting.append((pod.created, end, pod.gpus))
-        e = room.apply(events, e, pod.created)  # the cluster as the pod found it
-        if room.has_room(pod.gpus, inside=pool, outside=None):
-            cause = QueueCause.OWN_POOL_ROOM
-        elif room.has_room(pod.gpus, inside=None, outside=pool):
-            cause = QueueCause.RESTRICTED
-        else:
-            cause = QueueCause.SHORTAGE
-        by_cause[cause].append(wait)
+        queued.append((pod, wait))
+    by_cause = _causes(queued, pods, nodes, pool)
     return QueueReport(
         waits=spread(waits),
         queued=sum(halves),
