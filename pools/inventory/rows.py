@@ -187,11 +187,15 @@ def gpu_pod_from_raw(
     """A GPU pod's row values; `node_pools` maps node names to their pool label now (the
     pool the pod is bound in, when its row is new)."""
     record = pod_record(raw, labels=labels, observed=observed, requests=requests)
-    return gpu_pod_values(record, node_pools.get(record.node_name, ""), observed)
+    # A pod first seen finished may have run before its node's last move: its row is made
+    # without a pool, and gpu_pods_pool_fill places it knowing the moves.
+    pool = "" if record.finished_at is not None else node_pools.get(record.node_name, "")
+    return gpu_pod_values(record, pool, observed)
 
 
-def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> None:
-    """Write GPU pod rows; pool_label is kept on conflict: where the pod was bound."""
+def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> datetime:
+    """Write GPU pod rows; pool_label is kept on conflict: where the pod was bound. Returns
+    the rows' updated_at."""
     stamp = now or timezone.now()
     upsert(
         GpuPod,
@@ -200,14 +204,17 @@ def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> 
         keep=KEPT,
         keep_unless_empty=KEPT_UNLESS_EMPTY,
     )
+    return stamp
 
 
-def gpu_pods_pool_fill() -> int:
+def gpu_pods_pool_fill(*, written_since: datetime) -> int:
     """Bound pods without a pool label get the one their node carried when they were bound
     (one statement): the source of the first move that changed the node after the binding,
     else the node's label now. Pods first seen after they finished are placed too: the
     history from before the portal watched, and jobs shorter than the time between two
-    syncs, belong to their pools' insights."""
+    syncs, belong to their pools' insights. Only rows written since `written_since` (the
+    ones just listed or watched): a pod on an unassigned node stays without a pool, and
+    looking at it again on every write would cost more as the history grows."""
     moved_after = (
         MoveItem.objects.filter(
             node__name=OuterRef("node_name"),
@@ -219,7 +226,7 @@ def gpu_pods_pool_fill() -> int:
     )
     node_label = Node.objects.filter(name=OuterRef("node_name")).values("pool_label")[:1]
     return (
-        GpuPod.objects.filter(pool_label="", deleted_at__isnull=True)
+        GpuPod.objects.filter(pool_label="", deleted_at__isnull=True, updated_at__gte=written_since)
         .exclude(node_name="")
         .update(pool_label=Coalesce(Subquery(moved_after), Subquery(node_label), Value("")))
     )

@@ -212,9 +212,9 @@ def _flush_rest(batch: Batch, now: datetime) -> None:
         )
     if batch.gone:
         Node.objects.filter(name__in=batch.gone, gone_at__isnull=True).update(gone_at=now)
-    gpu_pods_upsert(batch.pod_rows)
+    written = gpu_pods_upsert(batch.pod_rows)
     if batch.pod_rows:
-        gpu_pods_pool_fill()
+        gpu_pods_pool_fill(written_since=written)
 
 
 def nodes_relist(state: WatchState) -> None:
@@ -261,7 +261,7 @@ def pods_relist(state: WatchState, leading: threading.Event) -> None:
         gpu_pods_upsert(rows)
         written += len(rows)
     gpu_pods_unseen_deleted(since, timezone.now())
-    gpu_pods_pool_fill()
+    gpu_pods_pool_fill(written_since=since)
     state.pods_listed(by_node, version)
     log.info("listed pods at resourceVersion %s: %d GPU pods", version, written)
 
