@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from pools.core.insights.failures import Cause, classify, failed, xid_during_run
 from pools.core.insights.profiles import concurrency
+from pools.core.insights.queueing import queue_report
 from pools.core.insights.records import PodRecord, Window
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
 from pools.core.insights.stats import percentile, spread
@@ -160,3 +161,15 @@ def test_the_pool_a_pod_asks_for() -> None:
     scheduling = pod_scheduling({}, affinity, tolerations)
     assert scheduling.tolerates("workload-a", "true", "NoSchedule")
     assert not scheduling.tolerates("workload-b", "true", "NoSchedule")
+
+
+def test_a_queue_grows_across_the_history_not_across_an_empty_window() -> None:
+    """A history younger than the window: its halves are those of the history."""
+    window = Window(0.0, 1000.0)
+    pods = [
+        record(pool="p", created=at, scheduled=at + 120, finished=None)
+        for at in (800.0, 850.0, 910.0, 960.0)
+    ]
+    q = queue_report(pods, [], "p", window)
+    assert q.queued == 4
+    assert (q.first_half, q.second_half) == (2, 2) and not q.growing

@@ -132,7 +132,7 @@ def _lend(receiver: PoolInsights, donor: PoolInsights) -> Advice | None:
     evidence = [
         f"{receiver.pool.name}: {restricted.count} GPU pod(s) waited while another pool had "
         f"room (p90 {(restricted.p90 or 0) / 60:.0f} min); queued pods {q.first_half} then "
-        f"{q.second_half} in the window's two halves; at peak {q.peak_waiting_gpus} GPU(s) "
+        f"{q.second_half} in the two halves of the history; at peak {q.peak_waiting_gpus} GPU(s) "
         "waited.",
         _donor_evidence(donor),
     ]

@@ -42,7 +42,8 @@ class QueueReport:
     queued: int = 0  # of which waited longer than QUEUED_AFTER_SECONDS
     still_pending: int = 0
     by_cause: Mapping[QueueCause, Spread] = field(default_factory=dict)
-    # Queued pods in the first and the second half of the window: is the queue growing?
+    # Queued pods in the first and the second half of the window's history (from its first
+    # pod on): is the queue growing?
     first_half: int = 0
     second_half: int = 0
     peak_waiting_gpus: int = 0  # most GPUs asked by queued pods at once
@@ -212,7 +213,10 @@ def queue_report(
     waits: list[float] = []
     queued: list[tuple[PodRecord, float]] = []
     halves, waiting, pending = [0, 0], [], 0
-    middle = window.start + window.seconds / 2
+    # The halves of the history the window holds: a history younger than the window would
+    # leave the first half empty, and any queue would look like a growing one.
+    began = max(window.start, min((p.created for p in pods), default=window.start))
+    middle = began + (window.end - began) / 2
     for pod in mine:
         end = pod.scheduled if pod.scheduled is not None else (pod.finished or window.end)
         pending += pod.scheduled is None and pod.finished is None
