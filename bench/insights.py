@@ -1,18 +1,24 @@
 """Pool insights for a 1,000-node pool over 30 days with 100,000 GpuPod rows.
 
-    .venv/bin/python -m bench.insights [--nodes 1000] [--pods 100000] [--runs 5]
+    .venv/bin/python -m bench.insights [--nodes 1000] [--pods 100000] [--runs 5] [--profile]
 
 A throwaway SQLite database holds the nodes (stored through the inventory's own code, as
 tests/factories.py does) and the pod history: jobs of 1 to 8 GPUs spread over the 30 days,
 one in ten queued for a while, one in twenty failed. Each figure is the median over the
 runs after a first (cold) run; Prometheus answers come from the portal's cache when warm,
 so the warm figure is the database read and the computation. The advisor reads every pool
-(here the big one and the four default pools); the profiles read the whole history.
+(here the big one and the four default pools); the profiles read the whole history. Each
+figure is wall-clock time and the process's CPU time (SQLite runs in the process): on a
+shared machine the wall clock mostly measures the wait for a core. `--profile` prints
+where the cold pool insights spend their CPU time (cProfile, the top functions).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import os
+import pstats
 import random
 import statistics
 import tempfile
@@ -72,16 +78,32 @@ def build(nodes: int, pods: int, now: datetime) -> None:
     GpuPod.objects.bulk_create(batch)
 
 
-def timed_runs(runs: int, action) -> tuple[float, list[float]]:  # type: ignore[no-untyped-def]
-    started = time.perf_counter()
+Timing = tuple[float, float]  # wall seconds, CPU seconds
+
+
+def timed(action) -> Timing:  # type: ignore[no-untyped-def]
+    wall, cpu = time.perf_counter(), time.process_time()
     action()
-    cold = time.perf_counter() - started
-    warm = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        warm.append(time.perf_counter() - started)
-    return cold, warm
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def timed_runs(runs: int, action) -> tuple[Timing, list[Timing]]:  # type: ignore[no-untyped-def]
+    cold = timed(action)
+    return cold, [timed(action) for _ in range(runs)]
+
+
+def profile_cold(action) -> None:  # type: ignore[no-untyped-def]
+    from django.core.cache import cache
+
+    cache.clear()
+    profiler = cProfile.Profile()
+    profiler.runcall(action)
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("tottime").print_stats(15)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f}"
 
 
 def main() -> None:
@@ -89,6 +111,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         django_env.setup(Path(tmp))
@@ -106,6 +129,7 @@ def main() -> None:
             f"in {time.perf_counter() - began:.1f} s ({connection.vendor})"
         )
         pool = Pool.objects.get(name="big")
+        print(f"load average {os.getloadavg()[0]:.1f}")
         for label, action in (
             ("pool insights, 30 days", lambda: insights.pool_insights(pool, days=30, now=now)),
             ("advice, every pool", lambda: insights.advice(days=30, now=now)),
@@ -114,10 +138,14 @@ def main() -> None:
             with CaptureQueriesContext(connection) as queries:
                 cold, warm = timed_runs(args.runs, action)
             print(
-                f"{label}: warm median {statistics.median(warm) * 1000:.0f} ms "
-                f"(runs {', '.join(f'{t * 1000:.0f}' for t in warm)} ms; cold "
-                f"{cold * 1000:.0f} ms; {len(queries) // (args.runs + 1)} SQL queries a run)"
+                f"{label}: warm median {ms(statistics.median(w for w, _ in warm))} ms wall / "
+                f"{ms(statistics.median(c for _, c in warm))} ms CPU (runs "
+                f"{', '.join(ms(w) for w, _ in warm)} ms); cold {ms(cold[0])} ms wall / "
+                f"{ms(cold[1])} ms CPU; {len(queries) // (args.runs + 1)} SQL queries a run"
             )
+        print(f"load average {os.getloadavg()[0]:.1f}")
+        if args.profile:
+            profile_cold(lambda: insights.pool_insights(pool, days=30, now=now))
 
 
 if __name__ == "__main__":

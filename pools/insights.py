@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import connection
 from django.db.models import Count, FloatField, Func, Q, QuerySet
 from django.db.models.functions import Coalesce
 
@@ -22,7 +23,7 @@ from pools.core.insights import advisor, readiness
 from pools.core.insights.failures import EVICTION_REASONS, IMAGE_REASONS, failure_report
 from pools.core.insights.indicators import PoolFacts, PoolInsights
 from pools.core.insights.profiles import Profile, workload_profiles
-from pools.core.insights.queueing import queue_report
+from pools.core.insights.queueing import NodeHistory, queue_report
 from pools.core.insights.records import WINDOW_DAYS, NodeFacts, PodRecord, Window
 from pools.core.insights.replacement import replacement_report
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
@@ -52,7 +53,10 @@ class Epoch(Func):
         )
 
     def as_postgresql(self, compiler, connection, **extra):  # type: ignore[no-untyped-def]
-        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)")
+        # EXTRACT gives a numeric (a Decimal in Python): a float, as SQLite's.
+        return self.as_sql(
+            compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::double precision"
+        )
 
 
 _POD_TIMES = {
@@ -159,6 +163,16 @@ def _may_have_failed() -> Q:
     )
 
 
+def _cursor_rows(rows: QuerySet[GpuPod]) -> list[tuple]:  # type: ignore[type-arg]
+    """A values_list's rows straight from the database cursor, without Django's converters
+    (a call per value: 400,000 at 100,000 pods, a quarter of the read). Only for columns
+    the driver already gives as their Python values: text, integers, Epoch floats."""
+    sql, params = rows.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
 def indicator_records(window: Window) -> list[PodRecord]:
     """Every GPU pod alive in the window with what the four indicators read: placement and
     times for all, failure details for those that may have failed (three queries). Names
@@ -170,7 +184,7 @@ def indicator_records(window: Window) -> list[PodRecord]:
         for row in alive.filter(_may_have_failed()).values_list("pk", *_FAILURE_FIELDS)
     }
     records = []
-    for pk, node, pool, gpus, created, scheduled, started, ended in (
+    for pk, node, pool, gpus, created, scheduled, started, ended in _cursor_rows(
         alive.annotate(**_POD_TIMES).order_by().values_list(*_LEAN_FIELDS)
     ):
         pool = pool or ("" if node else wanted.get(pk, ""))
@@ -285,6 +299,37 @@ def _pool_facts(pool: Pool, nodes: list[NodeFacts], moving: set[str]) -> PoolFac
     )
 
 
+def node_histories(window: Window, state: NodeState) -> list[NodeHistory]:
+    """Every GPU node of the window as it was (two queries): today's and those gone since
+    the window began, each in the pool it was in at the start (before the moves done since)
+    and moving when those moves finished."""
+    start = datetime.fromtimestamp(window.start, UTC)
+    moves: dict[str, list[tuple[datetime, str, str]]] = {}
+    for node, source, destination, at in (
+        MoveItem.objects.filter(state=MoveItem.State.DONE, finished_at__gte=start)
+        .order_by("finished_at")
+        .values_list("node__name", "source_label", "request__destination__name", "finished_at")
+    ):
+        moves.setdefault(node, []).append((at, source, destination))
+    nodes = [(n.name, n.gpus, n.pool, None) for n in state.facts]
+    nodes += Node.objects.filter(gone_at__gte=start).values_list(
+        "name", "gpu_allocatable", "pool_label", "gone_at"
+    )
+    histories = []
+    for name, gpus, pool, gone_at in nodes:
+        moved = moves.get(name, [])
+        histories.append(
+            NodeHistory(
+                name,
+                gpus,
+                (moved[0][1] or None) if moved else pool,
+                tuple((at.timestamp(), destination) for at, _, destination in moved),
+                _ts(gone_at),
+            )
+        )
+    return histories
+
+
 @dataclass(frozen=True)
 class Gathered:
     """Everything the indicators of every pool read, over one window."""
@@ -297,6 +342,8 @@ class Gathered:
     series: metrics.PoolSeries
     xid_times: dict[str, list[float]]
     xid_error: str | None
+    xid_step: float = 0.0  # a new XID error appeared at most this long before its time
+    nodes_then: list[NodeHistory] | None = None  # None: today's nodes stand for the window
 
 
 def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> Gathered:
@@ -317,6 +364,8 @@ def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> 
         series=metrics.pool_series(by_pool, span=span, step=step),
         xid_times=xids,
         xid_error=xid_error,
+        xid_step=step.total_seconds() + metrics.XID_SCRAPE_SLACK_SECONDS,
+        nodes_then=node_histories(window, state),
     )
 
 
@@ -338,14 +387,22 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
             window=window,
             metrics_error=gathered.series.error,
         ),
-        queue=queue_report(gathered.pods, state.facts, pool.name, window),
-        failures=failure_report(mine, window, xid_times=gathered.xid_times),
+        queue=queue_report(gathered.pods, _nodes_then(gathered), pool.name, window),
+        failures=failure_report(
+            mine, window, xid_times=gathered.xid_times, xid_step=gathered.xid_step
+        ),
         replacement=replacement_report(
             nodes,
             managed_labels=managed_label_keys(specs, settings.POOL_LABEL_KEY),
             managed_taints=managed_taint_keys(specs),
         ),
     )
+
+
+def _nodes_then(gathered: Gathered) -> list[NodeHistory]:
+    if gathered.nodes_then is not None:
+        return gathered.nodes_then
+    return [NodeHistory(n.name, n.gpus, n.pool) for n in gathered.state.facts]
 
 
 def _cache_key(kind: str, parts: tuple[object, ...]) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
 
 from pools.inventory import inventory_sync
-from pools.models import GpuPod, Node
+from pools.models import GpuPod, MoveItem, MoveRequest, Node, Pool
 from tests.kubesim_process import Kubesim
 
 
@@ -158,3 +159,86 @@ def test_deleted_pods_are_forgotten_after_the_history_days(cluster: Kubesim, set
     inventory_sync()
     assert not GpuPod.objects.filter(uid="old").exists()
     assert GpuPod.objects.filter(uid="recent").exists()
+
+
+def _finish(core, name: str, started: str, finished: str) -> None:  # type: ignore[no-untyped-def]
+    terminated = {
+        "exitCode": 0,
+        "reason": "Completed",
+        "startedAt": started,
+        "finishedAt": finished,
+    }
+    status = {
+        "phase": "Succeeded",
+        "containerStatuses": [
+            {
+                "name": "main",
+                "ready": False,
+                "restartCount": 0,
+                "image": "registry.example/train:1",
+                "imageID": "",
+                "state": {"terminated": terminated},
+            }
+        ],
+    }
+    core.patch_namespaced_pod_status(name, "research", {"status": status})
+
+
+@pytest.mark.django_db
+def test_a_pod_first_seen_finished_is_placed_in_the_pool_its_node_was_in_when_bound(
+    cluster: Kubesim,
+) -> None:
+    """A job that ended before the portal saw it (the history from before it watched, or a
+    job shorter than the time between two syncs) still counts in its pool's insights; a move
+    of its node since then does not carry it along."""
+    inventory_sync()
+    core = cluster.core()
+    core.create_namespaced_pod("research", pod("before-move", "a100-reserve-000"))
+    _finish(core, "before-move", "2026-11-30T09:00:00Z", "2026-11-30T09:05:00Z")
+    # The node then moved from mixed to training, and another job ran there.
+    core.patch_node("a100-reserve-000", {"metadata": {"labels": {"gpu-pool": "training"}}})
+    move = MoveRequest.objects.create(
+        destination=Pool.objects.get(name="training"),
+        reason="test",
+        state=MoveRequest.State.SUCCEEDED,
+    )
+    MoveItem.objects.create(
+        request=move,
+        node=Node.objects.get(name="a100-reserve-000"),
+        source_label="mixed",
+        planned_diff={},
+        state=MoveItem.State.DONE,
+        active=False,
+        finished_at=timezone.now(),
+    )
+    inventory_sync()
+    time.sleep(1.5)  # Kubernetes keeps times to the second: the next job binds after the move
+    core.create_namespaced_pod("research", pod("after-move", "a100-reserve-000"))
+    _finish(core, "after-move", "2026-11-30T10:00:00Z", "2026-11-30T10:05:00Z")
+    inventory_sync()
+    placed = dict(GpuPod.objects.filter(name__endswith="-move").values_list("name", "pool_label"))
+    assert placed == {"before-move": "mixed", "after-move": "training"}
+
+
+@pytest.mark.django_db
+def test_a_pod_that_never_pulled_its_image_keeps_that_reason_after_its_deadline(
+    cluster: Kubesim,
+) -> None:
+    core = cluster.core()
+    core.create_namespaced_pod("research", pod("no-image", "gpu-new-001"))
+    waiting = {"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "x"'}}
+    container = {"name": "main", "ready": False, "restartCount": 0, "image": "x", "imageID": ""}
+    status = {"phase": "Pending", "containerStatuses": [{**container, "state": waiting}]}
+    core.patch_namespaced_pod_status("no-image", "research", {"status": status})
+    inventory_sync()
+    # The active deadline fails the pod; its container never ran, and no longer says why.
+    unknown = {"exitCode": 137, "reason": "ContainerStatusUnknown", "message": "not located"}
+    status = {
+        "phase": "Failed",
+        "reason": "DeadlineExceeded",
+        "containerStatuses": [{**container, "state": {"terminated": unknown}}],
+    }
+    core.patch_namespaced_pod_status("no-image", "research", {"status": status})
+    inventory_sync()
+    row = GpuPod.objects.get(name="no-image")
+    assert (row.phase, row.waiting_reason) == ("Failed", "ImagePullBackOff")

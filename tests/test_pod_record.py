@@ -59,6 +59,29 @@ def test_an_evicted_pod_ends_when_it_stopped_being_ready_with_the_pods_reason() 
     assert (record.gpus, record.cpu_milli, record.memory_bytes) == (2, 4000, 2**30)
 
 
+def test_a_preempted_pod_ends_with_its_disruption_condition_s_reason() -> None:
+    """The scheduler's preemption leaves the pod no reason of its own and its container only
+    "Error", exit 137: the DisruptionTarget condition says what happened."""
+    message = "default-scheduler: preempting to accommodate a higher priority pod"
+    terminated = {
+        "exitCode": 137,
+        "reason": "Error",
+        "startedAt": "2026-11-30T09:01:00Z",
+        "finishedAt": "2026-11-30T09:30:00Z",
+    }
+    status = {
+        "phase": "Failed",
+        "conditions": [
+            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+             "message": message, "lastTransitionTime": "2026-11-30T09:29:30Z"},
+        ],
+        "containerStatuses": [{"name": "main", "state": {"terminated": terminated}}],
+    }  # fmt: skip
+    record = pod_record(raw(status), labels=PodLabels("kind", "owner-team"), observed=OBSERVED)
+    assert (record.termination_reason, record.exit_code) == ("PreemptionByScheduler", 137)
+    assert record.termination_message == message
+
+
 def test_a_pod_pulling_its_image_has_not_started_and_says_why() -> None:
     status = {
         "phase": "Pending",

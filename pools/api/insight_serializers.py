@@ -58,7 +58,10 @@ class QueueSerializer(S.Serializer):  # type: ignore[type-arg]
     by_cause = S.DictField(
         child=SpreadSerializer(), help_text=f"Keys: {', '.join(c.value for c in QueueCause)}."
     )
-    first_half = S.IntegerField()
+    first_half = S.IntegerField(
+        help_text="Pods that queued in the first half of the window's history (from its "
+        "first pod on)."
+    )
     second_half = S.IntegerField()
     growing = S.BooleanField()
     peak_waiting_gpus = S.IntegerField()

@@ -153,8 +153,13 @@ def _termination(status: Raw, statuses: list[Raw]) -> tuple[str, int | None, str
     failed = [t for t in ended if t.get("exitCode")]
     chosen = (failed or ended or [{}])[0]
     code = chosen.get("exitCode")
-    reason = str(status.get("reason") or chosen.get("reason") or "")
-    message = str(status.get("message") or chosen.get("message") or "")
+    # A pod the scheduler preempted or the API evicted has no reason of its own: its
+    # DisruptionTarget condition says why, where the container says only "Error".
+    disrupted = _condition(status, "DisruptionTarget")
+    if status.get("phase") != "Failed" or disrupted.get("status") != "True":
+        disrupted = {}
+    reason = str(status.get("reason") or disrupted.get("reason") or chosen.get("reason") or "")
+    message = str(status.get("message") or disrupted.get("message") or chosen.get("message") or "")
     return reason, code if isinstance(code, int) else None, message[:_MAX_TEXT]
 
 

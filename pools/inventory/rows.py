@@ -28,13 +28,17 @@ from pools.core.fit.resources import Resources
 from pools.core.pod_record import PodLabels, PodRecord, pod_record
 from pools.core.snapshot import NodeSnapshot, PodSummary
 from pools.inventory.version import inventory_version_bump
-from pools.models import GpuPod, Node, Pool
+from pools.models import GpuPod, MoveItem, Node, Pool
 
 Raw = dict[str, Any]
 
 # pool_label is where the pod ran when it was bound: set when the row is made, then only
 # filled in once (gpu_pods_pool_fill), never rewritten by a later move of the node.
 KEPT = ("pool_label",)
+# The waiting reason is kept when a later status has none: a container that never started
+# (its image could not be pulled) ends with the pod's deadline, and its last status no
+# longer says why.
+KEPT_UNLESS_EMPTY = ("waiting_reason",)
 
 
 def pod_labels() -> PodLabels:
@@ -107,20 +111,30 @@ def _adapter(field: models.Field[Any, Any]) -> Callable[[Any], Any] | None:
 
 @cache
 def _upsert_statement(
-    model: type[models.Model], unique: str, keep: tuple[str, ...], vendor: str
+    model: type[models.Model],
+    unique: str,
+    keep: tuple[str, ...],
+    keep_unless_empty: tuple[str, ...],
+    vendor: str,
 ) -> tuple[str, list[str], list[Callable[[Any], Any] | None]]:
-    """The upsert of `model` keyed on `unique`, updating every field but `keep` on conflict;
-    the attribute names it reads and each one's adapter, in column order."""
+    """The upsert of `model` keyed on `unique`, updating every field but `keep` on conflict
+    (and `keep_unless_empty` when the new value is ''); the attribute names it reads and
+    each one's adapter, in column order."""
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
     columns = [quote(f.column) for f in fields]
+
+    def update(column: str, name: str) -> str:
+        if name in keep_unless_empty:
+            return f"{column} = COALESCE(NULLIF(EXCLUDED.{column}, ''), {table}.{column})"
+        return f"{column} = EXCLUDED.{column}"
+
     updates = ", ".join(
-        f"{quote(f.column)} = EXCLUDED.{quote(f.column)}"
-        for f in fields
-        if f.name != unique and f.name not in keep
+        update(quote(f.column), f.name) for f in fields if f.name != unique and f.name not in keep
     )
     # Identifiers from the model's own metadata, quoted; every value is a parameter.
-    head = f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(columns)})"
+    head = f"INSERT INTO {table} ({', '.join(columns)})"
     values = f"VALUES ({', '.join(['%s'] * len(columns))})"
     conflict = f"ON CONFLICT ({quote(unique)}) DO UPDATE SET {updates}"
     sql = f"{head} {values} {conflict}"
@@ -133,9 +147,12 @@ def upsert(
     *,
     unique: str,
     keep: tuple[str, ...] = (),
+    keep_unless_empty: tuple[str, ...] = (),
 ) -> int:
     """Insert or update `rows` (attribute name -> value) in one statement."""
-    sql, names, adapters = _upsert_statement(model, unique, keep, connection.vendor)
+    sql, names, adapters = _upsert_statement(
+        model, unique, keep, keep_unless_empty, connection.vendor
+    )
     params = [
         [
             value if adapt is None or value is None else adapt(value)
@@ -183,22 +200,48 @@ def gpu_pod_from_raw(
     """A GPU pod's row values; `node_pools` maps node names to their pool label now (the
     pool the pod is bound in, when its row is new)."""
     record = pod_record(raw, labels=labels, observed=observed, requests=requests)
-    return gpu_pod_values(record, node_pools.get(record.node_name, ""), observed)
+    # A pod first seen finished may have run before its node's last move: its row is made
+    # without a pool, and gpu_pods_pool_fill places it knowing the moves.
+    pool = "" if record.finished_at is not None else node_pools.get(record.node_name, "")
+    return gpu_pod_values(record, pool, observed)
 
 
-def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> None:
-    """Write GPU pod rows; pool_label is kept on conflict: where the pod was bound."""
+def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> datetime:
+    """Write GPU pod rows; pool_label is kept on conflict: where the pod was bound. Returns
+    the rows' updated_at."""
     stamp = now or timezone.now()
-    upsert(GpuPod, ({**row, "updated_at": stamp} for row in rows), unique="uid", keep=KEPT)
+    upsert(
+        GpuPod,
+        ({**row, "updated_at": stamp} for row in rows),
+        unique="uid",
+        keep=KEPT,
+        keep_unless_empty=KEPT_UNLESS_EMPTY,
+    )
+    return stamp
 
 
-def gpu_pods_pool_fill() -> int:
-    """Pods bound since their row was made get their node's pool label (one statement)."""
+def gpu_pods_pool_fill(*, written_since: datetime) -> int:
+    """Bound pods without a pool label get the one their node carried when they were bound
+    (one statement): the source of the first move that changed the node after the binding,
+    else the node's label now. Pods first seen after they finished are placed too: the
+    history from before the portal watched, and jobs shorter than the time between two
+    syncs, belong to their pools' insights. Only rows written since `written_since` (the
+    ones just listed or watched): a pod on an unassigned node stays without a pool, and
+    looking at it again on every write would cost more as the history grows."""
+    moved_after = (
+        MoveItem.objects.filter(
+            node__name=OuterRef("node_name"),
+            state=MoveItem.State.DONE,
+            finished_at__gt=OuterRef("scheduled_at"),
+        )
+        .order_by("finished_at")
+        .values("source_label")[:1]
+    )
     node_label = Node.objects.filter(name=OuterRef("node_name")).values("pool_label")[:1]
     return (
-        GpuPod.objects.filter(pool_label="", deleted_at__isnull=True, finished_at__isnull=True)
+        GpuPod.objects.filter(pool_label="", deleted_at__isnull=True, updated_at__gte=written_since)
         .exclude(node_name="")
-        .update(pool_label=Coalesce(Subquery(node_label), Value("")))
+        .update(pool_label=Coalesce(Subquery(moved_after), Subquery(node_label), Value("")))
     )
 
 

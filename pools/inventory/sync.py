@@ -123,7 +123,7 @@ def inventory_sync() -> SyncReport:
         gpu_nodes += len(node_rows)
         nodes_upsert(node_rows)
     gone = nodes_mark_gone(Node.objects.filter(last_seen__lt=seen_at), seen_at)
-    gpu_pods_pool_fill()
+    gpu_pods_pool_fill(written_since=seen_at)
     deleted = gpu_pods_unseen_deleted(seen_at, seen_at)
     gpu_pods_purge(seen_at)
     return SyncReport(

@@ -211,9 +211,9 @@ def _flush_rest(batch: Batch, now: datetime) -> None:
         nodes_mark_gone(Node.objects.filter(last_seen__lt=batch.sweep_before), now)
     if batch.gone:
         nodes_mark_gone(Node.objects.filter(name__in=batch.gone), now)
-    gpu_pods_upsert(batch.pod_rows)
+    written = gpu_pods_upsert(batch.pod_rows)
     if batch.pod_rows:
-        gpu_pods_pool_fill()
+        gpu_pods_pool_fill(written_since=written)
 
 
 def nodes_relist(state: WatchState) -> None:
@@ -260,7 +260,7 @@ def pods_relist(state: WatchState, leading: threading.Event) -> None:
         gpu_pods_upsert(rows)
         written += len(rows)
     gpu_pods_unseen_deleted(since, timezone.now())
-    gpu_pods_pool_fill()
+    gpu_pods_pool_fill(written_since=since)
     state.pods_listed(by_node, version)
     log.info("listed pods at resourceVersion %s: %d GPU pods", version, written)
 

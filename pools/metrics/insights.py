@@ -6,14 +6,16 @@ Utilisation comes from the recording rules' per-node series (deploy/prometheus/r
 each node's average, GPU count and busiest GPU), so weeks of history cost a few points a
 node rather than every raw sample; where the rules are not loaded (or the node label is not
 theirs) the raw DCGM_FI_DEV_GPU_UTIL grouped by DCGM_NODE_LABEL stands in. The recorded
-history starts when the rules were loaded."""
+history starts when the rules were loaded: the part of the window before it is read from
+the raw series (one more query, only while the rules are younger than the window)."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from pools.core.charts import chart_step
 from pools.metrics import queries, source
@@ -37,44 +39,101 @@ def window_span(days: int) -> tuple[timedelta, timedelta]:
     return span, chart_step(span, INDICATOR_POINTS)
 
 
-Ranges = dict[str, dict[str, list[tuple[float, float]]]]
+Points = list[tuple[float, float]]
+Found = dict[str, dict[str, Points]]  # figure -> pool -> points
 
 
-def _ranges(promqls: dict[str, str], span: timedelta, step: timedelta) -> tuple[Ranges, str | None]:
-    found: Ranges = {}
+def _ranges(
+    promqls: dict[str, str], span: timedelta, step: timedelta, end: datetime | None = None
+) -> tuple[Found, str | None]:
+    found: Found = {}
     error = None
     for name, promql in promqls.items():
-        result = source.history_series(promql, span=span, step=step)
+        result = source.history_series(promql, span=span, step=step, now=end)
         error = error or result.error
         found[name] = {labels.get(queries.POOL_TAG, ""): points for labels, points in result.series}
     return found, error
 
 
+def _recorded_since(found: Found) -> float | None:
+    starts = [points[0][0] for points in found.get("average", {}).values() if points]
+    return min(starts) if starts else None
+
+
+def _before_recorded(
+    found: Found, raw: dict[str, str], *, span: timedelta, step: timedelta
+) -> tuple[Found, str | None]:
+    """`found` (recorded) with the part of the span before the rules' first point read
+    from the raw series, on the same step grid; unchanged when the rules cover the span."""
+    first = _recorded_since(found)
+    if first is None:
+        return found, None
+    steps = int((first - (time.time() - span.total_seconds())) // step.total_seconds()) - 1
+    if steps < 1:
+        return found, None
+    end = datetime.fromtimestamp(first, UTC) - step
+    earlier, error = _ranges(raw, step * steps, step, end)
+    merged: Found = {}
+    for figure in found.keys() | earlier.keys():
+        before, after = earlier.get(figure, {}), found.get(figure, {})
+        merged[figure] = {
+            pool: before.get(pool, []) + after.get(pool, [])
+            for pool in before.keys() | after.keys()
+        }
+    return merged, error
+
+
 def pool_series(pools: dict[str, list[str]], *, span: timedelta, step: timedelta) -> PoolSeries:
     """Each pool's average utilisation and idle whole nodes a step over the last `span`:
-    from the recorded series, or the raw ones when no recorded series answers."""
+    from the recorded series (before their first point, from the raw ones), or the raw
+    ones when no recorded series answers."""
     wanted = {p: n for p, n in pools.items() if n}
     if not wanted:
         return PoolSeries()
     labels = metric_labels()
-    found: Ranges = {}
+    raw = queries.pool_utilisation_queries(labels, wanted)
+    found: Found = {}
     error = None
     if labels.node == queries.RULES_NODE_LABEL:
         found, error = _ranges(queries.recorded_pool_utilisation_queries(wanted), span, step)
     if error is None and not found.get("average"):
-        found, error = _ranges(queries.pool_utilisation_queries(labels, wanted), span, step)
+        found, error = _ranges(raw, span, step)
+    elif error is None:
+        found, error = _before_recorded(found, raw, span=span, step=step)
     return PoolSeries(found.get("average", {}), found.get("idle_nodes", {}), error)
 
 
+# A new XID series shows at the exporter's next scrape: at most Prometheus's lookback (five
+# minutes, the longest scrape interval its instant figures work with) after the error.
+XID_SCRAPE_SLACK_SECONDS = 300.0
+
+
+def xid_onsets(values: Mapping[float, float], step: float, first: float) -> list[float]:
+    """The steps (sorted) by which a new XID error had appeared on one GPU: its last XID
+    appeared or changed since the step before. At `first`, the window's first step, the
+    error is older than the window. The same code again on the same GPU leaves no trace."""
+    # Prometheus gives steps to the millisecond: compare them so.
+    by_step = {round(t, 3): value for t, value in values.items()}
+    return [
+        t
+        for t, value in sorted(by_step.items())
+        if t >= first + step / 2 and by_step.get(round(t - step, 3)) != value
+    ]
+
+
 def xid_times(*, days: int) -> tuple[dict[str, list[float]], str | None]:
-    """Each node's times (sorted) with an XID error reported, over the last `days`."""
+    """Each node's steps (sorted) by which a new XID error had appeared on one of its GPUs,
+    over the last `days`: it appeared at most one step (window_span(days)) and one scrape
+    (XID_SCRAPE_SLACK_SECONDS) before."""
     labels = metric_labels()
     span, step = window_span(days)
+    began = time.time() - span.total_seconds()
     result = source.history_series(queries.xid_query(labels), span=span, step=step)
-    times: dict[str, list[float]] = defaultdict(list)
+    onsets: dict[str, set[float]] = defaultdict(set)
     for series_labels, points in result.series:
-        times[series_labels.get(labels.node, "")].extend(t for t, _ in points)
-    return {node: sorted(ts) for node, ts in times.items()}, result.error
+        found = xid_onsets(dict(points), step.total_seconds(), began)
+        onsets[series_labels.get(labels.node, "")].update(found)
+    return {node: sorted(times) for node, times in onsets.items() if times}, result.error
 
 
 def node_drivers() -> tuple[dict[str, str], str | None]:

@@ -255,17 +255,11 @@ def recorded_pool_utilisation_queries(pools: dict[str, list[str]]) -> dict[str, 
 
 
 def xid_query(labels: MetricLabels) -> str:
-    """Each node, at the steps when one of its GPUs reported an XID error: from the
-    recording rule's per-node count where the rules' node label is this deployment's, else
-    from the raw series (either way only the steps with an error come back)."""
-    raw = f"max by ({labels.node}) ({_keyed_by_node(labels, XID)}) > 0"
-    if labels.node != RULES_NODE_LABEL:
-        return raw
-    recorded = f"{RECORDED['xid_gpus']} > 0"
-    # The rule's series where the rules run, the raw one for nodes they do not cover.
-    return (
-        f"{recorded} or on ({labels.node}) ({raw} unless on ({labels.node}) {RECORDED['xid_gpus']})"
-    )
+    """Each GPU's last XID error, one series a code, at the steps when it is not zero (only
+    those come back). The exporter keeps a GPU's last XID until it restarts: a new error is
+    a series that appears or changes. Per GPU, from the raw series: a per-node count (the
+    recording rule's) misses a second error on a GPU that already had one."""
+    return f"max by ({labels.node}, gpu, err_code) ({_keyed_by_node(labels, XID)}) > 0"
 
 
 def driver_query(labels: MetricLabels) -> str:

@@ -272,7 +272,8 @@ def history_series(
     if not settings.PROMETHEUS_URL:
         return RangeSeries(error="PROMETHEUS_URL is not set")
     end = now or datetime.now().astimezone()
-    key = cache_key("range-series", settings.PROMETHEUS_URL, promql, span, step)
+    # A range that ends at a given moment is another answer than the one ending now.
+    key = cache_key("range-series", settings.PROMETHEUS_URL, promql, span, step, now)
     cached = cache.get(key)
     observability.cache_lookup("range", hit=cached is not None)
     if cached is not None:

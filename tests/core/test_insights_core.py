@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 
 from pools.core.insights.failures import Cause, classify, failed, xid_during_run
 from pools.core.insights.profiles import concurrency
+from pools.core.insights.queueing import queue_report
 from pools.core.insights.records import PodRecord, Window
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
 from pools.core.insights.stats import percentile, spread
 from pools.core.insights.utilisation import idle_nodes_each_step, job_history
+from pools.metrics.insights import xid_onsets
 
 
 def record(**fields: object) -> PodRecord:
@@ -63,7 +65,10 @@ def test_classification_keeps_the_causes_apart() -> None:
     assert classify(record(message="RuntimeError: CUDA error: out of memory")) == Cause.OOM
     assert classify(record(message="NVRM: Xid 79, GPU has fallen off the bus")) == Cause.GPU_FAULT
     assert classify(record(reason="UnexpectedAdmissionError")) == Cause.GPU_FAULT
-    assert classify(record(waiting_reason="ImagePullBackOff", phase="Pending")) == Cause.IMAGE
+    assert (
+        classify(record(waiting_reason="ImagePullBackOff", phase="Pending", started=None))
+        == Cause.IMAGE
+    )
     assert classify(record(reason="CreateContainerConfigError")) == Cause.IMAGE
     assert classify(record(reason="Evicted")) == Cause.EVICTION
     assert classify(record(reason="Preempting")) == Cause.EVICTION
@@ -75,7 +80,11 @@ def test_classification_keeps_the_causes_apart() -> None:
 
 def test_a_pod_that_succeeded_did_not_fail() -> None:
     assert not failed(record(phase="Succeeded", exit_code=0))
-    assert failed(record(phase="Pending", exit_code=None, waiting_reason="ErrImagePull"))
+    assert failed(
+        record(phase="Pending", exit_code=None, waiting_reason="ErrImagePull", started=None)
+    )
+    # An image pull that failed once, then the container ran and succeeded.
+    assert not failed(record(phase="Succeeded", exit_code=0, waiting_reason="ImagePullBackOff"))
 
 
 def test_an_xid_counts_only_while_the_pod_ran_on_its_node() -> None:
@@ -84,6 +93,23 @@ def test_an_xid_counts_only_while_the_pod_ran_on_its_node() -> None:
     assert not xid_during_run(pod, {"n1": [50.0, 250.0]})
     assert not xid_during_run(pod, {"n2": [150.0]})
     assert xid_during_run(record(started=100.0, finished=None), {"n1": [1e9]})
+
+
+def test_an_xid_seen_at_the_step_after_the_run_ended_counts() -> None:
+    """An XID kills its job within seconds: read a step at a time, the new error shows at
+    the first step after the pod ended. It appeared at most one step before that."""
+    pod = record(node="n1", started=100.0, finished=200.0)
+    assert xid_during_run(pod, {"n1": [750.0]}, step=600.0)
+    assert not xid_during_run(pod, {"n1": [850.0]}, step=600.0)
+    assert not xid_during_run(pod, {"n1": [90.0]}, step=600.0)
+
+
+def test_xid_onsets_are_the_steps_where_a_gpu_s_last_xid_appears_or_changes() -> None:
+    # The exporter keeps a GPU's last XID: one error shows at every later step.
+    values = {0.0: 79.0, 600.0: 79.0, 1200.0: 79.0, 2400.0: 79.0, 3000.0: 48.0, 3600.0: 48.0}
+    # At the window's first step the error is older than the window; after a gap (the
+    # exporter restarted) it is new again; then another code.
+    assert xid_onsets(values, 600.0, first=0.0) == [2400.0, 3000.0]
 
 
 def test_concurrency_peak_and_typical() -> None:
@@ -143,3 +169,15 @@ def test_a_step_without_an_idle_node_counts_zero_idle_nodes_on_the_chart() -> No
     assert idle_nodes_each_step(average, [(60.0, 2.0)]) == [(0.0, 0.0), (60.0, 2.0), (120.0, 0.0)]
     # No utilisation reported at a step: nothing is known, nothing is drawn.
     assert idle_nodes_each_step([], [(60.0, 2.0)]) == []
+
+
+def test_a_queue_grows_across_the_history_not_across_an_empty_window() -> None:
+    """A history younger than the window: its halves are those of the history."""
+    window = Window(0.0, 1000.0)
+    pods = [
+        record(pool="p", created=at, scheduled=at + 120, finished=None)
+        for at in (800.0, 850.0, 910.0, 960.0)
+    ]
+    q = queue_report(pods, [], "p", window)
+    assert q.queued == 4
+    assert (q.first_half, q.second_half) == (2, 2) and not q.growing

@@ -92,6 +92,7 @@ def pod(
         else GpuPod.Phase.SUCCEEDED
     )
     number = next(_uid)
+    started = fields.pop("started_at", started)  # type: ignore[assignment]
     return GpuPod(
         uid=f"uid-{number}",
         namespace=namespace,
@@ -184,6 +185,7 @@ def oom() -> World:
                     created,
                     run=None,
                     phase=GpuPod.Phase.PENDING,
+                    started_at=None,  # bound, its image never pulled
                     waiting_reason="ErrImagePull",
                 )
             )

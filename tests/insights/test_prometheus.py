@@ -77,7 +77,10 @@ def test_each_pool_gets_its_utilisation_and_idle_nodes_in_one_query_each(portal:
     sent = prom.queries_sent()[sent_before:]
     recorded = [q for q in sent if "Hostname:DCGM_FI_DEV_GPU_UTIL:max" in q]
     if rules:
-        assert len(sent) == 2 and len(recorded) == 1  # the rules' series answered
+        # The rules' series answered; they began when this Prometheus did, so the raw series
+        # are asked for the part of the window before (one query each).
+        assert len(sent) == 4 and len(recorded) == 1
+        assert sum("DCGM_FI_DEV_GPU_UTIL{" in q for q in sent) == 2
     else:
         assert len(sent) == 4 and len(recorded) == 1  # asked, empty: then the raw series
     assert series.error is None

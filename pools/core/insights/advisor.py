@@ -21,6 +21,9 @@ from pools.core.insights.replacement import DIMENSION_TITLES, HIGH_SCORE
 
 # Rules of thumb, as numbers.
 MIN_QUEUED = 3  # restricted-queue pods before a pool is said to be short
+# ...and the share of its GPU pods they are: a pool whose jobs wait now and then, minutes
+# each, while a neighbour has room is busy, not short ("jobs that often wait").
+OFTEN_QUEUED_SHARE = 0.05
 LONG_WAIT_SECONDS = 600.0
 IDLE_SHARE = 0.5  # share of the time with an idle whole node
 SMALL_POOL_NODES = 2
@@ -84,10 +87,15 @@ def _coverage(p: PoolInsights) -> float:
 
 
 def _short(p: PoolInsights) -> bool:
+    """Its GPU pods often wait, typically long, while another pool has room. (Whether the
+    queue grows is evidence, not a condition: a history shorter than the window has an
+    empty first half.)"""
     q = p.queue
     restricted = q.by_cause.get(QueueCause.RESTRICTED)
-    long_wait = restricted is not None and (restricted.p90 or 0.0) >= LONG_WAIT_SECONDS
-    return q.count(QueueCause.RESTRICTED) >= MIN_QUEUED and (q.growing or long_wait)
+    long_wait = restricted is not None and (restricted.p50 or 0.0) >= LONG_WAIT_SECONDS
+    count = q.count(QueueCause.RESTRICTED)
+    often = count >= OFTEN_QUEUED_SHARE * q.waits.count
+    return count >= MIN_QUEUED and often and long_wait
 
 
 def _idle(p: PoolInsights) -> bool:
@@ -124,7 +132,7 @@ def _lend(receiver: PoolInsights, donor: PoolInsights) -> Advice | None:
     evidence = [
         f"{receiver.pool.name}: {restricted.count} GPU pod(s) waited while another pool had "
         f"room (p90 {(restricted.p90 or 0) / 60:.0f} min); queued pods {q.first_half} then "
-        f"{q.second_half} in the window's two halves; at peak {q.peak_waiting_gpus} GPU(s) "
+        f"{q.second_half} in the two halves of the history; at peak {q.peak_waiting_gpus} GPU(s) "
         "waited.",
         _donor_evidence(donor),
     ]

@@ -39,8 +39,20 @@ IMAGE_REASONS = frozenset(
         "ErrImageNeverPull",
     }
 )
+# The pod's reason, or its DisruptionTarget condition's (Kubernetes 1.26 on).
 EVICTION_REASONS = frozenset(
-    {"Evicted", "Preempted", "Preempting", "PreemptionByScheduler", "NodeShutdown", "Shutdown"}
+    {
+        "Evicted",
+        "Preempted",
+        "Preempting",
+        "PreemptionByScheduler",
+        "PreemptionByKubeScheduler",
+        "EvictionByEvictionAPI",
+        "DeletionByTaintManager",
+        "TerminationByKubelet",
+        "NodeShutdown",
+        "Shutdown",
+    }
 )
 # CUDA's own wording (runtime, PyTorch, TensorFlow) for a framebuffer allocation that failed.
 _CUDA_OOM = re.compile(
@@ -62,8 +74,14 @@ def failed(pod: PodRecord) -> bool:
         pod.phase == "Failed"
         or (pod.exit_code is not None and pod.exit_code != 0)
         or pod.reason in EVICTION_REASONS
-        or pod.waiting_reason in IMAGE_REASONS
-        or pod.reason in IMAGE_REASONS
+        or _image_problem(pod)
+    )
+
+
+def _image_problem(pod: PodRecord) -> bool:
+    # A container that waited on its image and then ran got over it.
+    return (pod.waiting_reason in IMAGE_REASONS and pod.started is None) or (
+        pod.reason in IMAGE_REASONS
     )
 
 
@@ -71,7 +89,7 @@ def classify(pod: PodRecord, *, xid_during_run: bool = False) -> Cause:
     """The failure's cause. An image problem stops the container before it runs, so it comes
     first; the kernel's OOMKilled or CUDA's own message wins over a coincident XID (the job
     asked for too much); then a GPU fault; then an eviction."""
-    if pod.waiting_reason in IMAGE_REASONS or pod.reason in IMAGE_REASONS:
+    if _image_problem(pod):
         return Cause.IMAGE
     if pod.reason == "OOMKilled" or _CUDA_OOM.search(pod.message):
         return Cause.OOM
@@ -82,15 +100,19 @@ def classify(pod: PodRecord, *, xid_during_run: bool = False) -> Cause:
     return Cause.OTHER
 
 
-def xid_during_run(pod: PodRecord, xid_times: Mapping[str, Sequence[float]]) -> bool:
-    """Whether the pod's node reported an XID error while the pod ran (`xid_times`: each
-    node's sorted times with an XID count above zero)."""
+def xid_during_run(
+    pod: PodRecord, xid_times: Mapping[str, Sequence[float]], step: float = 0.0
+) -> bool:
+    """Whether the pod's node reported a new XID error while the pod ran (`xid_times`: each
+    node's sorted times by which a new error had appeared, at most `step` seconds after it
+    did). An XID kills its job within seconds, so the error often shows only after the pod
+    ended: a run that ended within the step before a new error counts."""
     times = xid_times.get(pod.node)
     if not times or pod.started is None:
         return False
     end = pod.finished if pod.finished is not None else float("inf")
     i = bisect.bisect_left(times, pod.started)
-    return i < len(times) and times[i] <= end
+    return i < len(times) and times[i] - step <= end
 
 
 @dataclass(frozen=True)
@@ -130,6 +152,7 @@ def failure_report(
     window: Window,
     *,
     xid_times: Mapping[str, Sequence[float]] | None = None,
+    xid_step: float = 0.0,
     examples_per_cause: int = 5,
 ) -> FailureReport:
     """Failures among the pods that ended (or were created, for image problems) in the
@@ -147,7 +170,8 @@ def failure_report(
         ended += 1
         if not failed(pod):
             continue
-        cause = classify(pod, xid_during_run=xid_during_run(pod, xid_times or {}))
+        xid = xid_during_run(pod, xid_times or {}, xid_step)
+        cause = classify(pod, xid_during_run=xid)
         counts[cause] += 1
         trend[min(buckets - 1, int((at - window.start) // step))][cause] += 1
         examples[cause].append(

@@ -3,8 +3,11 @@
 A pod that waited while a node outside its pool had room for it waited because its node
 selection was restricted (a taint or an affinity kept it off that node): the pool's size or
 the scheduling rules need adjusting. A pod that waited while no pool had room waited for
-plain shortage. The room is read from the pod history: the GPUs each node's bound pods held
-at the moment the pod was created, against the node's allocatable GPUs today."""
+plain shortage. The room is read as the cluster was when the pod waited: the GPUs each
+node's bound pods held then, on the nodes that existed then (a node since gone counts until
+it went), in the pool each was in then (moves since are undone), against their allocatable
+GPUs. Whether a node was cordoned or not ready then is not recorded: today's state says
+nothing about last week, so every node counts as schedulable."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pools.core.insights.records import NodeFacts, PodRecord, Window
+from pools.core.insights.records import PodRecord, Window
 from pools.core.insights.stats import Spread, spread
 
 # A pod scheduled within this many seconds did not queue (binding takes a moment).
@@ -39,7 +42,8 @@ class QueueReport:
     queued: int = 0  # of which waited longer than QUEUED_AFTER_SECONDS
     still_pending: int = 0
     by_cause: Mapping[QueueCause, Spread] = field(default_factory=dict)
-    # Queued pods in the first and the second half of the window: is the queue growing?
+    # Queued pods in the first and the second half of the window's history (from its first
+    # pod on): is the queue growing?
     first_half: int = 0
     second_half: int = 0
     peak_waiting_gpus: int = 0  # most GPUs asked by queued pods at once
@@ -53,39 +57,69 @@ class QueueReport:
         return spread_.count if spread_ else 0
 
 
+@dataclass(frozen=True)
+class NodeHistory:
+    """A node as it was over the window: its pool at the window's start, when it moved to
+    another pool since (time, pool; None: unassigned), when it went (None: still here)."""
+
+    name: str
+    gpus: int
+    pool: str | None
+    moves: tuple[tuple[float, str | None], ...] = ()
+    gone_at: float | None = None
+
+
+GONE = -1  # the pool index of a node that went
+
+
 class _Room:
-    """Free GPUs of every schedulable node, as pods bind and end, counted per pool by the
-    number free so "does pool P have a node with g free" costs a few lookups. Nodes and
-    pools are list indices: the sweep changes it once per bind and once per end, 200,000
+    """Free GPUs of every node, as pods bind and end and nodes move or go, counted per pool
+    by the number free so "does pool P have a node with g free" costs a few lookups. Nodes
+    and pools are list indices: the sweep changes it once per bind and once per end, 200,000
     times for 100,000 pods."""
 
-    def __init__(self, nodes: Sequence[NodeFacts]) -> None:
-        usable = [n for n in nodes if n.ready and not n.cordoned]
-        self.pools = sorted({n.pool or "" for n in usable})
-        pool_index = {p: i for i, p in enumerate(self.pools)}
-        self.index = {n.name: i for i, n in enumerate(usable)}
-        self.capacity = [n.gpus for n in usable]
+    def __init__(self, nodes: Sequence[NodeHistory]) -> None:
+        pools = {n.pool or "" for n in nodes} | {p or "" for n in nodes for _, p in n.moves}
+        self.pools = sorted(pools)
+        self.pool_index = {p: i for i, p in enumerate(self.pools)}
+        self.index = {n.name: i for i, n in enumerate(nodes)}
+        self.capacity = [n.gpus for n in nodes]
         self.free = list(self.capacity)  # may go below zero: a history is not always tidy
-        self.pool_of = [pool_index[n.pool or ""] for n in usable]
+        self.pool_of = [self.pool_index[n.pool or ""] for n in nodes]
         top = max(self.capacity, default=0)
         self.counts = [[0] * (top + 1) for _ in self.pools]
         for i, gpus in enumerate(self.capacity):
             self.counts[self.pool_of[i]][gpus] += 1
 
     def apply(self, events: list[tuple[float, int, int]], start: int, until: float) -> int:
-        """Apply the events from `start` up to time `until`; the index of the next one."""
+        """Apply the events from `start` up to time `until`; the index of the next one. An
+        event is (time, GPUs taken, node), or (time, MOVE_BASE + pool index or GONE, node)
+        for a node that changed pool or went."""
         free, counts, pool_of = self.free, self.counts, self.pool_of
         i, n = start, len(events)
         while i < n and events[i][0] <= until:
             _, gpus, node = events[i]
-            row = counts[pool_of[node]]
+            i += 1
+            if gpus >= MOVE_BASE:
+                self._move(node, gpus - MOVE_BASE)
+                continue
             before = free[node]
             after = before - gpus
             free[node] = after
+            if pool_of[node] == GONE:
+                continue
+            row = counts[pool_of[node]]
             row[before if before > 0 else 0] -= 1
             row[after if after > 0 else 0] += 1
-            i += 1
         return i
+
+    def _move(self, node: int, pool: int) -> None:
+        free = max(self.free[node], 0)
+        if self.pool_of[node] != GONE:
+            self.counts[self.pool_of[node]][free] -= 1
+        self.pool_of[node] = pool
+        if pool != GONE:
+            self.counts[pool][free] += 1
 
     def has_room(self, gpus: int, *, inside: str | None, outside: str | None) -> bool:
         for pool, row in zip(self.pools, self.counts, strict=True):
@@ -98,9 +132,23 @@ class _Room:
         return False
 
 
+# Node events sort after pod events at the same second: (time, MOVE_BASE + pool, node).
+MOVE_BASE = 1 << 30
+
+
+def _node_events(nodes: Sequence[NodeHistory], room: _Room) -> list[tuple[float, int, int]]:
+    events = []
+    for i, node in enumerate(nodes):
+        for at, pool in node.moves:
+            events.append((at, MOVE_BASE + room.pool_index[pool or ""], i))
+        if node.gone_at is not None:
+            events.append((node.gone_at, MOVE_BASE + GONE, i))
+    return events
+
+
 def _bindings(pods: Iterable[PodRecord], index: dict[str, int]) -> list[tuple[float, int, int]]:
     """(time, GPUs taken, node index) for every bind and every end (taking minus GPUs) on a
-    schedulable node, in time order."""
+    node of the window."""
     events = []
     for pod in pods:
         node = index.get(pod.node)
@@ -109,7 +157,6 @@ def _bindings(pods: Iterable[PodRecord], index: dict[str, int]) -> list[tuple[fl
         events.append((pod.scheduled, pod.gpus, node))
         if pod.finished is not None:
             events.append((pod.finished, -pod.gpus, node))
-    events.sort()
     return events
 
 
@@ -126,22 +173,50 @@ def _peak(intervals: list[tuple[float, float, int]]) -> int:
     return peak
 
 
+def _causes(
+    queued: list[tuple[PodRecord, float]],
+    pods: Sequence[PodRecord],
+    nodes: Sequence[NodeHistory],
+    pool: str,
+) -> dict[QueueCause, list[float]]:
+    """Each queued pod's wait under its cause (`queued` in creation order), replaying the
+    cluster's binds, ends and node changes up to each one's creation. A pool whose pods did
+    not queue costs nothing: the replay is the insights' largest cost."""
+    by_cause: dict[QueueCause, list[float]] = {c: [] for c in QueueCause}
+    if not queued:
+        return by_cause
+    room = _Room(nodes)
+    events, e = sorted(_bindings(pods, room.index) + _node_events(nodes, room)), 0
+    for pod, wait in queued:
+        e = room.apply(events, e, pod.created)  # the cluster as the pod found it
+        if room.has_room(pod.gpus, inside=pool, outside=None):
+            cause = QueueCause.OWN_POOL_ROOM
+        elif room.has_room(pod.gpus, inside=None, outside=pool):
+            cause = QueueCause.RESTRICTED
+        else:
+            cause = QueueCause.SHORTAGE
+        by_cause[cause].append(wait)
+    return by_cause
+
+
 def queue_report(
-    pods: Sequence[PodRecord], nodes: Sequence[NodeFacts], pool: str, window: Window
+    pods: Sequence[PodRecord], nodes: Sequence[NodeHistory], pool: str, window: Window
 ) -> QueueReport:
     """Queue times of the GPU pods of `pool` created in the window. `pods` is the whole
     cluster's history over the window (other pools' pods say when those pools had room);
-    a pod's pool is where it was bound, or for a pending pod the pool it asks for."""
+    a pod's pool is where it was bound, or for a pending pod the pool it asks for. `nodes`:
+    every node of the window, as it was (NodeHistory)."""
     mine = sorted(
         (p for p in pods if p.pool == pool and p.gpus and window.contains(p.created)),
         key=lambda p: p.created,
     )
-    room = _Room(nodes)
-    events, e = _bindings(pods, room.index), 0
     waits: list[float] = []
-    by_cause: dict[QueueCause, list[float]] = {c: [] for c in QueueCause}
+    queued: list[tuple[PodRecord, float]] = []
     halves, waiting, pending = [0, 0], [], 0
-    middle = window.start + window.seconds / 2
+    # The halves of the history the window holds: a history younger than the window would
+    # leave the first half empty, and any queue would look like a growing one.
+    began = max(window.start, min((p.created for p in pods), default=window.start))
+    middle = began + (window.end - began) / 2
     for pod in mine:
         end = pod.scheduled if pod.scheduled is not None else (pod.finished or window.end)
         pending += pod.scheduled is None and pod.finished is None
@@ -151,14 +226,8 @@ def queue_report(
             continue
         halves[pod.created >= middle] += 1
         waiting.append((pod.created, end, pod.gpus))
-        e = room.apply(events, e, pod.created)  # the cluster as the pod found it
-        if room.has_room(pod.gpus, inside=pool, outside=None):
-            cause = QueueCause.OWN_POOL_ROOM
-        elif room.has_room(pod.gpus, inside=None, outside=pool):
-            cause = QueueCause.RESTRICTED
-        else:
-            cause = QueueCause.SHORTAGE
-        by_cause[cause].append(wait)
+        queued.append((pod, wait))
+    by_cause = _causes(queued, pods, nodes, pool)
     return QueueReport(
         waits=spread(waits),
         queued=sum(halves),

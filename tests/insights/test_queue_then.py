@@ -1,0 +1,59 @@
+"""Why a pod waited is judged against the cluster as it was while it waited: another pool
+had room then (its node has since moved into the waiting pod's pool, or gone, or is
+cordoned today), so node selection kept the pod out, not shortage or its own pool."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from pools import insights
+from pools.core.insights.queueing import QueueCause
+from pools.models import GpuPod, MoveItem, MoveRequest, Node, Pool
+from tests.insights.scenarios import DAYS, HOUR, NOW, START, make_nodes, make_pool, pod
+
+pytestmark = pytest.mark.django_db
+
+
+def _queue_with_a_spare_pool_then() -> None:
+    make_pool("queue")
+    make_pool("spare", dedicated=False)
+    (busy,) = make_nodes("queue", 1)
+    moved, gone, cordoned = make_nodes("spare", 3)
+    # The queue's node is always full; three 8-GPU pods waited two hours each, while the
+    # spare pool's three nodes were free.
+    pods = [pod("queue", busy, START, run=None)]
+    pods += [
+        pod("queue", busy, START + timedelta(days=day), wait=2 * HOUR, run=HOUR)
+        for day in (5, 10, 15)
+    ]
+    GpuPod.objects.bulk_create(pods)
+    # Since then: one spare node moved into the queue's pool, one went, one is cordoned.
+    queue = Pool.objects.get(name="queue")
+    request = MoveRequest.objects.create(
+        destination=queue, reason="more room", state=MoveRequest.State.SUCCEEDED
+    )
+    MoveItem.objects.create(
+        request=request,
+        node=Node.objects.get(name=moved),
+        source_label="spare",
+        planned_diff={},
+        state=MoveItem.State.DONE,
+        active=False,
+        finished_at=NOW - timedelta(days=2),
+    )
+    Node.objects.filter(name=moved).update(pool=queue, pool_label="queue")
+    Node.objects.filter(name=gone).update(gone_at=NOW - timedelta(days=1))
+    Node.objects.filter(name=cordoned).update(cordoned=True)
+
+
+def test_the_queue_cause_reads_the_pools_as_they_were_when_the_pods_waited() -> None:
+    _queue_with_a_spare_pool_then()
+    gathered = insights.gather(days=DAYS, now=NOW)
+    q = insights.indicators(gathered, Pool.objects.get(name="queue")).queue
+    assert q.queued == 3
+    # Today the moved node is the queue's own and free, the others are gone or cordoned:
+    # read with today's nodes, the pods would have waited with room in their own pool.
+    assert q.count(QueueCause.RESTRICTED) == 3, q.by_cause
+    assert q.count(QueueCause.OWN_POOL_ROOM) == q.count(QueueCause.SHORTAGE) == 0
