@@ -27,6 +27,7 @@ from django.test import Client
 from kubesim.workload_scenarios import FAILURE_CATEGORY, INSIGHTS, INSIGHTS_ANSWERS, serve_arguments
 from pools.core.insights.stats import percentile
 from pools.inventory import inventory_sync
+from pools.metrics.insights import window_span
 from pools.models import Pool
 from tests.api.conftest import api
 from tests.insights.test_pages import session
@@ -153,8 +154,9 @@ def test_each_pool_s_indicators_are_its_known_answers(portal: Stack, token_for) 
 def _check_utilisation(u: dict[str, Any], idle: bool, pool: str) -> None:
     assert u["metrics_error"] is None, pool
     # The history's samples are read, not only what the rules recorded since Prometheus
-    # started: a point every 10 minutes over the two days and more of history.
-    assert u["samples"] >= HISTORY_DAYS * 24 * 6, (pool, u["samples"])
+    # started: a point a step (the 7-day window's) over the two days and more of history.
+    step = window_span(7)[1].total_seconds()
+    assert u["samples"] >= HISTORY_DAYS * 86400 / step, (pool, u["samples"])
     if idle:
         assert u["average"] < 10, (pool, u)
         assert u["below_target"] is True
