@@ -19,6 +19,7 @@ from pools.core.fit.cluster import ClusterSnapshot, FitNode, NodePod, PoolCapaci
 from pools.core.fit.pods import PodShape
 from pools.core.fit.scheduling import NO_EXECUTE, Taint, untolerated_taint
 from pools.core.fit.workloads import pod_shape
+from pools.core.labels import counted
 from pools.fitcheck.cluster import OTHER_PODS, FitCluster, fit_cluster, gpu_node_pod
 from pools.fitcheck.pending import wants_pool
 from pools.fitcheck.service import pod_manifest
@@ -174,8 +175,8 @@ def _queue_warning(
     waiting = [p for p in pending if wants_pool(p, destination, cluster.pool_key)]
     if waiting and not any(f"{p.namespace}/{p.name}" in started for p in waiting):
         return [
-            f"{destination}'s pending queue would not shrink: none of its {len(waiting)} "
-            "pending pod(s) would start on the moved nodes."
+            f"{destination}'s pending queue would not shrink: none of its "
+            f"{counted(len(waiting), 'pending pod')} would start on the moved nodes."
         ]
     return []
 

@@ -116,7 +116,7 @@ def test_priority_instead_of_isolation_and_what_preemption_would_evict() -> None
     )
     assert "isolates nothing" in found["priority-instead-of-isolation"][0].message
     [would] = found["would-preempt"]
-    assert "evict lower-priority pods on 2 node(s) (t0, m0) in mixed, training" in would.message
+    assert "evict lower-priority pods on 2 nodes (t0, m0) in mixed, training" in would.message
     pinned = findings(
         snap, pod(8, pool="mixed", priorityClassName="high"), priority_classes={"high": 100000}
     )
@@ -141,7 +141,7 @@ def test_a_gang_larger_than_the_pools_free_whole_nodes() -> None:
     assert list(by_pool) == ["training"]
     assert by_pool["training"].message == (
         "PyTorchJob llm: a gang of 4 pods (8/8 GPU each) cannot start at once in pool "
-        "training: room for 1 now; the pool has 1 whole free node(s), the largest free block "
+        "training: room for 1 now; the pool has 1 whole free node, the largest free block "
         "is 8 GPUs. Without a gang scheduler, some pods start and hold their GPUs while the "
         "rest wait."
     )

@@ -181,3 +181,13 @@ def test_a_queue_grows_across_the_history_not_across_an_empty_window() -> None:
     q = queue_report(pods, [], "p", window)
     assert q.queued == 4
     assert (q.first_half, q.second_half) == (2, 2) and not q.growing
+
+
+def test_readiness_messages_count_in_words_not_in_parentheses() -> None:
+    from pools.core.insights.readiness import LoanFact, loans_end
+
+    one_open = loans_end([LoanFact(move_id=7, loan_until=2000.0, nodes=1)], now=1000.0)
+    assert one_open.detail == "1 open loan, each with an end still ahead."
+    overdue = loans_end([LoanFact(move_id=7, loan_until=None, nodes=1)], now=1000.0)
+    assert overdue.detail == "1 loan past the end set and not returned."
+    assert overdue.concerned == ["move #7 (1 node)"]

@@ -58,7 +58,7 @@ def test_leave_running_keeps_the_pod_and_the_queue_does_not_shrink(demo):  # typ
     assert fate.fate == LEFT
     assert impact.would_start == []
     assert impact.warnings == [
-        "training's pending queue would not shrink: none of its 1 pending pod(s) would start "
+        "training's pending queue would not shrink: none of its 1 pending pod would start "
         "on the moved nodes."
     ]
 

@@ -44,14 +44,14 @@ def test_lending_suggests_a_loan_of_the_idle_nodes_the_queue_needs() -> None:
     assert lend.move.loan_days == advisor.LOAN_DAYS
     # At peak one 8-GPU pod waited: one whole node.
     assert lend.move.nodes == ("idle-000",)
-    assert "20 GPU pod(s) waited while another pool had room" in lend.evidence[0]
+    assert "20 GPU pods waited while another pool had room" in lend.evidence[0]
     assert "utilisation 3% on average" in lend.evidence[1]
 
 
 def test_split_names_the_drivers_and_their_nodes() -> None:
     (split,) = advice_for("mixed_drivers")
     assert split.move is None
-    assert split.evidence[0] == "driver versions: 535.161.08 on 3 node(s), 550.54.15 on 5 node(s)"
+    assert split.evidence[0] == "driver versions: 535.161.08 on 3 nodes, 550.54.15 on 5 nodes"
 
 
 def test_a_dismissal_holds_for_the_same_evidence_and_lifts_when_it_changes() -> None:

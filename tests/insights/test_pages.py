@@ -51,7 +51,7 @@ def test_the_advisor_prefills_a_loan_that_still_needs_an_approval() -> None:
     assert query["nodes"] == ["idle-000"] and query["destination"] == ["queue"]
     assert query["loan_days"] == ["7"]
     form = requester.get(link).content.decode()
-    assert "Advisor: loan for 7 days of 1 idle node(s) from idle" in form
+    assert "Advisor: loan for 7 days of 1 idle node from idle" in form
     assert 'name="loan_until" value="' in form
     # A viewer sees the suggestion, not the buttons.
     assert "Ask for this loan" not in session("viewers").get("/advice/").content.decode()

@@ -34,6 +34,7 @@ from pools.core.fit.pods import DEFAULT_SCHEDULER, SYSTEM_PRIORITY_CLASSES
 from pools.core.fit.resources import GPU, gpu_limit_only_finding
 from pools.core.fit.scheduling import EXISTS
 from pools.core.fit.workloads import PodTemplate
+from pools.core.labels import counted
 
 if TYPE_CHECKING:
     from pools.core.fit.check import PodVerdict, PoolFit, WorkloadFit
@@ -104,9 +105,9 @@ def _no_pool_affinity(template: PodTemplate, lands: tuple[str, ...], pool_key: s
     where = ", ".join(f"pool {p}" if p != NO_POOL else "nodes in no pool" for p in lands)
     today = f"today it would land in: {where}" if lands else "today no node has room for it"
     message = (
-        f"{template.path}: requests {template.shape.requests.gpu} GPU(s) with no required node "
-        f"affinity on {pool_key}: it lands on any GPU node whose taints it tolerates, in "
-        f"whichever pool has room ({today}). Add the pool's scheduling block."
+        f"{template.path}: requests {counted(template.shape.requests.gpu, 'GPU')} with no "
+        f"required node affinity on {pool_key}: it lands on any GPU node whose taints it "
+        f"tolerates, in whichever pool has room ({today}). Add the pool's scheduling block."
     )
     return Finding("gpu-without-pool-affinity", WARNING, message, path=template.path)
 
@@ -162,7 +163,8 @@ def _priority_findings(
         )
         message = (
             f"{template.path}: no node has room now; the scheduler would evict lower-priority "
-            f"pods on {len(verdict.preempts_on)} node(s) ({', '.join(verdict.preempts_on[:5])}"
+            f"pods on {counted(len(verdict.preempts_on), 'node')} "
+            f"({', '.join(verdict.preempts_on[:5])}"
             f"{', …' if len(verdict.preempts_on) > 5 else ''}) in {', '.join(pools)} to make room."
         )
         findings.append(Finding("would-preempt", WARNING, message, path=template.path))
@@ -228,7 +230,7 @@ def _pool_findings(
         message = (
             f"{fit.workload.label}: a gang of {gang.size} pods ({gpus} GPU each) cannot start at "
             f"once in pool {pool.name}: room for {gang.placed} now; the pool has "
-            f"{gang.whole_free_nodes} whole free node(s), the largest free block is "
+            f"{counted(gang.whole_free_nodes, 'whole free node')}, the largest free block is "
             f"{gang.largest_free_block} GPUs. Without a gang scheduler, some pods start and hold "
             "their GPUs while the rest wait."
         )

@@ -18,6 +18,7 @@ from pools.core.insights.failures import CAUSE_TITLES, Cause
 from pools.core.insights.indicators import PoolInsights
 from pools.core.insights.queueing import QueueCause
 from pools.core.insights.replacement import DIMENSION_TITLES, HIGH_SCORE
+from pools.core.labels import counted
 
 # Rules of thumb, as numbers.
 MIN_QUEUED = 3  # restricted-queue pods before a pool is said to be short
@@ -49,7 +50,7 @@ class MoveSuggestion:
 
     def reason(self) -> str:
         kind = f"loan for {self.loan_days} days" if self.loan_days else "move"
-        return f"Advisor: {kind} of {len(self.nodes)} idle node(s) from {self.source}"
+        return f"Advisor: {kind} of {counted(len(self.nodes), 'idle node')} from {self.source}"
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,8 @@ def _donor_evidence(donor: PoolInsights) -> str:
         idle = "a node running no job"
     return (
         f"{donor.pool.name}: {level} against a target of {u.target:.0f}%; {idle} "
-        f"{100 * u.idle_share:.0f}% of the time; {len(donor.pool.lendable)} node(s) idle now."
+        f"{100 * u.idle_share:.0f}% of the time; "
+        f"{counted(len(donor.pool.lendable), 'node')} idle now."
     )
 
 
@@ -130,17 +132,17 @@ def _lend(receiver: PoolInsights, donor: PoolInsights) -> Advice | None:
     q, u = receiver.queue, donor.utilisation
     restricted = q.by_cause[QueueCause.RESTRICTED]
     evidence = [
-        f"{receiver.pool.name}: {restricted.count} GPU pod(s) waited while another pool had "
-        f"room (p90 {(restricted.p90 or 0) / 60:.0f} min); queued pods {q.first_half} then "
-        f"{q.second_half} in the two halves of the history; at peak {q.peak_waiting_gpus} GPU(s) "
-        "waited.",
+        f"{receiver.pool.name}: {counted(restricted.count, 'GPU pod')} waited while another "
+        f"pool had room (p90 {(restricted.p90 or 0) / 60:.0f} min); queued pods "
+        f"{q.first_half} then {q.second_half} in the two halves of the history; at peak "
+        f"{counted(q.peak_waiting_gpus, 'GPU')} waited.",
         _donor_evidence(donor),
     ]
     strength = min(1.0, restricted.count / (3 * MIN_QUEUED)) * 0.5 + u.idle_share * 0.3
     return Advice(
         rule=Rule.LEND,
         pools=(donor.pool.name, receiver.pool.name),
-        title=f"Lend {len(nodes)} node(s) from {donor.pool.name} to {receiver.pool.name}",
+        title=f"Lend {counted(len(nodes), 'node')} from {donor.pool.name} to {receiver.pool.name}",
         evidence=evidence,
         confidence=round(strength + 0.2 * _coverage(donor), 2),
         fingerprint=_fingerprint(len(nodes), _magnitude(restricted.count)),
@@ -174,7 +176,7 @@ def split_advice(p: PoolInsights) -> Advice | None:
         return None
     evidence = [
         f"{DIMENSION_TITLES[name]}s: "
-        + ", ".join(f"{v} on {c} node(s)" for v, c in sorted(values.items()))
+        + ", ".join(f"{v} on {counted(c, 'node')}" for v, c in sorted(values.items()))
         for name, values in mixed.items()
     ]
     minority = min(min(values.values()) for values in mixed.values()) / max(1, r.nodes)
@@ -200,7 +202,7 @@ def keep_shared_advice(p: PoolInsights) -> Advice | None:
         return None
     evidence = []
     if small:
-        evidence.append(f"{p.pool.name} has {p.pool.nodes} node(s): too few to dedicate.")
+        evidence.append(f"{p.pool.name} has {counted(p.pool.nodes, 'node')}: too few to dedicate.")
     if u.spiky:
         evidence.append(
             f"Utilisation peaks at {u.p95:.0f}% (p95) over an average of {u.average:.0f}%: "
@@ -227,7 +229,7 @@ def automate_advice(p: PoolInsights) -> Advice | None:
         title=f"Stop adding nodes to {p.pool.name} until their set-up is automated",
         evidence=[
             f"Replacement difficulty {r.score}/100 ({r.hand_score} from hand configuration, "
-            f"versions and images): {len(r.odd_nodes)} of {r.nodes} node(s) differ.",
+            f"versions and images): {len(r.odd_nodes)} of {counted(r.nodes, 'node')} differ.",
             *odd,
         ],
         confidence=round(min(1.0, r.hand_score / 50), 2),
@@ -246,7 +248,7 @@ def gpu_fault_advice(p: PoolInsights) -> Advice | None:
         pools=(p.pool.name,),
         title=f"Investigate the GPUs of {p.pool.name}: most failures are GPU or driver faults",
         evidence=[
-            f"{faults} of {f.total} failure(s) are {CAUSE_TITLES[Cause.GPU_FAULT]}s "
+            f"{faults} of {counted(f.total, 'failure')} are {CAUSE_TITLES[Cause.GPU_FAULT]}s "
             f"(XID errors while the pod ran, driver or device-plugin errors), not sharing.",
             f"Nodes in the latest examples: {', '.join(nodes) or 'none recorded'}.",
         ],

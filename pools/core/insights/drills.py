@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pools.core.insights.readiness import Check, Status
+from pools.core.labels import counted
 
 # No drill holds a node longer than this: an hour is a rehearsal, a day is an outage.
 MAX_HOLD_SECONDS = 3600
@@ -38,8 +39,9 @@ def _room(node: str, pending_before: int, pending_during: int, spare_nodes: int)
         "room",
         "The pool's jobs find room or say why they wait",
         waiting <= 0 or spare_nodes > 0,
-        f"{max(0, waiting)} more pod(s) waited; {spare_nodes} spare node(s) in the pool.",
-        f"{waiting} more GPU pod(s) stayed Pending and the pool had no spare node: it "
+        f"{counted(max(0, waiting), 'more pod')} waited; {counted(spare_nodes, 'spare node')} "
+        "in the pool.",
+        f"{counted(waiting, 'more GPU pod')} stayed Pending and the pool had no spare node: it "
         "cannot lose a node without queueing.",
     )
 
@@ -59,8 +61,8 @@ def node_down_checks(o: NodeDownObservation) -> list[Check]:
             "pods_kept",
             "Running pods keep running",
             o.pods_during >= o.pods_before,
-            f"{o.pods_before} pod(s) on the node kept running (a cordon evicts nothing).",
-            f"{o.pods_before - o.pods_during} pod(s) left the node while it was cordoned.",
+            f"{counted(o.pods_before, 'pod')} on the node kept running (a cordon evicts nothing).",
+            f"{counted(o.pods_before - o.pods_during, 'pod')} left the node while it was cordoned.",
         ),
         _room(o.node, o.pending_before, o.pending_during, o.spare_nodes),
         _verdict(
@@ -126,8 +128,8 @@ def gpu_fault_checks(o: GpuFaultObservation) -> list[Check]:
             "jobs_moved",
             "The jobs on the faulty node are moved off it",
             stayed == 0,
-            f"{len(o.pods_before)} pod(s) were on the node; none kept running on it.",
-            f"{stayed} pod(s) kept running on the node with the faulty GPU "
+            f"{counted(len(o.pods_before), 'pod')} on the node; none kept running on it.",
+            f"{counted(stayed, 'pod')} kept running on the node with the faulty GPU "
             f"({', '.join(o.pods_still)}): nothing reacts to the XID. A health check that "
             "cordons and drains a node on a fatal XID would move them.",
         ),

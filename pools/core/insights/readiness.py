@@ -4,11 +4,12 @@ the metrics, each passing or failing with the nodes or pods concerned."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pools.core.insights.records import NodeFacts
 from pools.core.insights.scheduling import PodScheduling
+from pools.core.labels import counted
 
 
 class Status(enum.StrEnum):
@@ -50,9 +51,9 @@ class LoanFact:
     nodes: int
 
 
-def _check(name: str, title: str, bad: Sequence[str], ok: str, fail: str) -> Check:
+def _check(name: str, title: str, bad: Sequence[str], ok: str, fail: Callable[[int], str]) -> Check:
     if bad:
-        return Check(name, title, Status.FAIL, fail.format(n=len(bad)), sorted(bad))
+        return Check(name, title, Status.FAIL, fail(len(bad)), sorted(bad))
     return Check(name, title, Status.PASS, ok)
 
 
@@ -62,7 +63,7 @@ def labels_and_taints(nodes: Sequence[NodeFacts]) -> Check:
         "Nodes carry the pool's labels and taints",
         [n.name for n in nodes if n.drifted],
         "Every node carries exactly the pool's labels and taint.",
-        "{n} node(s) drifted from the pool's labels or taint: reconcile them.",
+        lambda n: f"{counted(n, 'node')} drifted from the pool's labels or taint: reconcile them.",
     )
 
 
@@ -86,8 +87,8 @@ def workloads_declare(pods: Sequence[LivePod], rules: PoolRules) -> Check:
         "workloads_declare",
         "Workloads declare the pool's affinity, toleration and GPU requests",
         bad,
-        f"All {len(pods)} pod(s) on the pool's nodes ask for it properly.",
-        "{n} pod(s) on the pool's nodes do not ask for it properly.",
+        f"All {counted(len(pods), 'pod')} on the pool's nodes ask for it properly.",
+        lambda n: f"{counted(n, 'pod')} on the pool's nodes do not ask for it properly.",
     )
 
 
@@ -125,7 +126,7 @@ def system_reserved(nodes: Sequence[NodeFacts]) -> Check:
             "system_reserved",
             title,
             Status.FAIL,
-            f"{len(bad)} node(s) reserve nothing for system daemons (allocatable equals "
+            f"{counted(len(bad), 'node')} reserve nothing for system daemons (allocatable equals "
             "capacity): set the kubelet's systemReserved and kubeReserved." + note,
             sorted(bad),
         )
@@ -137,7 +138,8 @@ def system_reserved(nodes: Sequence[NodeFacts]) -> Check:
         "system_reserved",
         title,
         Status.PASS,
-        f"All {len(known)} node(s) keep CPU and memory below capacity; the least reserved: "
+        f"All {counted(len(known), 'node')} keep CPU and memory below capacity; the least "
+        "reserved: "
         f"{(cpu.cpu_capacity - cpu.cpu_allocatable) / 1000:g} CPU on {cpu.name}, "
         f"{(memory.memory_capacity - memory.memory_allocatable) / GIB:.1f} GiB on "
         f"{memory.name}." + note,
@@ -158,7 +160,7 @@ def metrics_arrive(nodes: Sequence[NodeFacts], metrics_error: str | None) -> Che
         title,
         bad,
         "Every ready node's GPUs report to Prometheus.",
-        "{n} ready node(s) miss DCGM series for some GPUs.",
+        lambda n: f"{counted(n, 'ready node')} miss DCGM series for some GPUs.",
     )
 
 
@@ -171,14 +173,14 @@ def nodes_recognised(unassigned: Sequence[str], stale: Sequence[str], sync_secon
         "New or replaced nodes are recognised",
         stale,
         f"The inventory saw every node within {2 * sync_seconds} s.{note}",
-        "{n} node(s) not seen by the inventory for over two syncs." + note,
+        lambda n: f"{counted(n, 'node')} not seen by the inventory for over two syncs.{note}",
     )
 
 
 def loans_end(loans: Sequence[LoanFact], now: float) -> Check:
     """Temporary sharing only through loans with an end that is honoured."""
     bad = [
-        f"move #{loan.move_id} ({loan.nodes} node(s))"
+        f"move #{loan.move_id} ({counted(loan.nodes, 'node')})"
         for loan in loans
         if loan.loan_until is None or loan.loan_until < now
     ]
@@ -186,6 +188,6 @@ def loans_end(loans: Sequence[LoanFact], now: float) -> Check:
         "loans",
         "Temporary sharing happens only through loans with an end",
         bad,
-        f"{len(loans)} open loan(s), each with an end still ahead.",
-        "{n} loan(s) past their end and not returned.",
+        f"{counted(len(loans), 'open loan')}, each with an end still ahead.",
+        lambda n: f"{counted(n, 'loan')} past the end set and not returned.",
     )
