@@ -244,9 +244,10 @@ def run_rounds(
     people = users()
     pids = (worker_pid, sim.process.pid)
     # Untimed: the worker's two processes start and load Django and the Kubernetes client
-    # on their first tasks (seconds on a loaded machine).
-    portal_round(portal_nodes[:20], "inference", people, pids)
-    portal_round(portal_nodes[:20], "training", people, pids)
+    # on their first tasks (seconds on a loaded machine). A move of every node, there and
+    # back, so that both processes take chunks (a 20-node move is one chunk, one process).
+    portal_round(portal_nodes, "inference", people, pids)
+    portal_round(portal_nodes, "training", people, pids)
     patches = count(sim, "patch", set(portal_nodes))
     portal: list[PortalRound] = []
     loop: list[LoopRound] = []

@@ -137,7 +137,7 @@ def kube_patch() -> Iterator[None]:
 
 
 def kube_patch_sent(send: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Send one PATCH through `send` (the client's patch method), counted."""
+    """Send one PATCH through `send` (the node session's patch), counted."""
     with kube_patch():
         return send(*args, **kwargs)
 

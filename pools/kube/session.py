@@ -38,7 +38,7 @@ STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 
 
 class NodeSession:
-    """GET and PATCH of nodes for one API client (one per process and configuration)."""
+    """GET, LIST and PATCH of nodes for one API client (one per process and configuration)."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.configuration = api.configuration
