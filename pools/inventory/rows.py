@@ -7,13 +7,17 @@ so a flush costs the same number of statements for 10 changes as for 5,000.
 The upserts bypass `bulk_create`: at 100,000 pods its per-field SQL compilation cost more
 than the whole rest of a sync (1 ms a row), and SQLite's bound on variables split it into
 a statement per 27 rows. The statement is built once per model from its fields, each
-value adapted by the field's own database preparation, so it writes what the ORM would.
+value adapted as the field's own database preparation does, so it writes what the ORM
+would (tests/test_inventory_rows.py compares them).
 """
 
 from __future__ import annotations
 
+import json
+import operator
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, tzinfo
 from functools import cache
 from typing import Any
 
@@ -93,20 +97,50 @@ def build_node(
     )
 
 
-def _adapter(field: models.Field[Any, Any]) -> Callable[[Any], Any] | None:
+def _sqlite_datetime(tz: tzinfo) -> Callable[[datetime], str]:
+    """What SQLite's backend stores for a datetime (naive in the connection's zone, as
+    text), without the backend's per-value lookups of settings and the connection."""
+
+    def adapt(value: datetime) -> str:
+        if value.tzinfo is not None:
+            value = value.astimezone(tz).replace(tzinfo=None)
+        return str(value)
+
+    return adapt
+
+
+def _json_text(value: Any) -> str:
+    """What SQLite's backend stores for a JSONField without an encoder: `json.dumps`. Most
+    scheduling blocks are empty: those are constants."""
+    if value == {}:
+        return "{}"
+    if value == []:
+        return "[]"
+    return json.dumps(value)
+
+
+def _adapter(field: models.Field[Any, Any], tz: tzinfo | None) -> Callable[[Any], Any] | None:
+    """How a value of `field` becomes a parameter; None: as it is. On SQLite (`tz`: the
+    connection's zone) the backend's adapters are written out: a sync adapts hundreds of
+    thousands of values, and they cost more than the rest of building a row. Elsewhere, the
+    field's own preparation."""
     if isinstance(field, models.JSONField):
+        if tz is not None and field.encoder is None:
+            return _json_text
         return lambda value: field.get_db_prep_save(value, connection)
     if isinstance(field, models.DateTimeField):
-        return connection.ops.adapt_datetimefield_value
+        return _sqlite_datetime(tz) if tz is not None else connection.ops.adapt_datetimefield_value
     return None
 
 
 @cache
 def _upsert_statement(
-    model: type[models.Model], unique: str, keep: tuple[str, ...], vendor: str
-) -> tuple[str, list[str], list[Callable[[Any], Any] | None]]:
+    model: type[models.Model], unique: str, keep: tuple[str, ...], vendor: str, tz: tzinfo | None
+) -> tuple[
+    str, Callable[[dict[str, Any]], tuple[Any, ...]], list[tuple[int, Callable[[Any], Any]]]
+]:
     """The upsert of `model` keyed on `unique`, updating every field but `keep` on conflict;
-    the attribute names it reads and each one's adapter, in column order."""
+    a getter of a row's values in column order, and the adapter of each column that needs one."""
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
     columns = [quote(f.column) for f in fields]
@@ -120,7 +154,20 @@ def _upsert_statement(
     values = f"VALUES ({', '.join(['%s'] * len(columns))})"
     conflict = f"ON CONFLICT ({quote(unique)}) DO UPDATE SET {updates}"
     sql = f"{head} {values} {conflict}"
-    return sql, [f.attname for f in fields], [_adapter(f) for f in fields]
+    adapters = [(i, a) for i, f in enumerate(fields) if (a := _adapter(f, tz)) is not None]
+    return sql, operator.itemgetter(*(f.attname for f in fields)), adapters
+
+
+def _parameters(
+    row: dict[str, Any],
+    getter: Callable[[dict[str, Any]], tuple[Any, ...]],
+    adapters: list[tuple[int, Callable[[Any], Any]]],
+) -> list[Any]:
+    values = list(getter(row))
+    for index, adapt in adapters:
+        if (value := values[index]) is not None:
+            values[index] = adapt(value)
+    return values
 
 
 def upsert(
@@ -131,14 +178,9 @@ def upsert(
     keep: tuple[str, ...] = (),
 ) -> int:
     """Insert or update `rows` (attribute name -> value) in one statement."""
-    sql, names, adapters = _upsert_statement(model, unique, keep, connection.vendor)
-    params = [
-        [
-            value if adapt is None or value is None else adapt(value)
-            for adapt, value in zip(adapters, (row[name] for name in names), strict=True)
-        ]
-        for row in rows
-    ]
+    tz = connection.timezone if connection.vendor == "sqlite" else None
+    sql, getter, adapters = _upsert_statement(model, unique, keep, connection.vendor, tz)
+    params = [_parameters(row, getter, adapters) for row in rows]
     if params:
         with connection.cursor() as cursor:
             cursor.executemany(sql, params)
@@ -155,8 +197,7 @@ def nodes_upsert(rows: list[Node]) -> None:
 
 def gpu_pod_values(record: PodRecord, pool_label: str, now: datetime) -> dict[str, Any]:
     """A GpuPod row's values (attribute names), for `gpu_pods_upsert`."""
-    values = {name: getattr(record, name) for name in PodRecord.__dataclass_fields__}
-    return {**values, "pool_label": pool_label, "deleted_at": None, "updated_at": now}
+    return {**vars(record), "pool_label": pool_label, "deleted_at": None, "updated_at": now}
 
 
 def gpu_pod_from_raw(
@@ -194,6 +235,39 @@ def gpu_pods_unseen_deleted(seen_since: datetime, at: datetime) -> int:
     return GpuPod.objects.filter(deleted_at__isnull=True, updated_at__lt=seen_since).update(
         deleted_at=at
     )
+
+
+@dataclass
+class PodRowsListed:
+    """A full listing of pods against the rows already kept: which pods to write (new ones,
+    and those whose resourceVersion changed: an unchanged object makes an unchanged row),
+    then which rows name a pod the listing did not show (deleted meanwhile)."""
+
+    known: dict[str, str]  # uid -> resourceVersion of every row not marked deleted
+    seen: set[str] = field(default_factory=set)
+
+    @classmethod
+    def read(cls) -> PodRowsListed:
+        live = GpuPod.objects.filter(deleted_at__isnull=True)
+        return cls(dict(live.values_list("uid", "resource_version")))
+
+    def changed(self, raw: Raw) -> bool:
+        meta = raw.get("metadata") or {}
+        uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        self.seen.add(uid)
+        return not version or self.known.get(uid) != version
+
+    def unseen_deleted(self, at: datetime) -> int:
+        """Mark the rows of pods the listing did not show deleted (one statement)."""
+        gone = [uid for uid in self.known if uid not in self.seen]
+        if gone:
+            table = connection.ops.quote_name(GpuPod._meta.db_table)
+            # The table's name from the model's metadata, quoted; every value a parameter.
+            sql = f"UPDATE {table} SET deleted_at = %s WHERE uid = %s AND deleted_at IS NULL"  # noqa: S608
+            stamp = connection.ops.adapt_datetimefield_value(at)
+            with connection.cursor() as cursor:
+                cursor.executemany(sql, [(stamp, uid) for uid in gone])
+        return len(gone)
 
 
 def gpu_pods_purge(now: datetime) -> int:

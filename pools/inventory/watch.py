@@ -41,11 +41,11 @@ from pools.inventory.lease import (
     relist_taken,
 )
 from pools.inventory.rows import (
+    PodRowsListed,
     active_pools,
     build_node,
     gpu_pod_from_raw,
     gpu_pods_pool_fill,
-    gpu_pods_unseen_deleted,
     gpu_pods_upsert,
     is_gpu_pod,
     nodes_upsert,
@@ -234,14 +234,16 @@ def nodes_relist(state: WatchState) -> None:
 def pods_relist(state: WatchState, leading: threading.Event) -> None:
     """List every pod (paged): GPU pods are written page by page (the list can be 100,000
     pods: they are not held), bound ones summarised by node; rows of pods the list did not
-    show are marked deleted."""
+    show are marked deleted. A pod whose row already holds its resourceVersion is not
+    written again: a re-list of an unchanged cluster writes no pod row."""
     since = timezone.now()
     labels = pod_labels()
     node_pools = {n: s.labels.get(settings.POOL_LABEL_KEY, "") for n, s in state.nodes.items()}
     by_node: dict[str, dict[str, PodSummary]] = collections.defaultdict(dict)
     version, written = "", 0
     with state.lock:
-        state.pod_rows = {}  # the list rewrites them all
+        state.pod_rows = {}  # the list says it all
+    listed = PodRowsListed.read()
     for page in list_pages("pods"):
         version = page.resource_version
         rows = []
@@ -250,7 +252,7 @@ def pods_relist(state: WatchState, leading: threading.Event) -> None:
             summary = pod_summary(raw, requests)
             if summary is not None and not summary.finished:
                 by_node[summary.node][str(raw["metadata"].get("uid"))] = summary
-            if is_gpu_pod(requests):
+            if is_gpu_pod(requests) and listed.changed(raw):
                 rows.append(
                     gpu_pod_from_raw(
                         raw, requests, labels=labels, node_pools=node_pools, observed=since
@@ -260,10 +262,15 @@ def pods_relist(state: WatchState, leading: threading.Event) -> None:
             raise LeaseLost("the lease was lost while listing pods")
         gpu_pods_upsert(rows)
         written += len(rows)
-    gpu_pods_unseen_deleted(since, timezone.now())
+    listed.unseen_deleted(timezone.now())
     gpu_pods_pool_fill()
     state.pods_listed(by_node, version)
-    log.info("listed pods at resourceVersion %s: %d GPU pods", version, written)
+    log.info(
+        "listed pods at resourceVersion %s: %d GPU pods, %d rows written",
+        version,
+        len(listed.seen),
+        written,
+    )
 
 
 def _relist(resource: str, state: WatchState, leading: threading.Event) -> None:
