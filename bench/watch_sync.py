@@ -9,8 +9,9 @@ nodes, listed and wrote the pods, and wrote the node rows. Peak RSS is the proce
 VmHWM from /proc; CPU time is the watcher's (every thread) and kubesim's over the run,
 from /proc, so a run on a shared machine still says what the sync itself cost.
 
-`--profile` runs the same steps in this process instead (list the nodes, list and write
-the pods, write the node rows) under cProfile, and prints the costliest functions.
+`--profile` runs the same steps in this process instead, one after the other (list the
+nodes, write their rows, list and write the pods, write the nodes' pod figures) under
+cProfile on CPU time, and prints the costliest functions.
 """
 
 from __future__ import annotations
@@ -139,8 +140,9 @@ def profile_in_process(workdir: Path, kubeconfig: Path) -> None:
     profiler = cProfile.Profile(time.process_time)  # CPU: the machine may be shared
     for step, run in (
         ("nodes listed", lambda: nodes_relist(state)),
-        ("pods listed and written", lambda: pods_relist(state, leading)),
         ("node rows written", lambda: flush(state.take(), timezone.now())),
+        ("pods listed and written", lambda: pods_relist(state, leading)),
+        ("the nodes' pod figures written", lambda: flush(state.take(), timezone.now())),
     ):
         wall, cpu = time.perf_counter(), time.process_time()
         profiler.runcall(run)

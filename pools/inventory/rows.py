@@ -49,18 +49,32 @@ def active_pools() -> tuple[list[PoolSpec], dict[str, int]]:
     return [p.spec() for p in pools], {p.name: p.pk for p in pools}
 
 
-def build_node(
+# The columns a node's pods make: all a flush writes when only the pods changed.
+POD_COLUMNS = ("gpu_allocated", "cpu_requested_milli", "memory_requested_bytes", "pods")
+
+
+def node_pod_columns(pods: Iterable[PodSummary]) -> dict[str, Any]:
+    """The node's figures made of `pods`, the pods bound to it; finished ones (Succeeded,
+    Failed) hold nothing and are left out."""
+    pod_list = sorted(
+        (p for p in pods if not p.finished), key=lambda p: (-p.gpus, p.namespace, p.name)
+    )
+    return {
+        "gpu_allocated": sum(p.gpus for p in pod_list),
+        "cpu_requested_milli": sum(p.cpu_milli for p in pod_list),
+        "memory_requested_bytes": sum(p.memory_bytes for p in pod_list),
+        "pods": [p.as_dict() for p in pod_list],
+    }
+
+
+def node_row(
     snapshot: NodeSnapshot,
     pods: Iterable[PodSummary],
     pools: Sequence[PoolSpec],
     pool_ids: dict[str, int],
     seen_at: object,
-) -> Node:
-    """The node's row. `pods`: the pods bound to it; finished ones (Succeeded, Failed) hold
-    nothing and are left out."""
-    pod_list = sorted(
-        (p for p in pods if not p.finished), key=lambda p: (-p.gpus, p.namespace, p.name)
-    )
+) -> dict[str, Any]:
+    """The node's row as attribute names and values (every column but the id)."""
     label = snapshot.labels.get(settings.POOL_LABEL_KEY, "")
     node_drift = drift_record(
         snapshot.labels,
@@ -69,32 +83,40 @@ def build_node(
         known_pools=pool_ids.keys(),
         pool_key=settings.POOL_LABEL_KEY,
     )
-    return Node(
-        name=snapshot.name,
-        pool_id=pool_ids.get(label),
-        pool_label=label,
-        gpu_model=snapshot.gpu_model,
-        gpu_count=snapshot.gpu_count,
-        gpu_memory_mib=snapshot.gpu_memory_mib,
-        gpu_allocatable=snapshot.gpu_allocatable,
-        gpu_allocated=sum(p.gpus for p in pod_list),
-        cpu_allocatable=snapshot.cpu_allocatable,
-        memory_allocatable=snapshot.memory_allocatable,
-        cpu_allocatable_milli=snapshot.cpu_allocatable_milli,
-        memory_allocatable_bytes=snapshot.memory_allocatable_bytes,
-        cpu_requested_milli=sum(p.cpu_milli for p in pod_list),
-        memory_requested_bytes=sum(p.memory_bytes for p in pod_list),
-        ready=snapshot.ready,
-        cordoned=snapshot.cordoned,
-        labels=dict(snapshot.labels),
-        taints=snapshot.taints,
-        drifted=bool(node_drift),
-        drift=node_drift,
-        pods=[p.as_dict() for p in pod_list],
-        resource_version=snapshot.resource_version,
-        last_seen=seen_at,
-        gone_at=None,
-    )
+    return {
+        "name": snapshot.name,
+        "pool_id": pool_ids.get(label),
+        "pool_label": label,
+        "gpu_model": snapshot.gpu_model,
+        "gpu_count": snapshot.gpu_count,
+        "gpu_memory_mib": snapshot.gpu_memory_mib,
+        "gpu_allocatable": snapshot.gpu_allocatable,
+        "cpu_allocatable": snapshot.cpu_allocatable,
+        "memory_allocatable": snapshot.memory_allocatable,
+        "cpu_allocatable_milli": snapshot.cpu_allocatable_milli,
+        "memory_allocatable_bytes": snapshot.memory_allocatable_bytes,
+        "ready": snapshot.ready,
+        "cordoned": snapshot.cordoned,
+        "labels": dict(snapshot.labels),
+        "taints": snapshot.taints,
+        "drifted": bool(node_drift),
+        "drift": node_drift,
+        "resource_version": snapshot.resource_version,
+        "last_seen": seen_at,
+        "gone_at": None,
+        **node_pod_columns(pods),
+    }
+
+
+def build_node(
+    snapshot: NodeSnapshot,
+    pods: Iterable[PodSummary],
+    pools: Sequence[PoolSpec],
+    pool_ids: dict[str, int],
+    seen_at: object,
+) -> Node:
+    """The node's row as a model instance (see node_row)."""
+    return Node(**node_row(snapshot, pods, pools, pool_ids, seen_at))
 
 
 def _sqlite_datetime(tz: tzinfo) -> Callable[[datetime], str]:
@@ -193,6 +215,35 @@ def node_values(node: Node) -> dict[str, Any]:
 
 def nodes_upsert(rows: list[Node]) -> None:
     upsert(Node, (node_values(n) for n in rows), unique="name")
+
+
+def node_rows_upsert(rows: list[dict[str, Any]]) -> None:
+    """Write node rows made by node_row (one statement)."""
+    upsert(Node, rows, unique="name")
+
+
+def nodes_pods_update(pods_by_node: dict[str, Iterable[PodSummary]]) -> int:
+    """Write only the columns made of each node's pods (one statement): a pod that came,
+    went or changed phase leaves the node's labels, taints and drift as they were."""
+    if not pods_by_node:
+        return 0
+    quote = connection.ops.quote_name
+    fields = [Node._meta.get_field(name) for name in POD_COLUMNS]
+    tz = connection.timezone if connection.vendor == "sqlite" else None
+    adapt_pods = _adapter(Node._meta.get_field("pods"), tz)
+    assert adapt_pods is not None  # a JSONField always has one
+    # Identifiers from the model's own metadata, quoted; every value is a parameter.
+    sql = (
+        f"UPDATE {quote(Node._meta.db_table)} "  # noqa: S608
+        f"SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} WHERE name = %s"
+    )
+    params = []
+    for name, pods in pods_by_node.items():
+        columns = node_pod_columns(pods)
+        params.append([*(columns[c] for c in POD_COLUMNS[:-1]), adapt_pods(columns["pods"]), name])
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+    return len(params)
 
 
 def gpu_pod_values(record: PodRecord, pool_label: str, now: datetime) -> dict[str, Any]:

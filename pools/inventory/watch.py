@@ -43,12 +43,13 @@ from pools.inventory.lease import (
 from pools.inventory.rows import (
     PodRowsListed,
     active_pools,
-    build_node,
     gpu_pod_from_raw,
     gpu_pods_pool_fill,
     gpu_pods_upsert,
     is_gpu_pod,
-    nodes_upsert,
+    node_row,
+    node_rows_upsert,
+    nodes_pods_update,
     pod_labels,
 )
 from pools.kube.errors import KubeError
@@ -73,16 +74,17 @@ class LeaseLost(Exception):
 class Batch:
     """What one flush writes, taken from the state under its lock."""
 
-    nodes: list[NodeSnapshot]
+    nodes: list[NodeSnapshot]  # written whole
     pods_by_node: dict[str, list[PodSummary]]
     gone: set[str]
+    pods_only: list[str]  # nodes whose pods alone changed: only their pod columns written
     pod_rows: list[dict[str, Any]]
     received: dict[str, float]  # resource -> when its newest change arrived (monotonic)
     # After a full list of the nodes: the rows of nodes not seen since then are gone.
     sweep_before: datetime | None = None
 
     def __len__(self) -> int:
-        return len(self.nodes) + len(self.gone) + len(self.pod_rows)
+        return len(self.nodes) + len(self.gone) + len(self.pod_rows) + len(self.pods_only)
 
 
 @dataclass
@@ -94,7 +96,11 @@ class WatchState:
         default_factory=lambda: collections.defaultdict(dict)
     )  # node -> uid -> a bound pod that has not finished
     versions: dict[str, str] = field(default_factory=dict)  # resource -> resourceVersion
-    dirty: set[str] = field(default_factory=set)
+    dirty: set[str] = field(default_factory=set)  # nodes whose object changed
+    pods_dirty: set[str] = field(default_factory=set)  # nodes whose pods changed
+    # node -> its pods as the last batch took them: a pod event that changed nothing the
+    # node's row shows (a condition, an annotation) writes nothing.
+    taken_pods: dict[str, frozenset[PodSummary]] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)
     pod_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     received: dict[str, float] = field(default_factory=dict)
@@ -105,19 +111,38 @@ class WatchState:
     requests_cache: dict[str, Resources] = field(default_factory=dict)
 
     def take(self) -> Batch:
+        """What changed since the last take. Nodes whose object changed are written whole;
+        when there are none, nodes whose pods alone changed get only their pod columns (a
+        narrow update: no drift, no labels), else they are written whole with the others,
+        so a flush writes the node rows with one statement."""
         with self.lock:
+            whole = self.dirty & self.nodes.keys()
+            pods_only = {n for n in self.pods_dirty - whole if self._pods_moved(n)}
+            if whole:
+                whole, pods_only = whole | pods_only, set()
+            pods_by_node = {}
+            for name in whole | pods_only:
+                pods = self.pods.get(name, {})
+                self.taken_pods[name] = frozenset(pods.values())
+                pods_by_node[name] = list(pods.values())
             batch = Batch(
-                nodes=[self.nodes[n] for n in self.dirty if n in self.nodes],
-                pods_by_node={n: list(self.pods.get(n, {}).values()) for n in self.dirty},
+                nodes=[self.nodes[n] for n in whole],
+                pods_by_node=pods_by_node,
                 gone=self.gone - self.nodes.keys(),
+                pods_only=sorted(pods_only),
                 pod_rows=list(self.pod_rows.values()),
                 received=dict(self.received),
                 sweep_before=self.sweep_before,
             )
-            self.dirty, self.gone, self.pod_rows = set(), set(), {}
+            self.dirty, self.pods_dirty, self.gone, self.pod_rows = set(), set(), set(), {}
             self.received, self.sweep_before = {}, None
             self.changed.clear()
         return batch
+
+    def _pods_moved(self, name: str) -> bool:
+        if name not in self.nodes:
+            return False
+        return frozenset(self.pods.get(name, {}).values()) != self.taken_pods.get(name)
 
     def node_event(self, kind: str, raw: Raw) -> None:
         name = raw["metadata"]["name"]
@@ -125,6 +150,7 @@ class WatchState:
             if kind == "DELETED" or not is_gpu_node(raw):
                 if self.nodes.pop(name, None) is not None:
                     self.gone.add(name)
+                    self.taken_pods.pop(name, None)
             else:
                 self.nodes[name] = node_snapshot(raw)
                 self.gone.discard(name)
@@ -142,7 +168,7 @@ class WatchState:
                     on_node.pop(uid, None)
                 else:
                     on_node[uid] = summary
-                self.dirty.add(summary.node)
+                self.pods_dirty.add(summary.node)
             if is_gpu_pod(requests):
                 # A deleted pod's row is written with its last state and when it went, even
                 # when it came and went between two flushes.
@@ -174,7 +200,7 @@ class WatchState:
 
     def pods_listed(self, pods: dict[str, dict[str, PodSummary]], version: str) -> None:
         with self.lock:
-            self.dirty |= self.pods.keys() | pods.keys()
+            self.pods_dirty |= self.pods.keys() | pods.keys()
             self.pods = pods
             self.versions["pods"] = version
             self._changed("pods")
@@ -194,10 +220,10 @@ def flush(batch: Batch, now: datetime, still_leading: Callable[[], None] = lambd
         still_leading()
         chunk = batch.nodes[start : start + CHUNK]
         rows = [
-            build_node(s, batch.pods_by_node.get(s.name, ()), specs, pool_ids, now) for s in chunk
+            node_row(s, batch.pods_by_node.get(s.name, ()), specs, pool_ids, now) for s in chunk
         ]
         with transaction.atomic():
-            nodes_upsert(rows)
+            node_rows_upsert(rows)
             if start + CHUNK >= len(batch.nodes):
                 _flush_rest(batch, now)
     applied = time.monotonic()
@@ -212,6 +238,7 @@ def _flush_rest(batch: Batch, now: datetime) -> None:
         )
     if batch.gone:
         Node.objects.filter(name__in=batch.gone, gone_at__isnull=True).update(gone_at=now)
+    nodes_pods_update({name: batch.pods_by_node[name] for name in batch.pods_only})
     gpu_pods_upsert(batch.pod_rows)
     if batch.pod_rows:
         gpu_pods_pool_fill()
@@ -390,9 +417,10 @@ class Leader:
             flush(batch, timezone.now(), self.still_leading)
             if len(batch) >= LOGGED_BATCH:
                 log.info(
-                    "wrote %d nodes (%d gone), %d pods in %.2fs",
+                    "wrote %d nodes (%d gone, %d with their pods only), %d pods in %.2fs",
                     len(batch.nodes),
                     len(batch.gone),
+                    len(batch.pods_only),
                     len(batch.pod_rows),
                     time.monotonic() - started,
                 )
