@@ -54,6 +54,7 @@ from pools.inventory.rows import (
 )
 from pools.kube.errors import KubeError
 from pools.kube.nodes import Raw, core_api
+from pools.kube.read_ahead import read_ahead
 from pools.kube.watching import RESOURCES, WatchExpired, list_pages, watch_events
 from pools.models import Node
 
@@ -249,7 +250,7 @@ def nodes_relist(state: WatchState) -> None:
     since = timezone.now()
     nodes: dict[str, NodeSnapshot] = {}
     version = ""
-    for page in list_pages("nodes"):
+    for page in read_ahead(list_pages("nodes")):
         version = page.resource_version
         for raw in page.items:
             if is_gpu_node(raw):
@@ -271,7 +272,7 @@ def pods_relist(state: WatchState, leading: threading.Event) -> None:
     with state.lock:
         state.pod_rows = {}  # the list says it all
     listed = PodRowsListed.read()
-    for page in list_pages("pods"):
+    for page in read_ahead(list_pages("pods")):
         version = page.resource_version
         rows = []
         for raw in page.items:
