@@ -1,5 +1,6 @@
-"""A re-list of pods writes only what changed: a pod row already holding the pod's
-resourceVersion is not written again, and a pod the list no longer shows is marked deleted."""
+"""A re-list writes only what changed: a pod row already holding the pod's resourceVersion
+is not written again, nor a node the watcher already holds as listed; a pod the list no
+longer shows is marked deleted, a node gone."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import threading
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from pools.inventory.watch import WatchState, nodes_relist, pods_relist
-from pools.models import GpuPod
+from pools.inventory.watch import WatchState, flush, nodes_relist, pods_relist
+from pools.models import GpuPod, Node
 from tests.kubesim_process import Kubesim
+from tests.test_inventory import statements
 
 
 def pod_rows_written(captured: CaptureQueriesContext) -> int:
@@ -57,3 +60,32 @@ def test_a_relist_writes_only_the_pods_that_changed(cluster: Kubesim) -> None:
     assert (relabelled.team, relabelled.deleted_at) == ("vision", None)
     assert vanished.deleted_at is not None
     assert GpuPod.objects.filter(deleted_at__isnull=False).count() == 1
+
+
+@pytest.mark.django_db
+def test_a_relist_writes_only_the_nodes_that_changed_and_marks_the_vanished_gone(
+    cluster: Kubesim,
+) -> None:
+    state = WatchState()
+    nodes_relist(state)
+    flush(state.take(), timezone.now())
+    assert Node.objects.present().count() == 25
+    with CaptureQueriesContext(connection) as unchanged:
+        nodes_relist(state)
+        flush(state.take(), timezone.now())
+    assert "INSERT pools_node" not in statements(unchanged)
+    assert "UPDATE pools_node" not in statements(unchanged)
+
+    core = cluster.core()
+    core.patch_node("gpu-new-000", {"metadata": {"labels": {"gpu-pool": "training"}}})
+    core.delete_node("gpu-new-001")
+    # A row the state never held (left by an earlier process) whose node is not listed.
+    Node.objects.create(name="from-before", last_seen=timezone.now())
+    with CaptureQueriesContext(connection) as changed:
+        nodes_relist(state)
+        flush(state.take(), timezone.now())
+    upsert = next(q["sql"] for q in changed.captured_queries if "INSERT INTO" in q["sql"])
+    assert upsert.startswith("1 times: ")  # the relabelled node's row alone
+    assert Node.objects.get(name="gpu-new-000").pool_label == "training"
+    gone = Node.objects.filter(gone_at__isnull=False).values_list("name", flat=True)
+    assert sorted(gone) == ["from-before", "gpu-new-001"]

@@ -279,6 +279,23 @@ def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> 
     upsert(GpuPod, ({**row, "updated_at": stamp} for row in rows), unique="uid", keep=KEPT)
 
 
+def nodes_present() -> list[str]:
+    """The names of the node rows not marked gone."""
+    return list(Node.objects.filter(gone_at__isnull=True).values_list("name", flat=True))
+
+
+def nodes_gone(names: Iterable[str], at: datetime) -> int:
+    """Mark the rows of these nodes gone (one statement, however many)."""
+    table = connection.ops.quote_name(Node._meta.db_table)
+    # The table's name from the model's metadata, quoted; every value a parameter.
+    sql = f"UPDATE {table} SET gone_at = %s WHERE name = %s AND gone_at IS NULL"  # noqa: S608
+    stamp = connection.ops.adapt_datetimefield_value(at)
+    params = [(stamp, name) for name in sorted(names)]
+    if params:
+        executemany(sql, params)
+    return len(params)
+
+
 def gpu_pods_pool_fill() -> int:
     """Pods bound since their row was made get their node's pool label (one statement)."""
     node_label = Node.objects.filter(name=OuterRef("node_name")).values("pool_label")[:1]

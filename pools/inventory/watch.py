@@ -49,14 +49,15 @@ from pools.inventory.rows import (
     is_gpu_pod,
     node_row,
     node_rows_upsert,
+    nodes_gone,
     nodes_pods_update,
+    nodes_present,
     pod_labels,
 )
 from pools.kube.errors import KubeError
 from pools.kube.nodes import Raw, core_api
 from pools.kube.read_ahead import read_ahead
 from pools.kube.watching import RESOURCES, WatchExpired, list_pages, watch_events
-from pools.models import Node
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +82,9 @@ class Batch:
     pods_only: list[str]  # nodes whose pods alone changed: only their pod columns written
     pod_rows: list[dict[str, Any]]
     received: dict[str, float]  # resource -> when its newest change arrived (monotonic)
-    # After a full list of the nodes: the rows of nodes not seen since then are gone.
-    sweep_before: datetime | None = None
+    # After a full list of the nodes: the names of every node the state holds; the rows of
+    # any other node are gone.
+    present: frozenset[str] | None = None
 
     def __len__(self) -> int:
         return len(self.nodes) + len(self.gone) + len(self.pod_rows) + len(self.pods_only)
@@ -106,7 +108,7 @@ class WatchState:
     pod_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     received: dict[str, float] = field(default_factory=dict)
     relist: set[str] = field(default_factory=set)  # resources to list again
-    sweep_before: datetime | None = None
+    listed: bool = False  # the nodes were listed since the last take
     lock: threading.Lock = field(default_factory=threading.Lock)
     changed: threading.Event = field(default_factory=threading.Event)
     requests_cache: dict[str, Resources] = field(default_factory=dict)
@@ -133,10 +135,10 @@ class WatchState:
                 pods_only=sorted(pods_only),
                 pod_rows=list(self.pod_rows.values()),
                 received=dict(self.received),
-                sweep_before=self.sweep_before,
+                present=frozenset(self.nodes) if self.listed else None,
             )
             self.dirty, self.pods_dirty, self.gone, self.pod_rows = set(), set(), set(), {}
-            self.received, self.sweep_before = {}, None
+            self.received, self.listed = {}, False
             self.changed.clear()
         return batch
 
@@ -190,13 +192,15 @@ class WatchState:
         if name and name in self.nodes:
             yield name, self.nodes[name]
 
-    def nodes_listed(self, nodes: dict[str, NodeSnapshot], version: str, since: datetime) -> None:
+    def nodes_listed(self, nodes: dict[str, NodeSnapshot], version: str) -> None:
+        """Replace the nodes with a listing's. Only the nodes that differ from what the
+        state held are written again: a re-list of an unchanged cluster writes no node row."""
         with self.lock:
             self.gone |= self.nodes.keys() - nodes.keys()
+            self.dirty |= {name for name, node in nodes.items() if self.nodes.get(name) != node}
             self.nodes = nodes
-            self.dirty |= nodes.keys()
             self.versions["nodes"] = version
-            self.sweep_before = since
+            self.listed = True
             self._changed("nodes")
 
     def pods_listed(self, pods: dict[str, dict[str, PodSummary]], version: str) -> None:
@@ -233,12 +237,10 @@ def flush(batch: Batch, now: datetime, still_leading: Callable[[], None] = lambd
 
 
 def _flush_rest(batch: Batch, now: datetime) -> None:
-    if batch.sweep_before is not None:
-        Node.objects.filter(last_seen__lt=batch.sweep_before, gone_at__isnull=True).update(
-            gone_at=now
-        )
-    if batch.gone:
-        Node.objects.filter(name__in=batch.gone, gone_at__isnull=True).update(gone_at=now)
+    gone = set(batch.gone)
+    if batch.present is not None:
+        gone |= {name for name in nodes_present() if name not in batch.present}
+    nodes_gone(gone, now)
     nodes_pods_update({name: batch.pods_by_node[name] for name in batch.pods_only})
     gpu_pods_upsert(batch.pod_rows)
     if batch.pod_rows:
@@ -247,7 +249,6 @@ def _flush_rest(batch: Batch, now: datetime) -> None:
 
 def nodes_relist(state: WatchState) -> None:
     """List every node (paged) and replace the state's nodes with what the list says."""
-    since = timezone.now()
     nodes: dict[str, NodeSnapshot] = {}
     version = ""
     for page in read_ahead(list_pages("nodes")):
@@ -255,7 +256,7 @@ def nodes_relist(state: WatchState) -> None:
         for raw in page.items:
             if is_gpu_node(raw):
                 nodes[raw["metadata"]["name"]] = node_snapshot(raw)
-    state.nodes_listed(nodes, version, since)
+    state.nodes_listed(nodes, version)
     log.info("listed %d GPU nodes at resourceVersion %s", len(nodes), version)
 
 
@@ -413,7 +414,7 @@ class Leader:
 
     def flush(self) -> None:
         batch = self.state.take()
-        if len(batch) or batch.sweep_before is not None:
+        if len(batch) or batch.present is not None:
             started = time.monotonic()
             flush(batch, timezone.now(), self.still_leading)
             if len(batch) >= LOGGED_BATCH:
