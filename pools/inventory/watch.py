@@ -6,7 +6,9 @@ API server restart) lists that resource again; a dropped connection resumes from
 resourceVersion seen, after a backoff. The two streams run in their own threads and only
 touch the in-memory state (`WatchState`): a node's snapshot, and a small summary of each
 bound pod by node. The main thread writes what changed every FLUSH_SECONDS at most, in
-one transaction of bulk statements whose number does not grow with the batch.
+one transaction of bulk statements whose number does not grow with the batch, and only
+what changed: a node whose pods alone changed gets its four pod columns, a re-list leaves
+the rows of unchanged nodes and pods as they are.
 
 Only the holder of the inventory lease writes; it renews the lease as it goes and stops
 writing the moment a renewal fails (someone took over after it stalled).
