@@ -17,6 +17,7 @@ writing the moment a renewal fails (someone took over after it stalled).
 from __future__ import annotations
 
 import collections
+import gc
 import logging
 import random
 import threading
@@ -440,6 +441,11 @@ def watch_inventory(stop: threading.Event) -> None:
     # Building the client imports its generated API classes (seconds on a busy machine):
     # done before taking the lease, not while holding it.
     core_api()
+    # What start-up built (Django, the client's hundreds of generated classes) lives as long
+    # as the process: out of the cyclic collector's sight, a full collection no longer walks
+    # it each time a listing's objects pile up. At 15,000 nodes the collections cost 10 of
+    # the initial sync's 26 s of CPU.
+    gc.freeze()
     waiting = False
     try:
         while not stop.is_set():
