@@ -35,6 +35,7 @@ from pools import observability
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import pod_requests
 from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
+from pools.inventory.collector import collector_paused
 from pools.inventory.lease import (
     holder_name,
     lease_acquire,
@@ -254,11 +255,12 @@ def nodes_relist(state: WatchState) -> None:
     """List every node (paged) and replace the state's nodes with what the list says."""
     nodes: dict[str, NodeSnapshot] = {}
     version = ""
-    for page in read_ahead(list_pages("nodes")):
-        version = page.resource_version
-        for raw in page.items:
-            if is_gpu_node(raw):
-                nodes[raw["metadata"]["name"]] = node_snapshot(raw)
+    with collector_paused():
+        for page in read_ahead(list_pages("nodes")):
+            version = page.resource_version
+            for raw in page.items:
+                if is_gpu_node(raw):
+                    nodes[raw["metadata"]["name"]] = node_snapshot(raw)
     state.nodes_listed(nodes, version)
     log.info("listed %d GPU nodes at resourceVersion %s", len(nodes), version)
 
@@ -276,24 +278,25 @@ def pods_relist(state: WatchState, leading: threading.Event) -> None:
     with state.lock:
         state.pod_rows = {}  # the list says it all
     listed = PodRowsListed.read()
-    for page in read_ahead(list_pages("pods")):
-        version = page.resource_version
-        rows = []
-        for raw in page.items:
-            requests = pod_requests(raw, state.requests_cache)
-            summary = pod_summary(raw, requests)
-            if summary is not None and not summary.finished:
-                by_node[summary.node][str(raw["metadata"].get("uid"))] = summary
-            if is_gpu_pod(requests) and listed.changed(raw):
-                rows.append(
-                    gpu_pod_from_raw(
-                        raw, requests, labels=labels, node_pools=node_pools, observed=since
+    with collector_paused():
+        for page in read_ahead(list_pages("pods")):
+            version = page.resource_version
+            rows = []
+            for raw in page.items:
+                requests = pod_requests(raw, state.requests_cache)
+                summary = pod_summary(raw, requests)
+                if summary is not None and not summary.finished:
+                    by_node[summary.node][str(raw["metadata"].get("uid"))] = summary
+                if is_gpu_pod(requests) and listed.changed(raw):
+                    rows.append(
+                        gpu_pod_from_raw(
+                            raw, requests, labels=labels, node_pools=node_pools, observed=since
+                        )
                     )
-                )
-        if not leading.is_set():
-            raise LeaseLost("the lease was lost while listing pods")
-        gpu_pods_upsert(rows)
-        written += len(rows)
+            if not leading.is_set():
+                raise LeaseLost("the lease was lost while listing pods")
+            gpu_pods_upsert(rows)
+            written += len(rows)
     listed.unseen_deleted(timezone.now())
     gpu_pods_pool_fill()
     state.pods_listed(by_node, version)
