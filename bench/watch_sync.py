@@ -1,12 +1,17 @@
 """The inventory watcher's initial sync at scale: 15,000 nodes (120,000 GPUs) and about
 114,000 pods, from the process's start to every row written, and the watcher's peak RSS.
 
-.venv/bin/python -m bench.watch_sync [--nodes 15000] [--runs 3]
+.venv/bin/python -m bench.watch_sync [--nodes 15000] [--runs 3] [--profile]
 
 Each run starts `manage.py watch_inventory` as its own process against a fresh database
 (SQLite, or BENCH_DATABASE_URL) and reads its log: when it took the lease, listed the
 nodes, listed and wrote the pods, and wrote the node rows. Peak RSS is the process's
-VmHWM from /proc.
+VmHWM from /proc; CPU time is the watcher's (every thread) and kubesim's over the run,
+from /proc, so a run on a shared machine still says what the sync itself cost.
+
+`--profile` runs the same steps in this process instead, one after the other (list the
+nodes, write their rows, list and write the pods, write the nodes' pod figures) under
+cProfile on CPU time, and prints the costliest functions.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -41,6 +47,12 @@ def peak_mib(pid: int) -> float:
     return 0.0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process, every thread, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stamps(log: str) -> dict[str, float]:
     """When each step ended, from the log's timestamps; the node rows are written by the
     first flush after the pods were listed."""
@@ -57,9 +69,18 @@ def stamps(log: str) -> dict[str, float]:
     return found
 
 
-def one_run(workdir: Path, kubeconfig: Path, index: int) -> tuple[float, float, dict[str, float]]:
-    database = os.environ.get("BENCH_DATABASE_URL", f"sqlite:///{workdir / f'run{index}.db'}")
-    env = {
+@dataclass
+class Run:
+    seconds: float  # from the lease to every row written
+    peak_mib: float
+    watcher_cpu: float  # seconds, from the lease (sampled when its log line appears)
+    kubesim_cpu: float  # seconds, over the same span
+    start_cpu: float  # the watcher's CPU seconds before the lease (Django, the client)
+    found: dict[str, float]
+
+
+def _environment(database: str, kubeconfig: Path) -> dict[str, str]:
+    return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "portal.settings",
         "DJANGO_DEBUG": "false",
@@ -67,8 +88,14 @@ def one_run(workdir: Path, kubeconfig: Path, index: int) -> tuple[float, float, 
         "DATABASE_URL": database,
         "KUBECONFIG": str(kubeconfig),
     }
+
+
+def one_run(workdir: Path, kubeconfig: Path, index: int, kubesim_pid: int) -> Run:
+    database = os.environ.get("BENCH_DATABASE_URL", f"sqlite:///{workdir / f'run{index}.db'}")
+    env = _environment(database, kubeconfig)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     log_path = workdir / f"watcher{index}.log"
+    sim_cpu = cpu_seconds(kubesim_pid)
     started = time.time()
     process = subprocess.Popen(
         [sys.executable, "manage.py", "watch_inventory"],
@@ -77,48 +104,100 @@ def one_run(workdir: Path, kubeconfig: Path, index: int) -> tuple[float, float, 
         stdout=log_path.open("wb"),
         stderr=subprocess.STDOUT,
     )
+    at_lease: float | None = None
     try:
-        while "node rows written" not in stamps(log_path.read_text()):
+        while "node rows written" not in (found := stamps(log_path.read_text())):
             if process.poll() is not None or time.time() - started > 900:
                 raise RuntimeError(log_path.read_text()[-3000:])
+            if at_lease is None and "lease" in found:
+                at_lease, sim_cpu = cpu_seconds(process.pid), cpu_seconds(kubesim_pid)
             time.sleep(0.2)
-        peak = peak_mib(process.pid)
+        peak, cpu = peak_mib(process.pid), cpu_seconds(process.pid)
+        sim_cpu = cpu_seconds(kubesim_pid) - sim_cpu
+        at_lease = at_lease if at_lease is not None else 0.0
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
     text = log_path.read_text()
     print(text[-1500:] if os.environ.get("BENCH_VERBOSE") else "", end="", flush=True)
     found = stamps(text)
-    return found["node rows written"] - found["lease"], peak, {"start": started, **found}
+    seconds = found["node rows written"] - found["lease"]
+    return Run(seconds, peak, cpu - at_lease, sim_cpu, at_lease, {"start": started, **found})
+
+
+def profile_in_process(workdir: Path, kubeconfig: Path) -> None:
+    """The watcher's initial sync in this process, step by step, under cProfile."""
+    import cProfile
+    import pstats
+    import threading
+
+    from bench import django_env
+
+    django_env.setup(workdir, KUBECONFIG=str(kubeconfig))
+    from django.utils import timezone
+
+    from pools.inventory.watch import WatchState, flush, nodes_relist, pods_relist
+    from pools.kube.nodes import core_api
+
+    core_api()
+    state, leading = WatchState(), threading.Event()
+    leading.set()
+    profiler = cProfile.Profile(time.process_time)  # CPU: the machine may be shared
+    for step, run in (
+        ("nodes listed", lambda: nodes_relist(state)),
+        ("node rows written", lambda: flush(state.take(), timezone.now())),
+        ("pods listed and written", lambda: pods_relist(state, leading)),
+        ("the nodes' pod figures written", lambda: flush(state.take(), timezone.now())),
+    ):
+        wall, cpu = time.perf_counter(), time.process_time()
+        profiler.runcall(run)
+        print(
+            f"{step}: {time.perf_counter() - wall:.2f} s wall, "
+            f"{time.process_time() - cpu:.2f} s CPU",
+            flush=True,
+        )
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(50)
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(35)
+
+
+def report(index: int, run: Run) -> None:
+    found = run.found
+    steps = ", ".join(
+        f"{step} +{found[step] - found['lease']:.1f}s" for step in STEPS if step in found
+    )
+    print(
+        f"run {index + 1}: {run.seconds:.1f} s from the lease to every row "
+        f"(process start to lease {found['lease'] - found['start']:.1f} s); {steps}; "
+        f"peak RSS {run.peak_mib:.0f} MiB; CPU from the lease: watcher {run.watcher_cpu:.1f} s "
+        f"(+{run.start_cpu:.1f} s before it), kubesim {run.kubesim_cpu:.1f} s; "
+        f"load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=15000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="one in-process run under cProfile")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         with kubesim_server(tmp / "sim", nodes=args.nodes, start_timeout=900) as sim:
-            times, peaks = [], []
+            if args.profile:
+                profile_in_process(tmp, sim.kubeconfig)
+                return
+            runs = []
             for index in range(args.runs):
-                seconds, peak, found = one_run(tmp, sim.kubeconfig, index)
-                times.append(seconds)
-                peaks.append(peak)
-                steps = ", ".join(
-                    f"{step} +{found[step] - found['lease']:.1f}s"
-                    for step in STEPS
-                    if step in found
-                )
-                print(
-                    f"run {index + 1}: {seconds:.1f} s from the lease to every row "
-                    f"(process start to lease {found['lease'] - found['start']:.1f} s); "
-                    f"{steps}; peak RSS {peak:.0f} MiB",
-                    flush=True,
-                )
+                runs.append(one_run(tmp, sim.kubeconfig, index, sim.process.pid))
+                report(index, runs[-1])
             print(
-                f"initial sync at {args.nodes} nodes: median {statistics.median(times):.1f} s, "
-                f"peak RSS median {statistics.median(peaks):.0f} MiB (max {max(peaks):.0f})"
+                f"initial sync at {args.nodes} nodes: median "
+                f"{statistics.median(r.seconds for r in runs):.1f} s, CPU median "
+                f"{statistics.median(r.watcher_cpu for r in runs):.1f} s (watcher) + "
+                f"{statistics.median(r.kubesim_cpu for r in runs):.1f} s (kubesim), "
+                f"peak RSS median {statistics.median(r.peak_mib for r in runs):.0f} MiB "
+                f"(max {max(r.peak_mib for r in runs):.0f})"
             )
 
 

@@ -98,3 +98,41 @@ def test_the_periodic_sync_skips_while_another_sync_holds_the_lease(cluster: Kub
     assert tasks.sync_inventory() == "skipped: sync:other:7 holds the inventory lease"
     assert not Node.objects.exists()
     assert cluster.count("list", resource="nodes") == 0
+
+
+@pytest.mark.django_db
+def test_a_flush_of_pod_changes_writes_only_the_pod_columns_of_their_nodes(
+    cluster: Kubesim,
+) -> None:
+    nodes = [n for page in list_pages("nodes") for n in page.items]
+    pod = next(
+        p
+        for page in list_pages("pods")
+        for p in page.items
+        if p["metadata"]["name"] == "chat-serving-a100-infer-000-0"
+    )
+    state = state_with(nodes, [])
+    flush(state.take(), timezone.now())
+    Node.objects.filter(name="a100-infer-000").update(labels={"kept": "as written"})
+    state.pod_event("ADDED", pod, timezone.now())
+    with CaptureQueriesContext(connection) as narrow:
+        flush(state.take(), timezone.now())
+    # The node's row: one narrow update of its pod columns, not the whole row.
+    assert writes(narrow) == {
+        "SELECT pools_pool": 1,
+        "UPDATE pools_node": 1,
+        "INSERT pools_gpupod": 1,
+        "UPDATE pools_gpupod": 1,
+    }
+    update = next(q["sql"] for q in narrow.captured_queries if 'UPDATE "pools_node"' in q["sql"])
+    assert update.startswith("1 times: ")
+    assert '"pods" = ' in update and '"labels"' not in update
+    row = Node.objects.get(name="a100-infer-000")
+    assert (row.gpu_allocated, row.labels) == (2, {"kept": "as written"})
+    assert [p["name"] for p in row.pods] == ["chat-serving-a100-infer-000-0"]
+    # The same pod again (an event that changes nothing the node's row shows): no node write.
+    state.pod_event("MODIFIED", pod, timezone.now())
+    with CaptureQueriesContext(connection) as unchanged:
+        flush(state.take(), timezone.now())
+    assert "UPDATE pools_node" not in writes(unchanged)
+    assert writes(unchanged)["INSERT pools_gpupod"] == 1

@@ -10,9 +10,10 @@ been terminating since the first minus the second.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from pools.core.fit.api_objects import FINISHED
@@ -68,6 +69,12 @@ def parse_time(value: object) -> datetime | None:
     """An RFC 3339 time from the API ("2026-11-30T09:16:54Z"), or None."""
     if not isinstance(value, str) or not value:
         return None
+    return _parse_text(value)
+
+
+@lru_cache(maxsize=8192)
+def _parse_text(value: str) -> datetime | None:
+    # Pods of one job share their times: a listing parses each distinct one once.
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -103,28 +110,53 @@ def _owner(meta: Raw) -> Raw:
     return next((o for o in owners if o.get("controller")), owners[0] if owners else {})
 
 
-def _condition(status: Raw, kind: str) -> Raw:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
-
-
-def _statuses(status: Raw) -> list[Raw]:
-    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
-
-
-def _times(statuses: Iterable[Raw], state: str, key: str) -> list[datetime]:
-    found = []
-    for container in statuses:
-        for source in (container.get("state") or {}, container.get("lastState") or {}):
-            when = parse_time((source.get(state) or {}).get(key))
-            if when is not None:
-                found.append(when)
+def _conditions(status: Raw) -> dict[str, Raw]:
+    """The pod's conditions by type (the first of each)."""
+    found: dict[str, Raw] = {}
+    for condition in status.get("conditions") or []:
+        found.setdefault(condition.get("type"), condition)
     return found
 
 
-def _started(status: Raw, statuses: list[Raw]) -> datetime | None:
-    running = _times(statuses, "running", "startedAt") + _times(statuses, "terminated", "startedAt")
-    if running:
-        return min(running)
+@dataclass
+class _Containers:
+    """What the containers' statuses (init containers first) say, read in one pass."""
+
+    started: datetime | None = None  # the earliest start, running or terminated
+    finished: datetime | None = None  # the latest end
+    ended: list[Raw] = field(default_factory=list)  # each one's terminated state, if any
+    waiting_reason: str = ""  # the first container's that waits
+    restarts: int = 0
+
+    def read(self, container: Raw) -> None:
+        state, last = container.get("state") or {}, container.get("lastState") or {}
+        for source in (state, last):
+            for phase, key in (("running", "startedAt"), ("terminated", "startedAt")):
+                when = parse_time((source.get(phase) or {}).get(key))
+                if when is not None and (self.started is None or when < self.started):
+                    self.started = when
+            when = parse_time((source.get("terminated") or {}).get("finishedAt"))
+            if when is not None and (self.finished is None or when > self.finished):
+                self.finished = when
+        if terminated := state.get("terminated") or last.get("terminated"):
+            self.ended.append(terminated)
+        reason = (state.get("waiting") or {}).get("reason")
+        if reason and not self.waiting_reason:
+            self.waiting_reason = str(reason)
+        self.restarts += int(container.get("restartCount") or 0)
+
+
+def _containers(status: Raw) -> _Containers:
+    found = _Containers()
+    for group in ("initContainerStatuses", "containerStatuses"):
+        for container in status.get(group) or []:
+            found.read(container)
+    return found
+
+
+def _started(status: Raw, containers: _Containers) -> datetime | None:
+    if containers.started is not None:
+        return containers.started
     # No container start recorded (an evicted pod's status can be that short): the kubelet's
     # acceptance, but only once the pod ran; a pod pulling its image has not started.
     if status.get("phase") in ("Running", *FINISHED):
@@ -132,30 +164,26 @@ def _started(status: Raw, statuses: list[Raw]) -> datetime | None:
     return None
 
 
-def _finished(status: Raw, statuses: list[Raw], observed: datetime) -> datetime | None:
+def _finished(
+    status: Raw, containers: _Containers, ready: Raw, observed: datetime
+) -> datetime | None:
     if status.get("phase") not in FINISHED:
         return None
-    ended = _times(statuses, "terminated", "finishedAt")
-    if ended:
-        return max(ended)
+    if containers.finished is not None:
+        return containers.finished
     # Evicted or past its deadline, no container ever ran: when it stopped being ready.
-    return parse_time(_condition(status, "Ready").get("lastTransitionTime")) or observed
+    return parse_time(ready.get("lastTransitionTime")) or observed
 
 
-def _termination(status: Raw, statuses: list[Raw]) -> tuple[str, int | None, str]:
-    """Why the pod ended: the pod's own reason (Evicted, DeadlineExceeded) first, then the
-    first container that failed, then any that ended."""
-    ended = [
-        (c.get("state") or {}).get("terminated") or (c.get("lastState") or {}).get("terminated")
-        for c in statuses
-    ]
-    ended = [t for t in ended if t]
+def _termination(status: Raw, ended: list[Raw], disrupted: Raw) -> tuple[str, int | None, str]:
+    """Why the pod ended: the pod's own reason (Evicted, DeadlineExceeded) first, then its
+    DisruptionTarget condition's, then the first container that failed, then any that
+    ended."""
     failed = [t for t in ended if t.get("exitCode")]
     chosen = (failed or ended or [{}])[0]
     code = chosen.get("exitCode")
     # A pod the scheduler preempted or the API evicted has no reason of its own: its
     # DisruptionTarget condition says why, where the container says only "Error".
-    disrupted = _condition(status, "DisruptionTarget")
     if status.get("phase") != "Failed" or disrupted.get("status") != "True":
         disrupted = {}
     reason = str(status.get("reason") or disrupted.get("reason") or chosen.get("reason") or "")
@@ -171,16 +199,7 @@ def _terminating_since(meta: Raw) -> datetime | None:
     return deletion - timedelta(seconds=grace if isinstance(grace, int) else 0)
 
 
-def _waiting_reason(statuses: list[Raw]) -> str:
-    for container in statuses:
-        reason = ((container.get("state") or {}).get("waiting") or {}).get("reason")
-        if reason:
-            return str(reason)
-    return ""
-
-
-def _unschedulable(status: Raw) -> str:
-    scheduled = _condition(status, "PodScheduled")
+def _unschedulable(scheduled: Raw) -> str:
     if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
         return str(scheduled.get("message") or "")[:_MAX_TEXT]
     return ""
@@ -197,11 +216,14 @@ def pod_record(
     was created, if it has no creationTimestamp; when it ended, if nothing says)."""
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
     pod_labels = meta.get("labels") or {}
-    statuses = _statuses(status)
+    containers = _containers(status)
+    conditions = _conditions(status)
     requests = requests or pod_requests(raw)
     owner = _owner(meta)
-    reason, code, message = _termination(status, statuses)
-    scheduled = _condition(status, "PodScheduled")
+    reason, code, message = _termination(
+        status, containers.ended, conditions.get("DisruptionTarget", {})
+    )
+    scheduled = conditions.get("PodScheduled", {})
     priority = spec.get("priority")
     return PodRecord(
         uid=str(meta.get("uid") or ""),
@@ -222,15 +244,15 @@ def pod_record(
         scheduled_at=parse_time(scheduled.get("lastTransitionTime"))
         if scheduled.get("status") == "True"
         else None,
-        started_at=_started(status, statuses),
-        finished_at=_finished(status, statuses, observed),
+        started_at=_started(status, containers),
+        finished_at=_finished(status, containers, conditions.get("Ready", {}), observed),
         terminating_since=_terminating_since(meta),
         termination_reason=reason[:128],
         exit_code=code,
         termination_message=message,
-        unschedulable_message=_unschedulable(status),
-        waiting_reason=_waiting_reason(statuses)[:128],
-        restarts=sum(int(c.get("restartCount") or 0) for c in statuses),
+        unschedulable_message=_unschedulable(scheduled),
+        waiting_reason=containers.waiting_reason[:128],
+        restarts=containers.restarts,
         node_selector=dict(spec.get("nodeSelector") or {}),
         affinity=dict(spec.get("affinity") or {}),
         tolerations=list(spec.get("tolerations") or []),

@@ -7,18 +7,22 @@ so a flush costs the same number of statements for 10 changes as for 5,000.
 The upserts bypass `bulk_create`: at 100,000 pods its per-field SQL compilation cost more
 than the whole rest of a sync (1 ms a row), and SQLite's bound on variables split it into
 a statement per 27 rows. The statement is built once per model from its fields, each
-value adapted by the field's own database preparation, so it writes what the ORM would.
+value adapted as the field's own database preparation does, so it writes what the ORM
+would (tests/test_inventory_rows.py compares them).
 """
 
 from __future__ import annotations
 
+import json
+import operator
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timedelta
-from functools import cache
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, tzinfo
+from functools import cache, lru_cache
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import connection, models, transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -50,18 +54,32 @@ def active_pools() -> tuple[list[PoolSpec], dict[str, int]]:
     return [p.spec() for p in pools], {p.name: p.pk for p in pools}
 
 
-def build_node(
+# The columns a node's pods make: all a flush writes when only the pods changed.
+POD_COLUMNS = ("gpu_allocated", "cpu_requested_milli", "memory_requested_bytes", "pods")
+
+
+def node_pod_columns(pods: Iterable[PodSummary]) -> dict[str, Any]:
+    """The node's figures made of `pods`, the pods bound to it; finished ones (Succeeded,
+    Failed) hold nothing and are left out."""
+    pod_list = sorted(
+        (p for p in pods if not p.finished), key=lambda p: (-p.gpus, p.namespace, p.name)
+    )
+    return {
+        "gpu_allocated": sum(p.gpus for p in pod_list),
+        "cpu_requested_milli": sum(p.cpu_milli for p in pod_list),
+        "memory_requested_bytes": sum(p.memory_bytes for p in pod_list),
+        "pods": [p.as_dict() for p in pod_list],
+    }
+
+
+def node_row(
     snapshot: NodeSnapshot,
     pods: Iterable[PodSummary],
     pools: Sequence[PoolSpec],
     pool_ids: dict[str, int],
     seen_at: object,
-) -> Node:
-    """The node's row. `pods`: the pods bound to it; finished ones (Succeeded, Failed) hold
-    nothing and are left out."""
-    pod_list = sorted(
-        (p for p in pods if not p.finished), key=lambda p: (-p.gpus, p.namespace, p.name)
-    )
+) -> dict[str, Any]:
+    """The node's row as attribute names and values (every column but the id)."""
     label = snapshot.labels.get(settings.POOL_LABEL_KEY, "")
     node_drift = drift_record(
         snapshot.labels,
@@ -70,42 +88,80 @@ def build_node(
         known_pools=pool_ids.keys(),
         pool_key=settings.POOL_LABEL_KEY,
     )
-    return Node(
-        name=snapshot.name,
-        pool_id=pool_ids.get(label),
-        pool_label=label,
-        gpu_model=snapshot.gpu_model,
-        gpu_count=snapshot.gpu_count,
-        gpu_memory_mib=snapshot.gpu_memory_mib,
-        gpu_allocatable=snapshot.gpu_allocatable,
-        gpu_allocated=sum(p.gpus for p in pod_list),
-        cpu_allocatable=snapshot.cpu_allocatable,
-        memory_allocatable=snapshot.memory_allocatable,
-        cpu_allocatable_milli=snapshot.cpu_allocatable_milli,
-        memory_allocatable_bytes=snapshot.memory_allocatable_bytes,
-        cpu_capacity_milli=snapshot.cpu_capacity_milli,
-        memory_capacity_bytes=snapshot.memory_capacity_bytes,
-        pods_allocatable=snapshot.pods_allocatable,
-        cpu_requested_milli=sum(p.cpu_milli for p in pod_list),
-        memory_requested_bytes=sum(p.memory_bytes for p in pod_list),
-        ready=snapshot.ready,
-        cordoned=snapshot.cordoned,
-        labels=dict(snapshot.labels),
-        taints=snapshot.taints,
-        drifted=bool(node_drift),
-        drift=node_drift,
-        pods=[p.as_dict() for p in pod_list],
-        resource_version=snapshot.resource_version,
-        last_seen=seen_at,
-        gone_at=None,
-    )
+    return {
+        "name": snapshot.name,
+        "pool_id": pool_ids.get(label),
+        "pool_label": label,
+        "gpu_model": snapshot.gpu_model,
+        "gpu_count": snapshot.gpu_count,
+        "gpu_memory_mib": snapshot.gpu_memory_mib,
+        "gpu_allocatable": snapshot.gpu_allocatable,
+        "cpu_allocatable": snapshot.cpu_allocatable,
+        "memory_allocatable": snapshot.memory_allocatable,
+        "cpu_allocatable_milli": snapshot.cpu_allocatable_milli,
+        "memory_allocatable_bytes": snapshot.memory_allocatable_bytes,
+        "cpu_capacity_milli": snapshot.cpu_capacity_milli,
+        "memory_capacity_bytes": snapshot.memory_capacity_bytes,
+        "pods_allocatable": snapshot.pods_allocatable,
+        "ready": snapshot.ready,
+        "cordoned": snapshot.cordoned,
+        "labels": dict(snapshot.labels),
+        "taints": snapshot.taints,
+        "drifted": bool(node_drift),
+        "drift": node_drift,
+        "resource_version": snapshot.resource_version,
+        "last_seen": seen_at,
+        "gone_at": None,
+        **node_pod_columns(pods),
+    }
 
 
-def _adapter(field: models.Field[Any, Any]) -> Callable[[Any], Any] | None:
+def build_node(
+    snapshot: NodeSnapshot,
+    pods: Iterable[PodSummary],
+    pools: Sequence[PoolSpec],
+    pool_ids: dict[str, int],
+    seen_at: object,
+) -> Node:
+    """The node's row as a model instance (see node_row)."""
+    return Node(**node_row(snapshot, pods, pools, pool_ids, seen_at))
+
+
+def _sqlite_datetime(tz: tzinfo) -> Callable[[datetime], str]:
+    """What SQLite's backend stores for a datetime (naive in the connection's zone, as
+    text), without the backend's per-value lookups of settings and the connection. Pods
+    of one job share their times, and a listing's rows their `updated_at`: remembered."""
+
+    @lru_cache(maxsize=4096)
+    def adapt(value: datetime) -> str:
+        if value.tzinfo is not None:
+            value = value.astimezone(tz).replace(tzinfo=None)
+        return str(value)
+
+    return adapt
+
+
+def _json_text(value: Any) -> str:
+    """What SQLite's backend stores for a JSONField without an encoder: `json.dumps`. Most
+    scheduling blocks are empty: those are constants."""
+    if value == {}:
+        return "{}"
+    if value == []:
+        return "[]"
+    return json.dumps(value)
+
+
+def _adapter(field: models.Field[Any, Any], tz: tzinfo | None) -> Callable[[Any], Any] | None:
+    """How a value of `field` becomes a parameter; None: as it is. On SQLite (`tz`: the
+    connection's zone) the backend's adapters are written out: a sync adapts hundreds of
+    thousands of values, and they cost more than the rest of building a row. Elsewhere, the
+    field's own preparation."""
     if isinstance(field, models.JSONField):
+        if tz is not None and field.encoder is None:
+            return _json_text
         return lambda value: field.get_db_prep_save(value, connection)
     if isinstance(field, models.DateTimeField):
-        return connection.ops.adapt_datetimefield_value
+        return _sqlite_datetime(tz) if tz is not None else connection.ops.adapt_datetimefield_value
     return None
 
 
@@ -116,10 +172,13 @@ def _upsert_statement(
     keep: tuple[str, ...],
     keep_unless_empty: tuple[str, ...],
     vendor: str,
-) -> tuple[str, list[str], list[Callable[[Any], Any] | None]]:
+    tz: tzinfo | None,
+) -> tuple[
+    str, Callable[[dict[str, Any]], tuple[Any, ...]], list[tuple[int, Callable[[Any], Any]]]
+]:
     """The upsert of `model` keyed on `unique`, updating every field but `keep` on conflict
-    (and `keep_unless_empty` when the new value is ''); the attribute names it reads and
-    each one's adapter, in column order."""
+    (and `keep_unless_empty` when the new value is ''); a getter of a row's values in column
+    order, and the adapter of each column that needs one."""
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
@@ -138,7 +197,28 @@ def _upsert_statement(
     values = f"VALUES ({', '.join(['%s'] * len(columns))})"
     conflict = f"ON CONFLICT ({quote(unique)}) DO UPDATE SET {updates}"
     sql = f"{head} {values} {conflict}"
-    return sql, [f.attname for f in fields], [_adapter(f) for f in fields]
+    adapters = [(i, a) for i, f in enumerate(fields) if (a := _adapter(f, tz)) is not None]
+    return sql, operator.itemgetter(*(f.attname for f in fields)), adapters
+
+
+def _parameters(
+    row: dict[str, Any],
+    getter: Callable[[dict[str, Any]], tuple[Any, ...]],
+    adapters: list[tuple[int, Callable[[Any], Any]]],
+) -> list[Any]:
+    values = list(getter(row))
+    for index, adapt in adapters:
+        if (value := values[index]) is not None:
+            values[index] = adapt(value)
+    return values
+
+
+def executemany(sql: str, params: Sequence[Sequence[Any]]) -> None:
+    """One prepared statement, many parameter sets, in one transaction. Outside one, each
+    row would be its own: SQLite in autocommit mode commits after every row of an
+    `executemany` (four times the cost of the rows themselves, at 100,000 pod rows)."""
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.executemany(sql, params)
 
 
 def upsert(
@@ -150,19 +230,13 @@ def upsert(
     keep_unless_empty: tuple[str, ...] = (),
 ) -> int:
     """Insert or update `rows` (attribute name -> value) in one statement."""
-    sql, names, adapters = _upsert_statement(
-        model, unique, keep, keep_unless_empty, connection.vendor
+    tz = connection.timezone if connection.vendor == "sqlite" else None
+    sql, getter, adapters = _upsert_statement(
+        model, unique, keep, keep_unless_empty, connection.vendor, tz
     )
-    params = [
-        [
-            value if adapt is None or value is None else adapt(value)
-            for adapt, value in zip(adapters, (row[name] for name in names), strict=True)
-        ]
-        for row in rows
-    ]
+    params = [_parameters(row, getter, adapters) for row in rows]
     if params:
-        with connection.cursor() as cursor:
-            cursor.executemany(sql, params)
+        executemany(sql, params)
     return len(params)
 
 
@@ -175,6 +249,12 @@ def nodes_upsert(rows: list[Node]) -> None:
         inventory_version_bump()
 
 
+def node_rows_upsert(rows: list[dict[str, Any]]) -> None:
+    """Write node rows made by node_row (one statement)."""
+    if upsert(Node, rows, unique="name"):
+        inventory_version_bump()
+
+
 def nodes_mark_gone(nodes: QuerySet[Node], at: datetime) -> int:
     """Mark the present nodes of `nodes` gone (one statement); how many were."""
     gone = nodes.filter(gone_at__isnull=True).update(gone_at=at)
@@ -183,10 +263,33 @@ def nodes_mark_gone(nodes: QuerySet[Node], at: datetime) -> int:
     return gone
 
 
+def nodes_pods_update(pods_by_node: dict[str, Iterable[PodSummary]]) -> int:
+    """Write only the columns made of each node's pods (one statement): a pod that came,
+    went or changed phase leaves the node's labels, taints and drift as they were."""
+    if not pods_by_node:
+        return 0
+    quote = connection.ops.quote_name
+    fields = [Node._meta.get_field(name) for name in POD_COLUMNS]
+    tz = connection.timezone if connection.vendor == "sqlite" else None
+    adapt_pods = _adapter(Node._meta.get_field("pods"), tz)
+    assert adapt_pods is not None  # a JSONField always has one
+    # Identifiers from the model's own metadata, quoted; every value is a parameter.
+    sql = (
+        f"UPDATE {quote(Node._meta.db_table)} "  # noqa: S608
+        f"SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} WHERE name = %s"
+    )
+    params = []
+    for name, pods in pods_by_node.items():
+        columns = node_pod_columns(pods)
+        params.append([*(columns[c] for c in POD_COLUMNS[:-1]), adapt_pods(columns["pods"]), name])
+    executemany(sql, params)
+    inventory_version_bump()
+    return len(params)
+
+
 def gpu_pod_values(record: PodRecord, pool_label: str, now: datetime) -> dict[str, Any]:
     """A GpuPod row's values (attribute names), for `gpu_pods_upsert`."""
-    values = {name: getattr(record, name) for name in PodRecord.__dataclass_fields__}
-    return {**values, "pool_label": pool_label, "deleted_at": None, "updated_at": now}
+    return {**vars(record), "pool_label": pool_label, "deleted_at": None, "updated_at": now}
 
 
 def gpu_pod_from_raw(
@@ -220,6 +323,24 @@ def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> 
     return stamp
 
 
+def nodes_present() -> list[str]:
+    """The names of the node rows not marked gone."""
+    return list(Node.objects.filter(gone_at__isnull=True).values_list("name", flat=True))
+
+
+def nodes_gone(names: Iterable[str], at: datetime) -> int:
+    """Mark the rows of these nodes gone (one statement, however many)."""
+    table = connection.ops.quote_name(Node._meta.db_table)
+    # The table's name from the model's metadata, quoted; every value a parameter.
+    sql = f"UPDATE {table} SET gone_at = %s WHERE name = %s AND gone_at IS NULL"  # noqa: S608
+    stamp = connection.ops.adapt_datetimefield_value(at)
+    params = [(stamp, name) for name in sorted(names)]
+    if params:
+        executemany(sql, params)
+        inventory_version_bump()
+    return len(params)
+
+
 def gpu_pods_pool_fill(*, written_since: datetime) -> int:
     """Bound pods without a pool label get the one their node carried when they were bound
     (one statement): the source of the first move that changed the node after the binding,
@@ -250,6 +371,38 @@ def gpu_pods_unseen_deleted(seen_since: datetime, at: datetime) -> int:
     return GpuPod.objects.filter(deleted_at__isnull=True, updated_at__lt=seen_since).update(
         deleted_at=at
     )
+
+
+@dataclass
+class PodRowsListed:
+    """A full listing of pods against the rows already kept: which pods to write (new ones,
+    and those whose resourceVersion changed: an unchanged object makes an unchanged row),
+    then which rows name a pod the listing did not show (deleted meanwhile)."""
+
+    known: dict[str, str]  # uid -> resourceVersion of every row not marked deleted
+    seen: set[str] = field(default_factory=set)
+
+    @classmethod
+    def read(cls) -> PodRowsListed:
+        live = GpuPod.objects.filter(deleted_at__isnull=True)
+        return cls(dict(live.values_list("uid", "resource_version")))
+
+    def changed(self, raw: Raw) -> bool:
+        meta = raw.get("metadata") or {}
+        uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        self.seen.add(uid)
+        return not version or self.known.get(uid) != version
+
+    def unseen_deleted(self, at: datetime) -> int:
+        """Mark the rows of pods the listing did not show deleted (one statement)."""
+        gone = [uid for uid in self.known if uid not in self.seen]
+        if gone:
+            table = connection.ops.quote_name(GpuPod._meta.db_table)
+            # The table's name from the model's metadata, quoted; every value a parameter.
+            sql = f"UPDATE {table} SET deleted_at = %s WHERE uid = %s AND deleted_at IS NULL"  # noqa: S608
+            stamp = connection.ops.adapt_datetimefield_value(at)
+            executemany(sql, [(stamp, uid) for uid in gone])
+        return len(gone)
 
 
 def gpu_pods_purge(now: datetime) -> int:

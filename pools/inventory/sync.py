@@ -48,6 +48,7 @@ from pools.inventory.rows import (
 from pools.inventory.version import inventory_version_bump
 from pools.kube import nodes as kube_nodes
 from pools.kube.nodes import Raw
+from pools.kube.read_ahead import read_ahead
 from pools.models import Node
 from pools.move_records import update_nodes
 
@@ -82,7 +83,7 @@ def pods_list_and_write(seen_at: datetime) -> PodListing:
     listing = PodListing(collections.defaultdict(list))
     cache: dict[str, Resources] = {}
     labels = pod_labels()
-    for page in kube_nodes.all_pod_pages():
+    for page in read_ahead(kube_nodes.all_pod_pages()):
         gpu_rows = []
         for raw in page:
             requests = pod_requests(raw, cache)
