@@ -48,13 +48,13 @@ def test_a_flush_costs_the_same_statements_whatever_its_size(cluster: Kubesim) -
     assert (Node.objects.count(), GpuPod.objects.count()) == (25, 36)
     assert GpuPod.objects.filter(deleted_at__isnull=False).count() == 0  # rewritten by `large`
     # Pools read once; one upsert of nodes, one of pods (deleted ones too), one update for
-    # newly bound pods' pool, one for gone nodes, one raising the inventory's version (the
-    # savepoints are the test's own).
+    # newly bound pods' pool, one for gone nodes, and the inventory's version raised by each
+    # of the two node writes (the savepoints are the test's own).
     fixed = {"SELECT pools_pool": 1, "UPDATE pools_gpupod": 1, "UPDATE pools_node": 1}
     assert writes(few) == {
         **fixed,
         "INSERT pools_node": 1,
-        "INSERT pools_inventoryversion": 1,
+        "INSERT pools_inventoryversion": 2,
         "INSERT pools_gpupod": 1,
     }
     assert writes(many) == writes(few)
@@ -117,10 +117,12 @@ def test_a_flush_of_pod_changes_writes_only_the_pod_columns_of_their_nodes(
     state.pod_event("ADDED", pod, timezone.now())
     with CaptureQueriesContext(connection) as narrow:
         flush(state.take(), timezone.now())
-    # The node's row: one narrow update of its pod columns, not the whole row.
+    # The node's row: one narrow update of its pod columns, not the whole row (its GPUs
+    # allocated change the pool's figures: the inventory's version is raised).
     assert writes(narrow) == {
         "SELECT pools_pool": 1,
         "UPDATE pools_node": 1,
+        "INSERT pools_inventoryversion": 1,
         "INSERT pools_gpupod": 1,
         "UPDATE pools_gpupod": 1,
     }
