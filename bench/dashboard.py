@@ -101,6 +101,7 @@ def report(  # type: ignore[no-untyped-def]
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from pools.metrics.node_figures import latest_node_metrics
     from pools.models import Node
 
     training = Node.objects.filter(pool__name="training").count()
@@ -114,6 +115,9 @@ def report(  # type: ignore[no-untyped-def]
             measure(client, path, 1, cold=True)
         sql_count = len(sql)  # counted now: the next request empties the log
         promql = prom.queries_since(before)
+        # What the cold request got: figures for every node, or the error the page showed.
+        result, metrics = latest_node_metrics()
+        print(f"  {label}: figures for {len(metrics)} nodes, error {result.error}", flush=True)
         pid = prom.process.pid
         cold, cold_cpu, cold_portal = measure(client, path, runs, cold=True, prometheus_pid=pid)
         warm, warm_cpu, warm_portal = measure(client, path, runs, cold=False, prometheus_pid=pid)
