@@ -2,7 +2,7 @@
 read from the recording rules' series and from the raw expressions side by side.
 
     .venv/bin/python -m bench.dashboard [--sizes 5000 15000] [--runs 7] [--modes rules raw]
-        [--pages overview pool] [--profile]
+        [--pages overview pool] [--prometheus-timeout 10] [--profile]
 
 kubesim generates the cluster and exports the DCGM fields the portal reads (as a
 dcgm-exporter's counters file would choose them); a real Prometheus scrapes it every 60 s (kubesim
@@ -54,6 +54,7 @@ def measure(client, path: str, runs: int, *, cold: bool, prometheus_pid: int | N
     from django.core.cache import cache
 
     walls, cpus, portal_cpus = [], [], []
+    unavailable = 0
     for _ in range(runs):
         if cold:
             cache.clear()
@@ -66,6 +67,10 @@ def measure(client, path: str, runs: int, *, cold: bool, prometheus_pid: int | N
         prom_cpu = cpu_seconds(prometheus_pid) - prom_before if prometheus_pid else 0.0
         cpus.append(portal_cpus[-1] + prom_cpu)
         assert response.status_code == 200, response.status_code
+        unavailable += b"Metrics unavailable:" in response.content
+    if unavailable:
+        # A page that showed "metrics unavailable" (a Prometheus timeout) is no cold figure.
+        print(f"  {path}: {unavailable} of {runs} answers without metrics", flush=True)
     return walls, cpus, portal_cpus
 
 
@@ -101,6 +106,7 @@ def report(  # type: ignore[no-untyped-def]
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from pools.metrics.node_figures import latest_node_metrics
     from pools.models import Node
 
     training = Node.objects.filter(pool__name="training").count()
@@ -114,6 +120,9 @@ def report(  # type: ignore[no-untyped-def]
             measure(client, path, 1, cold=True)
         sql_count = len(sql)  # counted now: the next request empties the log
         promql = prom.queries_since(before)
+        # What the cold request got: figures for every node, or the error the page showed.
+        result, metrics = latest_node_metrics()
+        print(f"  {label}: figures for {len(metrics)} nodes, error {result.error}", flush=True)
         pid = prom.process.pid
         cold, cold_cpu, cold_portal = measure(client, path, runs, cold=True, prometheus_pid=pid)
         warm, warm_cpu, warm_portal = measure(client, path, runs, cold=False, prometheus_pid=pid)
@@ -146,6 +155,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--modes", nargs="+", choices=["rules", "raw"], default=["rules", "raw"])
     parser.add_argument("--profile", action="store_true", help="print a profile of each page")
+    parser.add_argument(
+        "--prometheus-timeout",
+        type=float,
+        default=10.0,
+        help="PROMETHEUS_TIMEOUT for the pages (a cold page that runs out shows no metrics)",
+    )
     parser.add_argument(
         "--pages",
         nargs="+",
@@ -184,7 +199,7 @@ def main() -> None:
                 for mode in args.modes:
                     with scraped(sim, work / mode, size, rules=mode == "rules") as prom:
                         settings.PROMETHEUS_URL = prom.url
-                        settings.PROMETHEUS_TIMEOUT = 10.0
+                        settings.PROMETHEUS_TIMEOUT = args.prometheus_timeout
                         report(client, prom, size, mode, args.runs, args.profile, args.pages)
 
 
