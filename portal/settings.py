@@ -256,7 +256,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "/favicon.ico",  # the portal's own icon
     "REDOC_DIST": "SIDECAR",
     "SECURITY": [{"bearerToken": []}],
-    "ENUM_NAME_OVERRIDES": {"InsightLevelEnum": "pools.api.insight_serializers.LEVELS"},
+    "ENUM_NAME_OVERRIDES": {
+        "InsightLevelEnum": "pools.api.insight_serializers.LEVELS",
+        # Two choice sets share the field name "kind": each gets its own schema name.
+        "MoveKindEnum": "pools.models.MoveRequest.Kind",
+        "DrillKindEnum": "pools.models.Drill.Kind",
+    },
 }
 
 # One handler for Django, gunicorn and Celery, with the log context and the redaction filter
