@@ -167,6 +167,8 @@ def main() -> None:
         help="no PROMETHEUS_URL: isolates the cost of the metric refreshes",
     )
     args = parser.parse_args()
+    # The load generator is a system package, installed like the project's other programs.
+    subprocess.run([str(ROOT / "scripts" / "system-packages.sh"), "wrk"], check=True)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         # Scraped once a minute: rendering 40,000 simulated GPUs is kubesim's work, not the

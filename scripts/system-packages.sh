@@ -4,7 +4,7 @@
 # installed (Debian does not package it), and its tests say why they are skipped.
 set -euo pipefail
 
-declare -A package_of=([redis-server]=redis-server [prometheus]=prometheus [chromium]=chromium)
+declare -A package_of=([redis-server]=redis-server [prometheus]=prometheus [chromium]=chromium [wrk]=wrk)
 missing=()
 for program in "$@"; do
   command -v "$program" >/dev/null 2>&1 && continue
