@@ -58,10 +58,14 @@ class RenderedPages:
 rendered_pages = RenderedPages()
 
 
-def page_key(request: Request, figures_version: float) -> PageKey | None:
+def page_key(request: Request, figures_version: float) -> PageKey:
     """What the page is kept under. The inventory's version is a database row that every
     writer of node rows raises in its own transaction, so it is shared by every process
     with or without Redis."""
-    inventory = inventory_version()
     # The accepted media type too: `application/json; indent=4` is rendered indented.
-    return (request.build_absolute_uri(), request.accepted_media_type, inventory, figures_version)
+    return (
+        request.build_absolute_uri(),
+        request.accepted_media_type,
+        inventory_version(),
+        figures_version,
+    )

@@ -253,11 +253,11 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
         if isinstance(self.paginator, NodePages):
             self.paginator.metrics_error = result.error
         key = node_pages.page_key(request, figures_version)
-        kept = node_pages.rendered_pages.get(key) if key is not None else None
+        kept = node_pages.rendered_pages.get(key)
         if kept is not None:
             return HttpResponse(kept.body, content_type=kept.content_type)
         response = super().list(request, *args, **kwargs)
-        if key is not None and response.status_code == status.HTTP_200_OK:
+        if response.status_code == status.HTTP_200_OK:
             # Rendered here as DRF renders it after the view (same renderer and context).
             response.accepted_renderer = request.accepted_renderer
             response.accepted_media_type = request.accepted_media_type
