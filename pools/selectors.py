@@ -13,6 +13,7 @@ from django.db.models import Count, F, Prefetch, Q, QuerySet
 from django.db.models.functions import Greatest
 
 from pools.core import charts, figures
+from pools.core.collector import collector_paused
 from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
 from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.inventory.version import inventory_version
@@ -83,8 +84,12 @@ def _figure_rows() -> list[tuple[Any, ...]]:
 
 
 def _pool_figure_set(result: InstantResult, metrics: Mapping[str, NodeMetrics]) -> PoolFigureSet:
-    rows = node_rows(_figure_rows(), metrics)
-    available = result.available
+    with collector_paused():  # a row and its figures a node, and no cycle among them
+        rows = node_rows(_figure_rows(), metrics)
+        return _figures_of(rows, available=result.available)
+
+
+def _figures_of(rows: list[NodeRow], *, available: bool) -> PoolFigureSet:
     # One pass over the rows: each group's figures, and the cluster's merged from them.
     by_pool = {
         name: figures.pool_figures(members, metrics_available=available)

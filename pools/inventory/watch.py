@@ -32,10 +32,10 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from pools import observability
+from pools.core.collector import collector_paused
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import pod_requests
 from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
-from pools.inventory.collector import collector_paused
 from pools.inventory.lease import (
     holder_name,
     lease_acquire,

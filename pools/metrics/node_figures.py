@@ -34,10 +34,12 @@ from django.conf import settings
 from django.core.cache import cache
 
 from pools import guarded_cache, observability
+from pools.core.collector import collector_paused
 from pools.core.figures import NodeMetrics, node_metric_rows
 from pools.metrics import queries, source
 from pools.metrics.dcgm import metric_labels
 from pools.metrics.results import InstantResult
+from pools.metrics.vectors import NodeValue
 
 # Made at, error, per node, and where each figure came from ("recorded" or "raw").
 Entry = tuple[float, str | None, dict[str, tuple[Any, ...]], dict[str, str]]
@@ -83,25 +85,26 @@ class Plan:
     recorded: dict[str, str]  # the recorded series standing for some of them
 
 
-def _ask(key: str, plan: Plan) -> tuple[InstantResult, dict[str, str]]:
-    """Every figure, from its recorded series where the rules made one and raw otherwise:
-    one round of queries, and a second for the figures found without recorded series
-    (remembered for RAW_RECHECK_SECONDS, so later rounds go straight to raw)."""
+def _ask(key: str, plan: Plan) -> tuple[str | None, dict[str, list[NodeValue]], dict[str, str]]:
+    """Every figure as (node, value) pairs, from its recorded series where the rules made
+    one and raw otherwise, or the reason there are none: one round of queries, and a second
+    for the figures found without recorded series (remembered for RAW_RECHECK_SECONDS, so
+    later rounds go straight to raw). And where each figure came from."""
     raw_only: set[str] = cache.get(f"{key}:raw-only") or set()
     recorded = {n: q for n, q in plan.recorded.items() if n not in raw_only}
-    result = source.instant({**plan.raw, **recorded}, use_cache=False)
-    if not result.available:
-        return result, {}
-    missing = queries.missing_recorded(recorded, result.series, queries.RULES_NODE_LABEL)
-    series = dict(result.series)
+    node_label = settings.DCGM_NODE_LABEL
+    values, error = source.instant_node_values({**plan.raw, **recorded}, node_label)
+    if error:
+        return error, {}, {}
+    missing = queries.missing_recorded(recorded, values)
     if missing:
-        second = source.instant({n: plan.raw[n] for n in missing}, use_cache=False)
-        if not second.available:
-            return second, {}
-        series.update(second.series)
+        second, error = source.instant_node_values({n: plan.raw[n] for n in missing}, node_label)
+        if error:
+            return error, {}, {}
+        values.update(second)
         cache.set(f"{key}:raw-only", raw_only | missing, RAW_RECHECK_SECONDS)
     sources = {n: "recorded" if n in recorded and n not in missing else "raw" for n in plan.raw}
-    return InstantResult(series), sources
+    return None, values, sources
 
 
 class NodeFigureCache:
@@ -144,11 +147,9 @@ class NodeFigureCache:
         return self._memo if fresh and self._memo[1] is None else None
 
     def _refresh(self, key: str, plan: Plan) -> Entry:
-        result, sources = _ask(key, plan)
-        compact = (
-            node_metric_rows(result.series, settings.DCGM_NODE_LABEL) if result.available else {}
-        )
-        entry: Entry = (time.time(), result.error, compact, sources)
+        error, values, sources = _ask(key, plan)
+        with collector_paused():  # a tuple a node: no cycle for the collector to find
+            entry: Entry = (time.time(), error, node_metric_rows(values), sources)
         ttl = settings.METRICS_CACHE_SECONDS
         cache.set(key, entry, ttl)
         cache.set(f"{key}:version", entry[0], ttl)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
@@ -145,18 +144,19 @@ def _per_node(name: str, recorded: str) -> str:
 
 
 def missing_recorded(
-    asked_recorded: Iterable[str], series: Mapping[str, Sequence[Any]], node_label: str
+    asked_recorded: Iterable[str], values: Mapping[str, Sequence[tuple[str | None, float]]]
 ) -> set[str]:
-    """Which of the figures asked as recorded series must be asked raw: all of them when
-    the rules are not loaded (gpus_reporting, with its marker, came back empty); otherwise
-    those that came back empty while GPUs report (the counts are zero-filled per node)."""
+    """Which of the figures asked as recorded series must be asked raw, from each figure's
+    (node, value) pairs: all of them when the rules are not loaded (gpus_reporting, with
+    its marker, came back empty); otherwise those that came back empty while GPUs report
+    (the counts are zero-filled per node)."""
     asked = set(asked_recorded)
-    gpus = series.get("gpus_reporting", [])
+    gpus = values.get("gpus_reporting", [])
     if "gpus_reporting" in asked and not gpus:
         return asked
-    if not any(node_label in labels for labels, _ in gpus):
+    if not any(node for node, _ in gpus):
         return set()  # no GPU reports: every figure is rightly empty
-    return {name for name in asked if not series.get(name)}
+    return {name for name in asked if not values.get(name)}
 
 
 def _regex_escape(name: str) -> str:

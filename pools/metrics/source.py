@@ -13,24 +13,28 @@ import contextlib
 import functools
 import hashlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextvars import ContextVar
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 import urllib3
 from django.conf import settings
 from django.core.cache import cache
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from pools import observability
+from pools.core.collector import collector_paused
 from pools.core.redact import redact_url
 from pools.metrics.results import InstantResult, RangeResult, RangeSeries, Sample
+from pools.metrics.vectors import NodeValue, node_values
 
+Answer = TypeVar("Answer")
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="promql")
 
 
@@ -170,6 +174,56 @@ def _run_instant(promql: str, wait: float) -> list[Sample]:
     return [Sample(item.get("metric", {}), float(item["value"][1])) for item in raw]
 
 
+@functools.cache
+def _session(url: str) -> requests.Session:
+    """One keep-alive session a Prometheus, for the queries whose answer is decoded here
+    rather than by prometheus-api-client (which hands back generic JSON); no retries, as
+    there (_connect)."""
+    session = requests.Session()
+    adapter = HTTPAdapter(max_retries=Retry(total=0), pool_maxsize=16)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def _instant_body(promql: str, wait: float) -> bytes:
+    """Prometheus' answer to an instant query, undecoded; a non-200 answer raises as
+    prometheus-api-client's would, so that pages say the same."""
+    if not settings.PROMETHEUS_URL:
+        raise MetricsError("PROMETHEUS_URL is not set")
+    url = settings.PROMETHEUS_URL.rstrip("/")
+    response = _session(url).get(
+        f"{url}/api/v1/query",
+        params={"query": promql, "timeout": f"{wait:.3f}"},
+        timeout=wait,
+    )
+    if response.status_code != 200:
+        raise PrometheusApiClientException(
+            f"HTTP Status Code {response.status_code} ({response.content!r})"
+        )
+    return response.content
+
+
+def _run_node_values(promql: str, wait: float, node_label: str) -> list[NodeValue]:
+    body = observability.promql_sent("instant", _instant_body, promql, wait)
+    with collector_paused():
+        return node_values(body, node_label)
+
+
+def instant_node_values(
+    queries: Mapping[str, str], node_label: str
+) -> tuple[dict[str, list[NodeValue]], str | None]:
+    """Named instant queries in parallel within the request's one wait, each answer as
+    (node, value) pairs by `node_label` (pools.metrics.vectors), uncached; or the reason
+    there are none."""
+    if not settings.PROMETHEUS_URL:
+        return {}, "PROMETHEUS_URL is not set"
+    wait = time_left()
+    if wait is None:
+        return {}, not_asked()
+    return _gather(queries, wait, functools.partial(_run_node_values, node_label=node_label))
+
+
 def instant(queries: Mapping[str, str], *, use_cache: bool = True) -> InstantResult:
     """Run named instant queries in parallel, within one timeout, through the cache (a caller
     that caches a smaller derived form of the result passes use_cache=False)."""
@@ -184,18 +238,23 @@ def instant(queries: Mapping[str, str], *, use_cache: bool = True) -> InstantRes
     wait = time_left()
     if wait is None:
         return InstantResult(error=not_asked())  # not cached: the next page may ask
-    series, error = _gather(queries, wait)
+    series, error = _gather(queries, wait, _run_instant)
     result = InstantResult(error=error) if error else InstantResult(series)
     if use_cache:
         cache.set(key, result, settings.METRICS_CACHE_SECONDS)
     return result
 
 
-def _gather(queries: Mapping[str, str], wait: float) -> tuple[dict[str, list[Sample]], str | None]:
-    """Every query at once, all within `wait` seconds; the first failure is the answer."""
-    futures = {name: _POOL.submit(_run_instant, q, wait) for name, q in queries.items()}
+def _gather(
+    queries: Mapping[str, str],
+    wait: float,
+    run: Callable[[str, float], Answer],
+) -> tuple[dict[str, Answer], str | None]:
+    """Every query at once, through `run`, all within `wait` seconds; the first failure is
+    the answer."""
+    futures = {name: _POOL.submit(run, q, wait) for name, q in queries.items()}
     deadline = time.monotonic() + wait
-    series: dict[str, list[Sample]] = {}
+    series: dict[str, Answer] = {}
     error = None
     for name, future in futures.items():
         try:
