@@ -6,7 +6,9 @@ The portal runs under gunicorn (production settings, SQLite, Redis, a real Prome
 scraping kubesim); wrk keeps 50 connections, each request with one of 50 tokens. Besides
 wrk's latencies it prints the gunicorn workers' CPU time per request (their user + system
 time over the run, from /proc, divided by the requests served): on a shared machine the
-wall time is mostly waiting for a core, the CPU time is what a request costs. `--profile N`
+wall time is mostly waiting for a core, the CPU time is what a request costs. Each run
+falls between two scrapes of the simulator, whose exporter renders every simulated GPU's
+series in Python (on a real cluster, each node's dcgm-exporter's work). `--profile N`
 also runs N requests one after another in this process, through the same settings,
 database and cache, and prints their CPU time and where it goes (cProfile).
 """
@@ -28,13 +30,14 @@ import time
 from pathlib import Path
 
 from bench import django_env
-from bench.common import Http, load
+from bench.common import Http, between_scrapes, load
 from bench.dashboard import scalar
 from pools.metrics.queries import PER_GPU_METRICS
 from tests.kubesim_process import kubesim_server
 from tests.servers import free_port, http_ok, prometheus_server, redis_server, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
+SCRAPE_SECONDS = 60
 
 
 WRK_SCRIPT = """
@@ -96,10 +99,12 @@ def profile_requests(token: str, count: int) -> None:
 
 
 def run_wrk(
-    base: str, tokens: list[str], args: argparse.Namespace, workers: list[int]
+    base: str, tokens: list[str], args: argparse.Namespace, workers: list[int], prometheus: str
 ) -> tuple[float, int]:
     """50 connections, each request with one of 50 tokens in turn (50 token clients); the
-    run's p99 in milliseconds and its errors."""
+    run's p99 in milliseconds and its errors. Each run starts after the simulator's
+    exporter has been scraped and ends before the next scrape (common.between_scrapes)."""
+    between_scrapes(prometheus, SCRAPE_SECONDS, args.seconds + 2)
     cpu_before = process_cpu_seconds(workers)
     script = Path(tempfile.mkdtemp()) / "tokens.lua"
     script.write_text(WRK_SCRIPT % ", ".join(f'"{t}"' for t in tokens))
@@ -151,8 +156,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--requests", type=int, default=40)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=25)
+    # The chart's, the image's and compose's gunicorn: 3 workers of 4 threads.
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
@@ -184,8 +190,8 @@ def main() -> None:
             prometheus_server(
                 tmp / "prom",
                 scrape_targets=[sim.metrics_url.removeprefix("http://")],
-                scrape_interval="60s",
-                scrape_timeout="58s",
+                scrape_interval=f"{SCRAPE_SECONDS}s",
+                scrape_timeout=f"{SCRAPE_SECONDS - 2}s",
             ) as prom,
             redis_server(tmp) as redis,
         ):
@@ -250,7 +256,9 @@ def main() -> None:
                     profile_requests(tokens[0], args.profile)
                 if shutil.which("wrk"):
                     workers = worker_pids(server.pid)
-                    runs = [run_wrk(base, tokens, args, workers) for _ in range(args.runs)]
+                    runs = [
+                        run_wrk(base, tokens, args, workers, prom.url) for _ in range(args.runs)
+                    ]
                     print(
                         f"median p99 over {args.runs} runs: "
                         f"{statistics.median(p99 for p99, _ in runs):.0f} ms, errors "

@@ -8,6 +8,7 @@ import socket
 import statistics
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -112,3 +113,28 @@ def load(
     for thread in threads:
         thread.join()
     return LoadResult(len(tokens) * requests, time.perf_counter() - started, latencies, errors)
+
+
+def _last_scrape(prometheus_url: str) -> tuple[float, float]:
+    """When the simulator's last scrape started (Unix time) and how long it took: the one
+    active target of a bench's Prometheus."""
+    from datetime import datetime
+
+    with urllib.request.urlopen(f"{prometheus_url}/api/v1/targets?state=active") as response:  # noqa: S310 -- our own loopback server
+        targets = json.loads(response.read())["data"]["activeTargets"]
+    started = max(datetime.fromisoformat(t["lastScrape"]).timestamp() for t in targets)
+    return started, max(t["lastScrapeDuration"] for t in targets)
+
+
+def between_scrapes(prometheus_url: str, interval: float, room: float) -> None:
+    """Wait until the simulator's exporter is not rendering and will not start for `room`
+    seconds. kubesim renders every simulated GPU's series in Python when scraped (8 s of a
+    core at 5,000 nodes): on a real cluster that is each node's dcgm-exporter's work, on
+    its own node, not the portal's machine's; a measurement overlapping it measures the
+    simulator. Prometheus' own work (ingesting, the recording rules) still runs."""
+    while True:
+        started, took = _last_scrape(prometheus_url)
+        now = time.time()
+        if started + took + 0.5 <= now and now + room <= started + interval:
+            return
+        time.sleep(0.5)
