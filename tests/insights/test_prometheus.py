@@ -33,8 +33,13 @@ def stack(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         with prometheus_server(
             tmp_path_factory.mktemp("prom"), scrape_targets=[target], rules=rules
         ) as prom:
+            # Seen two seconds ago too: the client rounds a range's end to the second, so
+            # it can end before a scrape made within the last half second, and the raw
+            # stack's only step with data (its first scrape) would fall outside.
             wait_for(
-                lambda: scraped(prom, 'avg(DCGM_FI_DEV_GPU_UTIL{Hostname=~"a100-train.*"})', 86),
+                lambda: scraped(
+                    prom, 'avg(DCGM_FI_DEV_GPU_UTIL{Hostname=~"a100-train.*"} offset 2s)', 86
+                ),
                 timeout=30,
                 what="the overrides to be scraped",
             )
