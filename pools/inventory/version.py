@@ -19,10 +19,20 @@ from pools.models import InventoryVersion
 NODES = "nodes"
 
 
+@cache
+def _read_statement() -> str:
+    table = connection.ops.quote_name(InventoryVersion._meta.db_table)
+    return f"SELECT version FROM {table} WHERE name = %s"  # noqa: S608 -- our own table
+
+
 def inventory_version() -> int:
-    """The node rows' current version (0 before any write). One indexed read."""
-    found = InventoryVersion.objects.filter(name=NODES).values_list("version", flat=True).first()
-    return found or 0
+    """The node rows' current version (0 before any write). One indexed read, written out:
+    every API request reads it, and building the ORM's query was a quarter of a kept
+    page's CPU."""
+    with connection.cursor() as cursor:
+        cursor.execute(_read_statement(), [NODES])
+        found = cursor.fetchone()
+    return found[0] if found else 0
 
 
 @cache
