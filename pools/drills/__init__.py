@@ -132,19 +132,23 @@ def _start_failed(drill: Drill, steps: DrillSteps, message: str, now: datetime) 
 def _errored(drill: Drill, message: str, *, finished_at: datetime | None = None) -> Drill:
     drill.state, drill.error = Drill.State.ERRORED, message
     drill.finished_at = drill.finished_at or finished_at
-    drill.save(update_fields=["state", "error", "finished_at"])
-    audit("drill.errored", node_name=drill.node_name, message=f"drill #{drill.pk}: {message}")
+    with transaction.atomic():  # whoever sees the drill ended sees its audit event
+        drill.save(update_fields=["state", "error", "finished_at"])
+        audit("drill.errored", node_name=drill.node_name, message=f"drill #{drill.pk}: {message}")
     return drill
 
 
 def _restore_failed(drill: Drill, message: str) -> Drill:
     """The drill stays running and its claim is released: the beat's sweep tries the restore
     again at the drill's end, and every 30 s after, until the cluster is back."""
-    Drill.objects.filter(pk=drill.pk).update(finished_at=None, error=message)
+    with transaction.atomic():
+        Drill.objects.filter(pk=drill.pk).update(finished_at=None, error=message)
+        audit(
+            "drill.restore_failed",
+            node_name=drill.node_name,
+            message=f"drill #{drill.pk}: {message}",
+        )
     drill.refresh_from_db()
-    audit(
-        "drill.restore_failed", node_name=drill.node_name, message=f"drill #{drill.pk}: {message}"
-    )
     return drill
 
 
@@ -187,13 +191,15 @@ def drill_finish(drill_id: int, *, now: datetime) -> Drill | None:
     passed = all(c.status == Status.PASS for c in checks)
     drill.state = Drill.State.PASSED if passed else Drill.State.FAILED
     drill.error = ""
-    drill.save(update_fields=["observed", "checks", "state", "error"])
-    audit(
-        "drill.finished",
-        node_name=drill.node_name,
-        message=f"drill #{drill.pk} {drill.state}: "
-        + "; ".join(f"{c.title}: {c.status}" for c in checks),
-    )
+    # One transaction: a reader that sees the drill ended also sees its audit event.
+    with transaction.atomic():
+        drill.save(update_fields=["observed", "checks", "state", "error"])
+        audit(
+            "drill.finished",
+            node_name=drill.node_name,
+            message=f"drill #{drill.pk} {drill.state}: "
+            + "; ".join(f"{c.title}: {c.status}" for c in checks),
+        )
     return drill
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from kubernetes.client.exceptions import ApiException
 
@@ -120,3 +121,24 @@ def test_an_account_that_may_not_create_nodes_errors_the_drill_and_changes_nothi
     assert on_cluster(portal, drill.node_name) is None
     assert done.finished_at is not None
     assert drills.drills_end_overdue(now=drill.ends_at + timedelta(seconds=1)) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_drill_ends_and_is_audited_in_one_transaction(portal: Kubesim) -> None:
+    """A reader that sees the drill ended sees its audit event: the state and the event are
+    written in one transaction (a worker's test once read the state between the two)."""
+    drill = start()
+    drills.drill_begin(drill.pk, now=timezone.now())
+    writes: list[tuple[str, bool]] = []
+
+    def watch(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        if sql.startswith(('UPDATE "pools_drill"', 'INSERT INTO "pools_auditevent"')):
+            what = "drill state" if '"state"' in sql.split("WHERE")[0] else sql[:30]
+            writes.append((what, context["connection"].in_atomic_block))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(watch):
+        done = drills.drill_finish(drill.pk, now=timezone.now())
+    assert done is not None and done.state == Drill.State.FAILED  # no sync meanwhile
+    # The drill's end and its audit event, last, both inside one transaction.
+    assert writes[-2:] == [("drill state", True), ('INSERT INTO "pools_auditevent"', True)], writes
