@@ -5,18 +5,22 @@ log on, as `bench.moves` runs it. The CPU is the serving thread's own (thread ti
 machine shared with other work still gives kubesim's figure.
 
     .venv/bin/python -m bench.kubesim_patch [--nodes 1000] [--moved 200] [--rounds 5]
-        [--tls] [--profile] [--top 25]
+        [--clients 1] [--tls] [--profile] [--top 25]
 
 Rounds alternate the moved nodes between training and inference; the last round is
-profiled when asked (cProfile with thread time, in the serving thread).
+profiled when asked (cProfile with thread time, in the serving threads). With `--clients N`
+the nodes are shared among N client processes, each on its own connection, as a move's
+worker processes and their threads send them at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import http.client
 import json
+import os
 import pstats
 import ssl
 import statistics
@@ -54,6 +58,7 @@ class Serving:
     def __init__(self) -> None:
         self.cpu = 0.0
         self.profile: cProfile.Profile | None = None
+        self.lock = threading.Lock()
 
     def handler(self, base: type[Handler]) -> type[Handler]:
         serving = self
@@ -68,7 +73,8 @@ class Serving:
                 finally:
                     if serving.profile is not None:
                         serving.profile.disable()
-                    serving.cpu += time.thread_time() - started
+                    with serving.lock:
+                        serving.cpu += time.thread_time() - started
 
         return Measured
 
@@ -91,6 +97,7 @@ def one_round(
     source: str,
     destination: str,
 ) -> None:
+    """PATCH each node in turn, keeping the answers (the next round's resourceVersions)."""
     headers = {
         "Authorization": f"Bearer {TOKEN}",
         "Content-Type": "application/strategic-merge-patch+json",
@@ -105,9 +112,39 @@ def one_round(
         nodes[name] = json.loads(answer)
 
 
+def clients_round(
+    port: int,
+    context: ssl.SSLContext | None,
+    shares: list[dict[str, dict[str, Any]]],
+    source: str,
+    destination: str,
+) -> None:
+    """Each share from its own process and connection, all at once; the children read the
+    nodes as this process holds them (forked), and this process reads them from the store."""
+    children = []
+    for share in shares:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                one_round(connect(port, context), share, source, destination)
+            finally:
+                os._exit(0)
+        children.append(pid)
+    for pid in children:
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, status
+
+
+def connect(port: int, context: ssl.SSLContext | None) -> http.client.HTTPConnection:
+    if context is None:
+        return http.client.HTTPConnection("127.0.0.1", port)
+    return http.client.HTTPSConnection("127.0.0.1", port, context=context)
+
+
 def serve(args: argparse.Namespace, tmp: Path) -> tuple[Any, Serving, ssl.SSLContext | None]:
     cluster = Cluster()
     seed(cluster, generated_scenario(args.nodes))
+    gc.freeze()  # as `python -m kubesim serve` does after seeding
     api = ApiServer(
         cluster,
         {TOKEN: User("kubesim-admin", False, ("system:masters",), admin=True)},
@@ -132,10 +169,13 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--moved", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--tls", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
+    if args.profile and args.clients != 1:
+        parser.error("--profile follows one serving thread: use it with --clients 1")
     with tempfile.TemporaryDirectory() as tmp_name:
         server, serving, context = serve(args, Path(tmp_name))
         store = server.RequestHandlerClass.api.cluster.store
@@ -144,15 +184,20 @@ def main() -> None:
             for name, found in store.objects["nodes"].items()
             if (found.obj["metadata"].get("labels") or {}).get("gpu-pool") == "training"
         )[: args.moved]
-        nodes = {name: store.objects["nodes"][name].obj for name in training}
         port = server.server_address[1]
-        connection = (
-            http.client.HTTPSConnection("127.0.0.1", port, context=context)
-            if context
-            else http.client.HTTPConnection("127.0.0.1", port)
-        )
-        one_round(connection, nodes, "training", "inference")  # warm: connection, caches
-        one_round(connection, nodes, "inference", "training")
+        connection = connect(port, context)
+
+        def send(source: str, destination: str) -> None:
+            nodes = {name: store.objects["nodes"][name].obj for name in training}
+            if args.clients == 1:
+                one_round(connection, nodes, source, destination)
+                return
+            names = list(nodes)
+            shares = [{n: nodes[n] for n in names[i :: args.clients]} for i in range(args.clients)]
+            clients_round(port, context, shares, source, destination)
+
+        send("training", "inference")  # warm: connections, caches
+        send("inference", "training")
         figures = []
         for round_ in range(args.rounds + (1 if args.profile else 0)):
             source, destination = (
@@ -161,20 +206,20 @@ def main() -> None:
             if args.profile and round_ == args.rounds:
                 serving.profile = cProfile.Profile(time.thread_time)
             serving.cpu, wall = 0.0, time.perf_counter()
-            one_round(connection, nodes, source, destination)
+            send(source, destination)
             wall = time.perf_counter() - wall
             if serving.profile is None:
                 figures.append((wall, serving.cpu))
                 print(
-                    f"round {round_ + 1}: {len(nodes)} PATCHes in {wall * 1000:.0f} ms, "
+                    f"round {round_ + 1}: {len(training)} PATCHes in {wall * 1000:.0f} ms, "
                     f"kubesim CPU {serving.cpu * 1000:.0f} ms "
-                    f"({serving.cpu / len(nodes) * 1000:.2f} ms a PATCH)",
+                    f"({serving.cpu / len(training) * 1000:.2f} ms a PATCH)",
                     flush=True,
                 )
         cpu = statistics.median(c for _, c in figures)
         print(
-            f"median: kubesim CPU {cpu * 1000:.0f} ms for {len(nodes)} PATCHes "
-            f"({cpu / len(nodes) * 1000:.2f} ms a PATCH), wall "
+            f"median: kubesim CPU {cpu * 1000:.0f} ms for {len(training)} PATCHes "
+            f"({cpu / len(training) * 1000:.2f} ms a PATCH) from {args.clients} client(s), wall "
             f"{statistics.median(w for w, _ in figures) * 1000:.0f} ms"
         )
         if serving.profile is not None:
