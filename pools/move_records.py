@@ -15,13 +15,25 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node
 
 
 def _prep(model: type[models.Model], field: str, value: Any) -> Any:
     return model._meta.get_field(field).get_db_prep_save(value, connection)
+
+
+def _database() -> BaseDatabaseWrapper:
+    """This thread's connection itself: `connection` is a proxy that looks it up again on
+    every attribute, and a chunk's values are thousands of them."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
+def _preparers(model: type[models.Model], fields: Sequence[str]) -> list[Any]:
+    """Each field's own conversion to what the database driver is given, once a statement."""
+    return [model._meta.get_field(f).get_db_prep_save for f in fields]
 
 
 def _columns(model: type[models.Model], fields: Sequence[str]) -> str:
@@ -89,9 +101,10 @@ def close_items(closings: Sequence[Closing]) -> set[int]:
         f"SET {_columns(MoveItem, CLOSED_FIELDS)} "
         "WHERE id = %s AND state = %s AND attempts = %s"
     )
-    running = MoveItem.State.RUNNING
+    running, db = MoveItem.State.RUNNING, _database()
+    preparers = list(zip(CLOSED_FIELDS, _preparers(MoveItem, CLOSED_FIELDS), strict=True))
     params = [
-        [*(_prep(MoveItem, f, c.values[f]) for f in CLOSED_FIELDS), c.item_id, running, c.attempts]
+        [*(prep(c.values[f], db) for f, prep in preparers), c.item_id, running, c.attempts]
         for c in closings
     ]
     with connection.cursor() as cursor:
@@ -119,9 +132,9 @@ def insert_events(events: Sequence[AuditEvent], *, at: datetime) -> None:
     )
     for event in events:
         event.at = at
-    params = [
-        [f.get_db_prep_save(getattr(e, f.attname), connection) for f in fields] for e in events
-    ]
+    db = _database()
+    preparers = [(f.attname, f.get_db_prep_save) for f in fields]
+    params = [[prep(getattr(e, name), db) for name, prep in preparers] for e in events]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
 
@@ -135,9 +148,8 @@ def update_nodes(rows: Sequence[Node], fields: Sequence[str]) -> None:
         f"UPDATE {connection.ops.quote_name(Node._meta.db_table)} "  # noqa: S608
         f"SET {_columns(Node, fields)} WHERE name = %s"
     )
-    params = [
-        [*(_prep(Node, f, getattr(row, c)) for f, c in zip(fields, columns, strict=True)), row.name]
-        for row in rows
-    ]
+    db = _database()
+    preparers = list(zip(columns, _preparers(Node, fields), strict=True))
+    params = [[*(prep(getattr(row, c), db) for c, prep in preparers), row.name] for row in rows]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
