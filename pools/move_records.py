@@ -91,9 +91,21 @@ class Closing:
     values: dict[str, Any]  # CLOSED_FIELDS
 
 
-def close_items(closings: Sequence[Closing]) -> set[int]:
+def closing_rows(closings: Sequence[Closing]) -> list[list[Any]]:
+    """Each closing's parameters for `close_items`' statement, every value as the database
+    is given it (the JSON encoded): work a caller can do before taking the write lock."""
+    running, db = MoveItem.State.RUNNING, _database()
+    preparers = list(zip(CLOSED_FIELDS, _preparers(MoveItem, CLOSED_FIELDS), strict=True))
+    return [
+        [*(prep(c.values[f], db) for f, prep in preparers), c.item_id, running, c.attempts]
+        for c in closings
+    ]
+
+
+def close_items(closings: Sequence[Closing], rows: list[list[Any]] | None = None) -> set[int]:
     """Record each node's end where this worker's claim still holds it: one prepared
-    statement, each row its own compare-and-swap. The ids recorded."""
+    statement, each row its own compare-and-swap (`rows`: `closing_rows(closings)`, if
+    prepared already). The ids recorded."""
     if not closings:
         return set()
     sql = (
@@ -101,12 +113,7 @@ def close_items(closings: Sequence[Closing]) -> set[int]:
         f"SET {_columns(MoveItem, CLOSED_FIELDS)} "
         "WHERE id = %s AND state = %s AND attempts = %s"
     )
-    running, db = MoveItem.State.RUNNING, _database()
-    preparers = list(zip(CLOSED_FIELDS, _preparers(MoveItem, CLOSED_FIELDS), strict=True))
-    params = [
-        [*(prep(c.values[f], db) for f, prep in preparers), c.item_id, running, c.attempts]
-        for c in closings
-    ]
+    params = closing_rows(closings) if rows is None else rows
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
         if cursor.rowcount == len(params):  # the drivers sum the rows of every parameter set
@@ -119,24 +126,33 @@ def close_items(closings: Sequence[Closing]) -> set[int]:
     return {pk for pk, attempts in finished.values_list("pk", "attempts") if ours[pk] == attempts}
 
 
-def insert_events(events: Sequence[AuditEvent], *, at: datetime) -> None:
+def event_rows(events: Sequence[AuditEvent], *, at: datetime) -> list[list[Any]]:
+    """Each event stamped `at`, as `insert_event_rows`' parameters (work a caller can do
+    before taking the write lock)."""
+    db = _database()
+    preparers = [(f.attname, f.get_db_prep_save) for f in _event_fields()]
+    for event in events:
+        event.at = at
+    return [[prep(getattr(e, name), db) for name, prep in preparers] for e in events]
+
+
+def insert_event_rows(rows: Sequence[list[Any]]) -> None:
     """Append audit events in one prepared statement (what bulk_create writes, without its
-    per-field compilation of every row), each stamped `at`."""
-    if not events:
+    per-field compilation of every row)."""
+    if not rows:
         return
-    fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
+    fields = _event_fields()
     q = connection.ops.quote_name
     sql = (
         f"INSERT INTO {q(AuditEvent._meta.db_table)} "  # noqa: S608
         f"({', '.join(q(f.column) for f in fields)}) VALUES ({', '.join(['%s'] * len(fields))})"
     )
-    for event in events:
-        event.at = at
-    db = _database()
-    preparers = [(f.attname, f.get_db_prep_save) for f in fields]
-    params = [[prep(getattr(e, name), db) for name, prep in preparers] for e in events]
     with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+        cursor.executemany(sql, rows)
+
+
+def _event_fields() -> list[Any]:
+    return [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
 
 
 def update_nodes(rows: Sequence[Node], fields: Sequence[str]) -> None:
