@@ -111,6 +111,25 @@ def cpu_seconds(pid: int) -> float:
     return total / TICKS
 
 
+# How often the requester's side looks for the move's end. Only latency: each look is one
+# primary-key read of the state column (tens of microseconds), so the end is seen within
+# 2 ms of the commit that records it, at about 2% of a core.
+POLL_SECONDS = 0.002
+
+
+def move_active(move_id: int) -> bool:
+    """Whether the move is still pending, approved or executing, as committed."""
+    from django.db import connection
+
+    from pools.models import MoveRequest
+
+    table = connection.ops.quote_name(MoveRequest._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT state FROM {table} WHERE id = %s", [move_id])  # noqa: S608
+        (state,) = cursor.fetchone()
+    return state in MoveRequest.ACTIVE_STATES
+
+
 @dataclass
 class PortalRound:
     seconds: float  # approval to all succeeded, as the requester sees it
@@ -141,12 +160,10 @@ def portal_round(
     started, cpu = time.perf_counter(), time.process_time()
     workflow.move_approve(request=move, approver=users[1], now=timezone.now())
     cpu = time.process_time() - cpu
-    while True:
-        move.refresh_from_db()
-        if move.state not in MoveRequest.ACTIVE_STATES:
-            break
-        time.sleep(0.02)
+    while move_active(move.pk):
+        time.sleep(POLL_SECONDS)
     seconds = time.perf_counter() - started
+    move.refresh_from_db()
     assert move.state == MoveRequest.State.SUCCEEDED, move.state
     assert move.started_at is not None and move.decided_at is not None
     finished = sorted(

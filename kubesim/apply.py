@@ -73,7 +73,15 @@ class Manager:
             return f"{name} using {self.api_version}"
         return name
 
+    def key(self) -> EntryKey:
+        fields = frozenset(self.fields)
+        return (self.manager, self.operation, self.api_version, self.time, self.subresource, fields)
+
     def encode(self) -> dict[str, Any]:
+        key = self.key()
+        known = _WRITTEN.get(key)
+        if known is not None:
+            return known
         entry: dict[str, Any] = {
             "manager": self.manager,
             "operation": self.operation,
@@ -84,7 +92,23 @@ class Manager:
         }
         if self.subresource:
             entry["subresource"] = self.subresource
+        if len(_WRITTEN) >= ENTRIES_KEPT:
+            _WRITTEN.clear()
+            _READ.clear()
+        _WRITTEN[key] = entry
+        _READ[id(entry)] = (entry, key)
         return entry
+
+
+EntryKey = tuple[str, str, str, str, str, frozenset[Path]]
+# The managedFields entries kubesim wrote, by what they say, and what each says, by its
+# identity. Most writes leave most owners as they were, so an owner's entry is the same
+# object from one version of an object to the next (and across objects: every node's kubelet
+# entry at the same time), neither encoded nor decoded again. Safe to share: stored objects
+# are never mutated. Forgotten all at once past ENTRIES_KEPT (then encoded and read again).
+ENTRIES_KEPT = 50_000
+_WRITTEN: dict[EntryKey, dict[str, Any]] = {}
+_READ: dict[int, tuple[dict[str, Any], EntryKey]] = {}
 
 
 def _encode_fields(paths: set[Path]) -> dict[str, Any]:
@@ -122,6 +146,11 @@ def _decode_fields(tree: dict[str, Any], prefix: Path = ()) -> set[Path]:
 def managers_of(obj: dict[str, Any]) -> list[Manager]:
     result = []
     for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        known = _READ.get(id(entry))
+        if known is not None and known[0] is entry:
+            manager, operation, api_version, time, subresource, fields = known[1]
+            result.append(Manager(manager, operation, api_version, time, subresource, set(fields)))
+            continue
         if not isinstance(entry, dict) or not entry.get("manager"):
             continue
         result.append(

@@ -106,8 +106,19 @@ def _fields(model: str) -> dict[str, str]:
     return {json_name: cls.openapi_types[attr] for attr, json_name in cls.attribute_map.items()}
 
 
+@functools.cache
 def _go_name(model: str) -> str:
     return re.sub(r"^(V\d+(alpha\d+|beta\d+)?|CoreV\d+)", "", model)
+
+
+@functools.cache
+def _shape(type_: str) -> tuple[str, str]:
+    """("list" | "map" | "other", the item type) for a client type string."""
+    if match := _LIST.match(type_):
+        return "list", match.group(1)
+    if match := _DICT.match(type_):
+        return "map", match.group(1)
+    return "other", ""
 
 
 def _go_type(type_: str) -> str:
@@ -136,71 +147,127 @@ def _json_type(value: Any) -> tuple[str, str]:
     return "object", "map"
 
 
-def decode(kind: str, obj: dict[str, Any]) -> Decoded:
-    """Check `obj` against its kind's schema; the result holds what the server would store."""
+class CleanSubtrees:
+    """Lists and maps known to decode to themselves (no unknown field, no value of the wrong
+    type, nothing dropped or converted), by identity, with the type and omitempty context
+    they were checked in.
+
+    A PATCH's patched object shares every subtree its patch did not touch with the stored
+    object (the patch functions copy only along the patched paths, and stored objects are
+    never mutated: store.py), so with this the decoding of the next PATCH of the same
+    object walks only what changed. Each entry holds its object, so its id cannot be reused
+    while it is known. Only objects that go on to be stored may be added: a caller that
+    mutates what it decoded (a create's defaults) must not pass one.
+    """
+
+    LIMIT = 200_000  # entries; then forgotten at once (the next writes walk again)
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Any, str, str, frozenset[str]]] = {}
+
+    def holds(self, value: Any, type_: str, zero_path: str, zero_paths: frozenset[str]) -> bool:
+        found = self._known.get(id(value))
+        return (
+            found is not None
+            and found[0] is value
+            and found[1] == type_
+            and found[2] == zero_path
+            and found[3] is zero_paths
+        )
+
+    def add(self, value: Any, type_: str, zero_path: str, zero_paths: frozenset[str]) -> None:
+        if len(self._known) >= self.LIMIT:
+            self._known.clear()
+        self._known[id(value)] = (value, type_, zero_path, zero_paths)
+
+
+_EMPTY: frozenset[str] = frozenset()
+
+
+def decode(kind: str, obj: dict[str, Any], *, clean: CleanSubtrees | None = None) -> Decoded:
+    """Check `obj` against its kind's schema; the result holds what the server would store.
+    Whatever decodes to itself is returned as the same object (the result shares it with
+    `obj`). `clean`: subtrees already known to decode to themselves, skipped, and where the
+    ones found on this walk are added."""
     model = MODELS.get(kind)
     if model is None:
         return Decoded(obj)
-    walker = _Walker(OMIT_ZERO.get(kind, frozenset()))
+    walker = _Walker(OMIT_ZERO.get(kind, _EMPTY), clean)
     cleaned = walker.model(obj, model, "", "", "")
     return Decoded(cleaned, walker.unknown, walker.mismatch)
 
 
 class _Walker:
-    def __init__(self, zero_paths: frozenset[str]) -> None:
+    def __init__(self, zero_paths: frozenset[str], clean: CleanSubtrees | None = None) -> None:
         self.zero_paths = zero_paths
+        self.clean = clean
         self.unknown: list[str] = []
         self.mismatch: TypeMismatch | None = None
 
     def model(
         self, value: dict[str, Any], model: str, path: str, go_path: str, zero_path: str
     ) -> dict[str, Any]:
+        if self.clean is not None and self.clean.holds(value, model, zero_path, self.zero_paths):
+            return value
+        unknown = len(self.unknown)
         fields = _fields(model)
+        struct = _go_name(model)
         result: dict[str, Any] = {}
-        for key, item in value.items():
+        same = True  # so far, the result is `value`'s contents
+        for key, original in value.items():
             child = f"{path}.{key}" if path else key
-            go_child = f"{go_path}.{key}" if go_path else key
-            zero_child = f"{zero_path}.{key}" if zero_path else key
             type_ = fields.get(key)
             if type_ is None:
                 self.unknown.append(child)
+                same = False
                 continue
+            item = original
             if (model, key) in QUANTITY_MAPS and isinstance(item, dict):
-                item = {k: quantity_string(v) for k, v in item.items()}
+                converted = {k: quantity_string(v) for k, v in item.items()}
+                if any(converted[k] is not v for k, v in item.items()):
+                    item = converted
             elif (model, key) in QUANTITY_FIELDS:
                 item = quantity_string(item)
-            item = self.value(item, type_, _go_name(model), child, go_child, zero_child)
-            if not self._omitted(key, item, type_, zero_child):
+            go_child = f"{go_path}.{key}" if go_path else key
+            zero_child = f"{zero_path}.{key}" if zero_path else key
+            item = self.value(item, type_, struct, child, go_child, zero_child)
+            if self._omitted(key, item, type_, zero_child):
+                same = False
+            else:
                 result[key] = item
-        return result
+                same = same and item is original
+        if not same:
+            return result
+        self._known_clean(value, model, zero_path, unknown)
+        return value
+
+    def _known_clean(self, value: Any, type_: str, zero_path: str, unknown: int) -> None:
+        """`value` decoded to itself: remember it, unless something in it was reported."""
+        if self.clean is not None and self.mismatch is None and len(self.unknown) == unknown:
+            self.clean.add(value, type_, zero_path, self.zero_paths)
 
     def value(
         self, value: Any, type_: str, struct: str, path: str, go_path: str, zero_path: str
     ) -> Any:
         if value is None or type_ == "object":
             return value
+        shape, inner = _shape(type_)
         if type_ in ("str", "datetime"):
             ok = isinstance(value, str)
         elif type_ == "bool":
             ok = isinstance(value, bool)
         elif type_ in ("int", "float"):
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif match := _LIST.match(type_):
+        elif shape == "list":
             if not isinstance(value, list):
                 ok = False
             else:
-                return [
-                    self.value(v, match.group(1), struct, f"{path}[{i}]", go_path, zero_path + "[]")
-                    for i, v in enumerate(value)
-                ]
-        elif match := _DICT.match(type_):
+                return self._list(value, type_, inner, struct, path, go_path, zero_path)
+        elif shape == "map":
             if not isinstance(value, dict):
                 ok = False
             else:
-                return {
-                    k: self.value(v, match.group(1), struct, f"{path}.{k}", go_path, zero_path)
-                    for k, v in value.items()
-                }
+                return self._map(value, type_, inner, struct, path, go_path, zero_path)
         elif isinstance(value, dict):
             return self.model(value, type_, path, go_path, zero_path)
         else:
@@ -210,12 +277,57 @@ class _Walker:
             self.mismatch = TypeMismatch(json_type, python_type, struct, go_path, _go_type(type_))
         return value
 
+    def _list(
+        self,
+        value: list[Any],
+        type_: str,
+        inner: str,
+        struct: str,
+        path: str,
+        go_path: str,
+        zero_path: str,
+    ) -> list[Any]:
+        if self.clean is not None and self.clean.holds(value, type_, zero_path, self.zero_paths):
+            return value
+        unknown = len(self.unknown)
+        items = zero_path + "[]"
+        result = [
+            self.value(v, inner, struct, f"{path}[{i}]", go_path, items)
+            for i, v in enumerate(value)
+        ]
+        if any(new is not old for new, old in zip(result, value, strict=True)):
+            return result
+        self._known_clean(value, type_, zero_path, unknown)
+        return value
+
+    def _map(
+        self,
+        value: dict[str, Any],
+        type_: str,
+        inner: str,
+        struct: str,
+        path: str,
+        go_path: str,
+        zero_path: str,
+    ) -> dict[str, Any]:
+        if self.clean is not None and self.clean.holds(value, type_, zero_path, self.zero_paths):
+            return value
+        unknown = len(self.unknown)
+        result = {
+            k: self.value(v, inner, struct, f"{path}.{k}", go_path, zero_path)
+            for k, v in value.items()
+        }
+        if any(result[k] is not v for k, v in value.items()):
+            return result
+        self._known_clean(value, type_, zero_path, unknown)
+        return value
+
     def _omitted(self, key: str, value: Any, type_: str, zero_path: str) -> bool:
         if value is None:
             return key not in KEEP_NULL
         if isinstance(value, list) and not value:
             return key not in KEEP_EMPTY
-        if isinstance(value, dict) and not value and _DICT.match(type_):
+        if isinstance(value, dict) and not value and _shape(type_)[0] == "map":
             return True
         return bool(zero_path in self.zero_paths and (value == "" or value is False))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -52,19 +53,29 @@ def _quote(value: Any) -> str:
 
 
 def qualified_name_problems(key: str) -> list[str]:
+    return list(_qualified_name_problems(key))
+
+
+def label_value_problems(value: str) -> list[str]:
+    return list(_label_value_problems(value))
+
+
+# Every write checks every label of its object again, and they are mostly the same strings.
+@functools.lru_cache(maxsize=65536)
+def _qualified_name_problems(key: str) -> tuple[str, ...]:
     parts = key.split("/")
     if len(parts) == 1:
         name, prefix = parts[0], None
     elif len(parts) == 2:
         prefix, name = parts
         if not prefix:
-            return ["prefix part must be non-empty"]
+            return ("prefix part must be non-empty",)
     else:
-        return [
+        return (
             "a qualified name "
             + _QUALIFIED_NAME_FMT
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+        )
     problems: list[str] = []
     if prefix is not None:
         if len(prefix) > 253:
@@ -77,16 +88,17 @@ def qualified_name_problems(key: str) -> list[str]:
         problems.append("name part must be no more than 63 characters")
     if name and not _NAME_RE.match(name):
         problems.append("name part " + _QUALIFIED_NAME_FMT)
-    return problems
+    return tuple(problems)
 
 
-def label_value_problems(value: str) -> list[str]:
+@functools.lru_cache(maxsize=65536)
+def _label_value_problems(value: str) -> tuple[str, ...]:
     problems = []
     if len(value) > 63:
         problems.append("must be no more than 63 characters")
     if not _VALUE_RE.match(value):
         problems.append(_LABEL_VALUE_FMT)
-    return problems
+    return tuple(problems)
 
 
 def validate_labels(labels: Any, path: str) -> list[FieldError]:
@@ -96,11 +108,11 @@ def validate_labels(labels: Any, path: str) -> list[FieldError]:
         return [invalid(path, labels, "must be a map of string keys to string values")]
     errors = []
     for key, value in labels.items():
-        errors += [invalid(path, key, problem) for problem in qualified_name_problems(key)]
+        errors += [invalid(path, key, problem) for problem in _qualified_name_problems(key)]
         if not isinstance(value, str):
             errors.append(invalid(path, value, "label values must be strings"))
             continue
-        errors += [invalid(path, value, problem) for problem in label_value_problems(value)]
+        errors += [invalid(path, value, problem) for problem in _label_value_problems(value)]
     return errors
 
 
@@ -119,10 +131,10 @@ def validate_taints(taints: Any, path: str) -> list[FieldError]:
         key = taint.get("key") or ""
         value = taint.get("value") or ""
         effect = taint.get("effect") or ""
-        errors += [invalid(f"{at}.key", key, p) for p in qualified_name_problems(key)]
+        errors += [invalid(f"{at}.key", key, p) for p in _qualified_name_problems(key)]
         errors += [
             invalid(f"{at}.value", value, ";".join(problems))
-            for problems in [label_value_problems(value)]
+            for problems in [_label_value_problems(value)]
             if problems
         ]
         if not effect:

@@ -18,7 +18,7 @@ from typing import Any
 
 from kubesim import errors
 from kubesim.errors import ApiError
-from kubesim.schema import Decoded, decode, go_print
+from kubesim.schema import CleanSubtrees, Decoded, decode, go_print
 from kubesim.validation import FieldError, invalid_error
 
 
@@ -40,6 +40,11 @@ def decode_body(
     return decoded.obj
 
 
+# What earlier patches found to decode to itself: the parts of a stored object a patch did not
+# touch are not walked again (a node's status, its annotations, untouched owners' fields).
+PATCHED_CLEAN = CleanSubtrees()
+
+
 def decode_patched(
     kind: str,
     patched: dict[str, Any],
@@ -50,12 +55,12 @@ def decode_patched(
     warnings: list[str],
 ) -> dict[str, Any]:
     """A patched object as the server decodes it (into the Go type, from a map or JSON)."""
-    decoded = decode(kind, patched)
-    # A strategic merge patch is decoded from the patch map (printed with %+v); a JSON or
-    # merge patch from the patched object's JSON, as Go marshals it (sorted keys).
-    shown = go_print(patch) if strategic else _go_json(patched)
+    decoded = decode(kind, patched, clean=PATCHED_CLEAN)
 
     def invalid(detail: str) -> ApiError:
+        # A strategic merge patch is decoded from the patch map (printed with %+v); a JSON or
+        # merge patch from the patched object's JSON, as Go marshals it (sorted keys).
+        shown = go_print(patch) if strategic else _go_json(patched)
         cause = FieldError(
             "patch", "FieldValueInvalid", f"Invalid value: {_quote(shown)}: {detail}"
         )

@@ -46,7 +46,14 @@ from pools.kube.errors import KubeError
 from pools.kube.nodes import read_nodes
 from pools.kube.retry import RetryPolicy
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
-from pools.move_records import Closing, claim_items, close_items, insert_events
+from pools.move_records import (
+    Closing,
+    claim_items,
+    close_items,
+    closing_rows,
+    event_rows,
+    insert_event_rows,
+)
 from pools.node_outcome import FAILED, NodeWork, Outcome, node_outcome
 from pools.workflow.transitions import release_nodes, state_transition
 
@@ -341,42 +348,51 @@ def _closed_events(item: MoveItem, outcome: Outcome) -> list[AuditEvent]:
     return [closed, *(_event(item, action) for action in outcome.later)]
 
 
-def _close(closing: Sequence[tuple[MoveItem, Outcome]], now: datetime) -> list[AuditEvent]:
-    """Record each node's end (those claimed since by another worker are its record, not
-    ours); the events of those recorded."""
-    recorded = close_items(
-        [Closing(item.pk, item.attempts, _closed_values(outcome, now)) for item, outcome in closing]
-    )
-    return [
-        event
-        for item, outcome in closing
-        if item.pk in recorded
-        for event in _closed_events(item, outcome)
-    ]
+def _sort_results(
+    items: Sequence[MoveItem], results: dict[int, Result], now: datetime
+) -> tuple[list[tuple[MoveItem, Exception]], list[tuple[MoveItem, Outcome]]]:
+    """The nodes to put back to wait for the Kubernetes API, and those that end (a lost
+    lease is another worker's node now: neither)."""
+    waiting: list[tuple[MoveItem, Exception]] = []
+    closing: list[tuple[MoveItem, Outcome]] = []
+    for item in items:
+        result = results[item.pk]
+        if isinstance(result, LeaseLost):
+            continue
+        if isinstance(result, KubeError) and result.transient and now < _deadline(item, now):
+            waiting.append((item, result))
+            continue
+        closing.append((item, result if isinstance(result, Outcome) else _failed(item, result)))
+    return waiting, closing
 
 
 def _record(items: Sequence[MoveItem], results: dict[int, Result], *, now: datetime) -> list[int]:
     """The outcomes in one transaction: first the inventory (whoever sees a move finished
-    sees its nodes where they now are), then the items, their audit events, the requests."""
+    sees its nodes where they now are), then the items, their audit events, the requests.
+    What the items and their events will say is encoded before it: the transaction holds
+    the database's write lock (SQLite: the whole file), which another worker's claim waits
+    for."""
+    to_wait, closing = _sort_results(items, results, now)
+    closings = [Closing(item.pk, item.attempts, _closed_values(o, now)) for item, o in closing]
+    prepared, at = closing_rows(closings), timezone.now()
+    closed_events = {item.pk: event_rows(_closed_events(item, o), at=at) for item, o in closing}
     waiting: list[int] = []
     events: list[AuditEvent] = []
-    closing: list[tuple[MoveItem, Outcome]] = []
     with transaction.atomic():
         inventory_refresh_nodes(
             [r.raw for r in results.values() if isinstance(r, Outcome) and r.raw is not None]
         )
-        for item in items:
-            result = results[item.pk]
-            if isinstance(result, LeaseLost):
-                continue
-            if isinstance(result, KubeError) and result.transient and now < _deadline(item, now):
-                if event := _to_waiting(item, result):
-                    waiting.append(item.pk)
-                    events.append(event)
-                continue
-            closing.append((item, result if isinstance(result, Outcome) else _failed(item, result)))
-        events += _close(closing, now)
-        insert_events(events, at=timezone.now())
+        for item, exc in to_wait:
+            if event := _to_waiting(item, exc):
+                waiting.append(item.pk)
+                events.append(event)
+        # Those claimed since by another worker are its record, not ours: their events too.
+        recorded = close_items(closings, prepared)
+        rows = event_rows(events, at=at)
+        rows += [
+            row for item, _ in closing if item.pk in recorded for row in closed_events[item.pk]
+        ]
+        insert_event_rows(rows)
         for request_id in sorted({item.request_id for item in items}):
             _finish_request_if_done(request_id, now)
     return waiting

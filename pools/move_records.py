@@ -15,13 +15,25 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node
 
 
 def _prep(model: type[models.Model], field: str, value: Any) -> Any:
     return model._meta.get_field(field).get_db_prep_save(value, connection)
+
+
+def _database() -> BaseDatabaseWrapper:
+    """This thread's connection itself: `connection` is a proxy that looks it up again on
+    every attribute, and a chunk's values are thousands of them."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
+def _preparers(model: type[models.Model], fields: Sequence[str]) -> list[Any]:
+    """Each field's own conversion to what the database driver is given, once a statement."""
+    return [model._meta.get_field(f).get_db_prep_save for f in fields]
 
 
 def _columns(model: type[models.Model], fields: Sequence[str]) -> str:
@@ -79,9 +91,21 @@ class Closing:
     values: dict[str, Any]  # CLOSED_FIELDS
 
 
-def close_items(closings: Sequence[Closing]) -> set[int]:
+def closing_rows(closings: Sequence[Closing]) -> list[list[Any]]:
+    """Each closing's parameters for `close_items`' statement, every value as the database
+    is given it (the JSON encoded): work a caller can do before taking the write lock."""
+    running, db = MoveItem.State.RUNNING, _database()
+    preparers = list(zip(CLOSED_FIELDS, _preparers(MoveItem, CLOSED_FIELDS), strict=True))
+    return [
+        [*(prep(c.values[f], db) for f, prep in preparers), c.item_id, running, c.attempts]
+        for c in closings
+    ]
+
+
+def close_items(closings: Sequence[Closing], rows: list[list[Any]] | None = None) -> set[int]:
     """Record each node's end where this worker's claim still holds it: one prepared
-    statement, each row its own compare-and-swap. The ids recorded."""
+    statement, each row its own compare-and-swap (`rows`: `closing_rows(closings)`, if
+    prepared already). The ids recorded."""
     if not closings:
         return set()
     sql = (
@@ -89,11 +113,7 @@ def close_items(closings: Sequence[Closing]) -> set[int]:
         f"SET {_columns(MoveItem, CLOSED_FIELDS)} "
         "WHERE id = %s AND state = %s AND attempts = %s"
     )
-    running = MoveItem.State.RUNNING
-    params = [
-        [*(_prep(MoveItem, f, c.values[f]) for f in CLOSED_FIELDS), c.item_id, running, c.attempts]
-        for c in closings
-    ]
+    params = closing_rows(closings) if rows is None else rows
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
         if cursor.rowcount == len(params):  # the drivers sum the rows of every parameter set
@@ -106,24 +126,33 @@ def close_items(closings: Sequence[Closing]) -> set[int]:
     return {pk for pk, attempts in finished.values_list("pk", "attempts") if ours[pk] == attempts}
 
 
-def insert_events(events: Sequence[AuditEvent], *, at: datetime) -> None:
+def event_rows(events: Sequence[AuditEvent], *, at: datetime) -> list[list[Any]]:
+    """Each event stamped `at`, as `insert_event_rows`' parameters (work a caller can do
+    before taking the write lock)."""
+    db = _database()
+    preparers = [(f.attname, f.get_db_prep_save) for f in _event_fields()]
+    for event in events:
+        event.at = at
+    return [[prep(getattr(e, name), db) for name, prep in preparers] for e in events]
+
+
+def insert_event_rows(rows: Sequence[list[Any]]) -> None:
     """Append audit events in one prepared statement (what bulk_create writes, without its
-    per-field compilation of every row), each stamped `at`."""
-    if not events:
+    per-field compilation of every row)."""
+    if not rows:
         return
-    fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
+    fields = _event_fields()
     q = connection.ops.quote_name
     sql = (
         f"INSERT INTO {q(AuditEvent._meta.db_table)} "  # noqa: S608
         f"({', '.join(q(f.column) for f in fields)}) VALUES ({', '.join(['%s'] * len(fields))})"
     )
-    for event in events:
-        event.at = at
-    params = [
-        [f.get_db_prep_save(getattr(e, f.attname), connection) for f in fields] for e in events
-    ]
     with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+        cursor.executemany(sql, rows)
+
+
+def _event_fields() -> list[Any]:
+    return [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
 
 
 def update_nodes(rows: Sequence[Node], fields: Sequence[str]) -> None:
@@ -135,9 +164,8 @@ def update_nodes(rows: Sequence[Node], fields: Sequence[str]) -> None:
         f"UPDATE {connection.ops.quote_name(Node._meta.db_table)} "  # noqa: S608
         f"SET {_columns(Node, fields)} WHERE name = %s"
     )
-    params = [
-        [*(_prep(Node, f, getattr(row, c)) for f, c in zip(fields, columns, strict=True)), row.name]
-        for row in rows
-    ]
+    db = _database()
+    preparers = list(zip(columns, _preparers(Node, fields), strict=True))
+    params = [[*(prep(getattr(row, c), db) for c, prep in preparers), row.name] for row in rows]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)

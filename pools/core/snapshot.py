@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -74,8 +75,20 @@ def _quantity(value: Any) -> int:
 
 def _amount(resource: str, value: object) -> int:
     """A quantity in the scheduler's units (millicores for CPU), 0 when absent or malformed."""
+    if type(value) is str:
+        return _amount_of_text(resource, value)
     try:
         return amount_in_units(resource, parse_quantity(value if value is not None else "0"))
+    except QuantityError:
+        return 0
+
+
+# A cluster's nodes say the same few quantities ("96", "1056Gi", "8") over and over, and a
+# sync or a move reads thousands of them.
+@functools.lru_cache(maxsize=4096)
+def _amount_of_text(resource: str, value: str) -> int:
+    try:
+        return amount_in_units(resource, parse_quantity(value))
     except QuantityError:
         return 0
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import ssl
 import threading
 import time
 from typing import Any
@@ -29,6 +30,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pools.kube.client import api_client
+from pools.kube.direct import Answer, direct_pool
 
 Raw = dict[str, Any]
 # Credentials are read again this often: a token mounted in a pod is rotated, an exec
@@ -53,6 +55,8 @@ class NodeSession:
             if type(self.manager) is urllib3.PoolManager
             else None
         )
+        # The plain case (pools/kube/direct.py): connections of our own, without urllib3.
+        self.direct = direct_pool(self.pool) if self.pool is not None else None
         self.default_headers = dict(api.default_headers)
         self.lock = threading.Lock()
         self.headers: dict[str, str] = {}
@@ -85,9 +89,17 @@ class NodeSession:
 
     def _exchange(
         self, method: str, path: str, body: bytes | None, content_type: str, headers: dict[str, str]
-    ) -> urllib3.BaseHTTPResponse:
+    ) -> urllib3.BaseHTTPResponse | Answer:
         if content_type:
             headers = {**headers, "Content-Type": content_type}
+        if self.direct is not None:
+            try:
+                return self.direct.request(
+                    method, self.base_path + path, body, headers, settings.KUBE_TIMEOUT
+                )
+            except ssl.SSLError as exc:
+                # What urllib3 makes of it (its SSLError), and the same refusal.
+                raise ApiException(status=0, reason=f"SSLError: {exc}") from exc
         options: dict[str, Any] = {
             "body": body,
             "headers": headers,
