@@ -115,26 +115,45 @@ def load(
     return LoadResult(len(tokens) * requests, time.perf_counter() - started, latencies, errors)
 
 
-def _last_scrape(prometheus_url: str) -> tuple[float, float]:
-    """When the simulator's last scrape started (Unix time) and how long it took: the one
-    active target of a bench's Prometheus."""
+def _get(prometheus_url: str, path: str) -> Any:
+    with urllib.request.urlopen(f"{prometheus_url}{path}") as response:  # noqa: S310 -- our own loopback server
+        return json.loads(response.read())["data"]
+
+
+def _busy_spells(prometheus_url: str) -> list[tuple[float, float]]:
+    """When Prometheus' periodic work last started (Unix time) and how long it took: the
+    scrape of the simulator and each group of recording rules."""
     from datetime import datetime
 
-    with urllib.request.urlopen(f"{prometheus_url}/api/v1/targets?state=active") as response:  # noqa: S310 -- our own loopback server
-        targets = json.loads(response.read())["data"]["activeTargets"]
-    started = max(datetime.fromisoformat(t["lastScrape"]).timestamp() for t in targets)
-    return started, max(t["lastScrapeDuration"] for t in targets)
+    def at(stamp: str) -> float:
+        return datetime.fromisoformat(stamp).timestamp()
+
+    targets = _get(prometheus_url, "/api/v1/targets?state=active")["activeTargets"]
+    spells = [(at(t["lastScrape"]), t["lastScrapeDuration"]) for t in targets]
+    groups = _get(prometheus_url, "/api/v1/rules?type=record")["groups"]
+    return spells + [(at(g["lastEvaluation"]), g["evaluationTime"]) for g in groups]
 
 
 def between_scrapes(prometheus_url: str, interval: float, room: float) -> None:
-    """Wait until the simulator's exporter is not rendering and will not start for `room`
-    seconds. kubesim renders every simulated GPU's series in Python when scraped (8 s of a
-    core at 5,000 nodes): on a real cluster that is each node's dcgm-exporter's work, on
-    its own node, not the portal's machine's; a measurement overlapping it measures the
-    simulator. Prometheus' own work (ingesting, the recording rules) still runs."""
-    while True:
-        started, took = _last_scrape(prometheus_url)
+    """Wait until neither the simulator's exporter nor Prometheus' recording rules are
+    running, and neither will start for `room` seconds (both come every `interval`).
+    kubesim renders every simulated GPU's series in Python when scraped (8 s of a core at
+    5,000 nodes), and the rules' evaluation takes several seconds of a core at that size:
+    on a real cluster, each node's dcgm-exporter and the Prometheus server do that work on
+    their own machines, not the portal's. A measurement overlapping them measures them.
+    When no such window comes within two intervals (the work fills the minute), it says so
+    and returns: the measurement then overlaps them."""
+    deadline = time.time() + 2 * interval
+    while time.time() < deadline:
         now = time.time()
-        if started + took + 0.5 <= now and now + room <= started + interval:
+        if all(
+            started + took + 0.5 <= now and now + room <= started + interval
+            for started, took in _busy_spells(prometheus_url)
+        ):
             return
         time.sleep(0.5)
+    print(
+        f"  no {room:.0f} s free of the simulator's scrape and the rules' evaluation: "
+        "measuring through them",
+        flush=True,
+    )

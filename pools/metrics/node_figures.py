@@ -10,7 +10,8 @@ METRICS_CACHE_SECONDS:
   of asking too. The lock is only as wide as the cache: with the default in-memory cache
   (no CACHE_URL) each process is its own deployment;
 - the refresh starts ahead, in a background thread under the same lock, once an entry is
-  70 % through its life, so pages rarely wait at all;
+  70 % through its life, so pages rarely wait at all; nobody waits for that one, so it asks
+  its queries one after another and Prometheus takes one core at a time;
 - each process keeps the entry it last unpickled, and checks a small version key instead
   of loading 5,000 tuples on every request; with the shared cache unreachable it serves
   that entry for its lifetime and refreshes it itself (pools.guarded_cache);
@@ -85,7 +86,9 @@ class Plan:
     recorded: dict[str, str]  # the recorded series standing for some of them
 
 
-def _ask(key: str, plan: Plan) -> tuple[str | None, dict[str, list[NodeValue]], dict[str, str]]:
+def _ask(
+    key: str, plan: Plan, *, in_turn: bool = False
+) -> tuple[str | None, dict[str, list[NodeValue]], dict[str, str]]:
     """Every figure as (node, value) pairs, from its recorded series where the rules made
     one and raw otherwise, or the reason there are none: one round of queries, and a second
     for the figures found without recorded series (remembered for RAW_RECHECK_SECONDS, so
@@ -93,12 +96,14 @@ def _ask(key: str, plan: Plan) -> tuple[str | None, dict[str, list[NodeValue]], 
     raw_only: set[str] = cache.get(f"{key}:raw-only") or set()
     recorded = {n: q for n, q in plan.recorded.items() if n not in raw_only}
     node_label = settings.DCGM_NODE_LABEL
-    values, error = source.instant_node_values({**plan.raw, **recorded}, node_label)
+    asked = {**plan.raw, **recorded}
+    values, error = source.instant_node_values(asked, node_label, in_turn=in_turn)
     if error:
         return error, {}, {}
     missing = queries.missing_recorded(recorded, values)
     if missing:
-        second, error = source.instant_node_values({n: plan.raw[n] for n in missing}, node_label)
+        raw = {n: plan.raw[n] for n in missing}
+        second, error = source.instant_node_values(raw, node_label, in_turn=in_turn)
         if error:
             return error, {}, {}
         values.update(second)
@@ -146,8 +151,8 @@ class NodeFigureCache:
         fresh = time.time() - self._memo[0] < settings.METRICS_CACHE_SECONDS
         return self._memo if fresh and self._memo[1] is None else None
 
-    def _refresh(self, key: str, plan: Plan) -> Entry:
-        error, values, sources = _ask(key, plan)
+    def _refresh(self, key: str, plan: Plan, *, in_turn: bool = False) -> Entry:
+        error, values, sources = _ask(key, plan, in_turn=in_turn)
         with collector_paused():  # a tuple a node: no cycle for the collector to find
             entry: Entry = (time.time(), error, node_metric_rows(values), sources)
         ttl = settings.METRICS_CACHE_SECONDS
@@ -186,7 +191,9 @@ class NodeFigureCache:
 
         def run() -> None:
             try:
-                self._refresh(key, plan)
+                # Nobody waits for it: the queries in turn, so that Prometheus, when it
+                # shares the portal's machine, leaves the requests a core.
+                self._refresh(key, plan, in_turn=True)
             finally:
                 cache.delete(lock)
 

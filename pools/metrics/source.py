@@ -211,17 +211,40 @@ def _run_node_values(promql: str, wait: float, node_label: str) -> list[NodeValu
 
 
 def instant_node_values(
-    queries: Mapping[str, str], node_label: str
+    queries: Mapping[str, str], node_label: str, *, in_turn: bool = False
 ) -> tuple[dict[str, list[NodeValue]], str | None]:
-    """Named instant queries in parallel within the request's one wait, each answer as
-    (node, value) pairs by `node_label` (pools.metrics.vectors), uncached; or the reason
-    there are none."""
+    """Named instant queries in parallel within the request's one wait, or `in_turn` one
+    after another (a refresh nobody waits for: Prometheus then takes one core at a time,
+    not every core of a machine it may share with the portal), each answer as (node,
+    value) pairs by `node_label` (pools.metrics.vectors), uncached; or the reason there
+    are none."""
     if not settings.PROMETHEUS_URL:
         return {}, "PROMETHEUS_URL is not set"
     wait = time_left()
     if wait is None:
         return {}, not_asked()
-    return _gather(queries, wait, functools.partial(_run_node_values, node_label=node_label))
+    run = functools.partial(_run_node_values, node_label=node_label)
+    return _in_turn(queries, wait, run) if in_turn else _gather(queries, wait, run)
+
+
+def _in_turn(
+    queries: Mapping[str, str], wait: float, run: Callable[[str, float], Answer]
+) -> tuple[dict[str, Answer], str | None]:
+    """Each query after the last, all within `wait` seconds; the first failure is the
+    answer."""
+    deadline = time.monotonic() + wait
+    answers: dict[str, Answer] = {}
+    for name, promql in queries.items():
+        left = deadline - time.monotonic()
+        if left <= 0.05:
+            return answers, _timed_out()
+        try:
+            answers[name] = run(promql, left)
+        except QUERY_FAILURES as exc:
+            if _is_timeout(exc):
+                time_spent()
+            return answers, _describe(exc)
+    return answers, None
 
 
 def instant(queries: Mapping[str, str], *, use_cache: bool = True) -> InstantResult:

@@ -3,14 +3,16 @@ production) ask Prometheus once for every node's figures, however many ask at on
 
 from __future__ import annotations
 
+import http.server
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from django.core.cache import cache
 
 from pools.metrics.dcgm import metric_labels
-from pools.metrics.node_figures import NodeFigureCache
+from pools.metrics.node_figures import REFRESH_AHEAD_AT, NodeFigureCache
 from pools.metrics.queries import node_figure_queries
 from pools.metrics.results import InstantResult
 from tests.servers import PrometheusServer, RedisServer
@@ -79,3 +81,74 @@ def test_without_a_cache_lifetime_every_ask_is_a_round(
     before = prometheus.query_count()
     assert len(ask_at_once([NodeFigureCache() for _ in range(3)])) == 3
     assert prometheus.queries_since(before) == 3 * one_round
+
+
+class CountingPrometheus(http.server.ThreadingHTTPServer):
+    """Answers every instant query with an empty vector after a pause, counting how many it
+    is answering at once: how the portal spreads its queries, which a real Prometheus
+    answering in a millisecond does not show."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.busy = self.most = self.answered = 0
+        super().__init__(("127.0.0.1", 0), _Answer)
+
+    def most_at_once(self) -> int:
+        with self.lock:
+            most, self.most = self.most, 0
+            return most
+
+
+class _Answer(http.server.BaseHTTPRequestHandler):
+    server: CountingPrometheus
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            self.server.busy += 1
+            self.server.most = max(self.server.most, self.server.busy)
+        time.sleep(0.05)
+        body = b'{"status":"success","data":{"resultType":"vector","result":[]}}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        with self.server.lock:
+            self.server.busy -= 1
+            self.server.answered += 1
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def counting() -> Iterator[CountingPrometheus]:
+    server = CountingPrometheus()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def test_a_page_asks_at_once_and_the_refresh_ahead_one_after_another(
+    shared_cache: None,
+    counting: CountingPrometheus,
+    settings,  # type: ignore[no-untyped-def]
+) -> None:
+    """A page waiting for the figures asks every query at once; nobody waits for a refresh
+    ahead, which asks them one after another, leaving the machine's other cores to the
+    pages when Prometheus shares it."""
+    settings.PROMETHEUS_URL = f"http://127.0.0.1:{counting.server_port}"
+    settings.METRICS_CACHE_SECONDS = 3
+    one_round = len(node_figure_queries(metric_labels(), hot_celsius=85, idle_window="1h"))
+    figures = NodeFigureCache()
+    first = figures.get_versioned()[2]
+    # Empty answers: no recorded series, so a second round asks the raw expressions (and
+    # later rounds go straight to them).
+    assert counting.most_at_once() == one_round and counting.answered == 2 * one_round
+    time.sleep(3 * REFRESH_AHEAD_AT + 0.1)  # past the head start, within the lifetime
+    assert figures.get_versioned()[2] == first  # served at once; the refresh runs behind
+    deadline = time.monotonic() + 10
+    while figures.get_versioned()[2] == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert counting.answered == 3 * one_round
+    assert counting.most_at_once() == 1
