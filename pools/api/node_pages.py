@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import NamedTuple
 
+from django.http import HttpResponse
 from rest_framework.request import Request
 
 from pools.inventory.version import inventory_version
@@ -32,6 +34,9 @@ class Page(NamedTuple):
 
 # Enough for every client's first pages and a few filters; the oldest goes first.
 KEPT_PAGES = 64
+# How long a request waits for another thread rendering the same page before it renders
+# its own: a page takes milliseconds, so only a stuck renderer makes anyone wait this long.
+MAKE_WAIT_SECONDS = 5.0
 
 
 class RenderedPages:
@@ -39,6 +44,7 @@ class RenderedPages:
         self._pages: OrderedDict[PageKey, Page] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
+        self._making: dict[PageKey, threading.Event] = {}  # pages being rendered now
 
     def get(self, key: PageKey) -> Page | None:
         with self._lock:
@@ -53,6 +59,37 @@ class RenderedPages:
             self._pages.move_to_end(key)
             while len(self._pages) > self._size:
                 self._pages.popitem(last=False)
+
+    def kept_or_made(self, key: PageKey, make: Callable[[], HttpResponse]) -> HttpResponse:
+        """The page kept under `key`, or the answer `make` renders (kept when it is a 200).
+        When a version moves, every thread of the process asks for the new page at once:
+        one renders it and the others wait for it, instead of each rendering the same bytes
+        under the interpreter lock (a stall of every request in flight, every refresh)."""
+        with self._lock:
+            page = self._pages.get(key)
+            if page is not None:
+                self._pages.move_to_end(key)
+                return HttpResponse(page.body, content_type=page.content_type)
+            making = self._making.get(key)
+            if making is None:
+                self._making[key] = threading.Event()
+        if making is not None:
+            making.wait(timeout=MAKE_WAIT_SECONDS)
+            page = self.get(key)
+            if page is not None:
+                return HttpResponse(page.body, content_type=page.content_type)
+            return self._made(key, make)  # the maker's answer was not a page to keep
+        try:
+            return self._made(key, make)
+        finally:
+            with self._lock:
+                self._making.pop(key).set()
+
+    def _made(self, key: PageKey, make: Callable[[], HttpResponse]) -> HttpResponse:
+        response = make()
+        if response.status_code == 200:
+            self.put(key, Page(response.content, response["Content-Type"]))
+        return response
 
 
 rendered_pages = RenderedPages()

@@ -6,7 +6,6 @@ from typing import Any
 
 import django_filters
 from django.db.models import Prefetch, QuerySet
-from django.http import HttpResponse
 from django.http.response import HttpResponseBase
 from django.utils import timezone
 from drf_spectacular.utils import (
@@ -253,9 +252,11 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
         if isinstance(self.paginator, NodePages):
             self.paginator.metrics_error = result.error
         key = node_pages.page_key(request, figures_version)
-        kept = node_pages.rendered_pages.get(key)
-        if kept is not None:
-            return HttpResponse(kept.body, content_type=kept.content_type)
+        return node_pages.rendered_pages.kept_or_made(
+            key, lambda: self._rendered_list(request, *args, **kwargs)
+        )
+
+    def _rendered_list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         response = super().list(request, *args, **kwargs)
         if response.status_code == status.HTTP_200_OK:
             # Rendered here as DRF renders it after the view (same renderer and context).
@@ -263,9 +264,6 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
             response.accepted_media_type = request.accepted_media_type
             response.renderer_context = self.get_renderer_context()
             response.render()
-            node_pages.rendered_pages.put(
-                key, node_pages.Page(response.content, response["Content-Type"])
-            )
         return response
 
     def get_serializer_context(self) -> dict[str, Any]:

@@ -115,6 +115,7 @@ def _ask(
 class NodeFigureCache:
     def __init__(self) -> None:
         self._memo: Entry | None = None
+        self._loading = threading.Lock()
         # Per derived figure: the key it was last read or made under, and its value.
         self._derived: dict[str, tuple[str, Any]] = {}
 
@@ -140,8 +141,16 @@ class NodeFigureCache:
             return self._memo_without_cache()
         if self._memo is not None and self._memo[0] == version:
             return self._memo
-        entry = cache.get(key)
-        return entry if entry is not None and entry[0] == version else None
+        # One thread of the process loads a new entry, the others wait for it: each would
+        # otherwise unpickle the same 5,000 tuples under the interpreter lock at once.
+        with self._loading:
+            if self._memo is not None and self._memo[0] == version:
+                return self._memo
+            entry = cache.get(key)
+            if entry is None or entry[0] != version:
+                return None
+            self._memo = entry
+            return entry
 
     def _memo_without_cache(self) -> Entry | None:
         """This process's last figures while the shared cache is unreachable, if still

@@ -5,6 +5,7 @@ credentials and role still checked."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -149,3 +150,40 @@ def test_a_kept_page_still_asks_for_credentials_and_a_role(shared_cache, viewer)
     refused = api(token_create(user=nobody, name="x")[1]).get(NODES)
     assert refused.status_code == 403
     assert refused.json()["error"]["message"] == refusal_reason(Capability.VIEW)
+
+
+def test_threads_asking_for_a_new_page_at_once_render_it_once() -> None:
+    """When a version moves, every thread of a web process asks for the new page at the
+    same moment: one renders it, the others get its bytes."""
+    from django.http import HttpResponse
+
+    from pools.api.node_pages import RenderedPages
+
+    pages = RenderedPages()
+    key = ("http://testserver/api/v1/nodes/", "application/json", 7, 1.5)
+    renders: list[int] = []
+    start = threading.Barrier(8)
+
+    def render() -> HttpResponse:
+        renders.append(1)
+        time.sleep(0.2)  # long enough for every other thread to arrive meanwhile
+        return HttpResponse(b'{"count": 1}', content_type="application/json")
+
+    answers: list[bytes] = []
+
+    def ask() -> None:
+        start.wait()
+        answers.append(pages.kept_or_made(key, render).content)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert answers == [b'{"count": 1}'] * 8
+    assert len(renders) == 1
+    # An answer that is not a page is not kept: the next request renders again.
+    refused = HttpResponse(b"{}", status=400, content_type="application/json")
+    other = (*key[:2], 8, 1.5)
+    assert pages.kept_or_made(other, lambda: refused).status_code == 400
+    assert pages.get(other) is None
