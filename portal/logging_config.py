@@ -118,5 +118,9 @@ def logging_config(log_format: str, level: str) -> dict[str, Any]:
             # The portal logs every request itself (portal.request, with the request id,
             # the user, the view and the time taken); gunicorn's access line would repeat it.
             "gunicorn.access": {"handlers": [], "propagate": False, "level": "WARNING"},
+            # Celery's process pool (billiard) logs here, and turns the logger's propagation
+            # off when it first uses it: without a handler of its own, a pool process that
+            # died ("exited with signal 15") was printed bare by Python's last-resort handler.
+            "multiprocessing": {"handlers": ["console"], "propagate": False, "level": "WARNING"},
         },
     }

@@ -255,7 +255,8 @@ class NodeFigureCache:
         """Where the current figures came from, per figure (None: none fetched yet); asks
         Prometheus nothing."""
         entry = self._stored(self._keys()[0])
-        return entry[3] if entry is not None and entry[1] is None else None
+        # A copy: the entry is this process's memo, shared by every request.
+        return dict(entry[3]) if entry is not None and entry[1] is None else None
 
 
 _node_figures = NodeFigureCache()
