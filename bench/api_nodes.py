@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from bench import django_env
-from bench.common import Http, between_scrapes, load
+from bench.common import Http, between_prometheus_work, load
 from bench.dashboard import scalar
 from pools.metrics.queries import PER_GPU_METRICS
 from tests.kubesim_process import kubesim_server
@@ -103,8 +103,8 @@ def run_wrk(
 ) -> tuple[float, int]:
     """50 connections, each request with one of 50 tokens in turn (50 token clients); the
     run's p99 in milliseconds and its errors. Each run starts after the simulator's
-    exporter has been scraped and ends before the next scrape (common.between_scrapes)."""
-    between_scrapes(prometheus, SCRAPE_SECONDS, args.seconds + 2)
+    exporter has been scraped and ends before the next scrape (common.between_prometheus_work)."""
+    between_prometheus_work(prometheus, SCRAPE_SECONDS, args.seconds + 2)
     cpu_before = process_cpu_seconds(workers)
     script = Path(tempfile.mkdtemp()) / "tokens.lua"
     script.write_text(WRK_SCRIPT % ", ".join(f'"{t}"' for t in tokens))

@@ -134,7 +134,7 @@ def _busy_spells(prometheus_url: str) -> list[tuple[float, float]]:
     return spells + [(at(g["lastEvaluation"]), g["evaluationTime"]) for g in groups]
 
 
-def between_scrapes(prometheus_url: str, interval: float, room: float) -> None:
+def between_prometheus_work(prometheus_url: str, interval: float, room: float) -> None:
     """Wait until neither the simulator's exporter nor Prometheus' recording rules are
     running, and neither will start for `room` seconds (both come every `interval`).
     kubesim renders every simulated GPU's series in Python when scraped (8 s of a core at

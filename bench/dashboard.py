@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench import django_env
-from bench.common import between_scrapes
+from bench.common import between_prometheus_work
 from pools.metrics.queries import PER_GPU_METRICS
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.servers import PrometheusServer, prometheus_server, wait_for
@@ -129,9 +129,9 @@ def report(  # type: ignore[no-untyped-def]
         result, metrics = latest_node_metrics()
         print(f"  {label}: figures for {len(metrics)} nodes, error {result.error}", flush=True)
         pid = prom.process.pid
-        # Not while the simulator renders its exporter's page (common.between_scrapes): a
+        # Not while the simulator renders its exporter's page (common.between_prometheus_work): a
         # cold request there measures kubesim; room for the runs at 3 s each.
-        between_scrapes(prom.url, SCRAPE_SECONDS, 3 * runs)
+        between_prometheus_work(prom.url, SCRAPE_SECONDS, 3 * runs)
         cold, cold_cpu, cold_portal = measure(client, path, runs, cold=True, prometheus_pid=pid)
         warm, warm_cpu, warm_portal = measure(client, path, runs, cold=False, prometheus_pid=pid)
 

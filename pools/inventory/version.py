@@ -20,7 +20,7 @@ NODES = "nodes"
 
 
 @cache
-def _read_statement() -> str:
+def _read_statement(vendor: str) -> str:
     table = connection.ops.quote_name(InventoryVersion._meta.db_table)
     return f"SELECT version FROM {table} WHERE name = %s"  # noqa: S608 -- our own table
 
@@ -30,7 +30,7 @@ def inventory_version() -> int:
     every API request reads it, and building the ORM's query was a quarter of a kept
     page's CPU."""
     with connection.cursor() as cursor:
-        cursor.execute(_read_statement(), [NODES])
+        cursor.execute(_read_statement(connection.vendor), [NODES])
         found = cursor.fetchone()
     return found[0] if found else 0
 

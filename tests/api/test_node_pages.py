@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
+from django.http import HttpResponse
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from pools.api.node_pages import RenderedPages
 from pools.guarded_cache import caches_setting
 from pools.inventory import drift_recompute, inventory_refresh_nodes
 from pools.inventory.watch import WatchState, flush
@@ -155,10 +157,6 @@ def test_a_kept_page_still_asks_for_credentials_and_a_role(shared_cache, viewer)
 def test_threads_asking_for_a_new_page_at_once_render_it_once() -> None:
     """When a version moves, every thread of a web process asks for the new page at the
     same moment: one renders it, the others get its bytes."""
-    from django.http import HttpResponse
-
-    from pools.api.node_pages import RenderedPages
-
     pages = RenderedPages()
     key = ("http://testserver/api/v1/nodes/", "application/json", 7, 1.5)
     renders: list[int] = []
