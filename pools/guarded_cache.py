@@ -187,3 +187,19 @@ class GuardedRedisCache(RedisCache):
 
     def clear(self) -> None:
         self._guard("clear", lambda: super(GuardedRedisCache, self).clear(), None)
+
+    def count_in_window(self, current: str, previous: str, timeout: int) -> tuple[int, int] | None:
+        """Add one to the counter `current` (kept `timeout` seconds) and read `previous`, in
+        one round trip; None when Redis cannot be reached. Counters are stored as Django's
+        Redis cache stores integers, so `incr` and `get` read them as usual."""
+
+        def count() -> tuple[int, int]:
+            pipe = self._cache.get_client(write=True).pipeline(transaction=False)
+            key = self.make_and_validate_key(current)
+            pipe.incr(key)
+            pipe.expire(key, timeout)
+            pipe.get(self.make_and_validate_key(previous))
+            counted, _, before = pipe.execute()
+            return int(counted), int(before or 0)
+
+        return self._guard("count_in_window", count, None)

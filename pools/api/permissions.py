@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
 from typing import Any
 
+from django.core.cache import caches
 from rest_framework import permissions
 from rest_framework.request import Request
-from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.throttling import BaseThrottle
 
 from pools import guarded_cache
+from pools.core import rate_window
 from pools.roles import Capability, has_capability, refusal_reason
 
 
@@ -33,30 +37,79 @@ class HasCapability(permissions.BasePermission):
 log = logging.getLogger("pools.api")
 
 
-class ApiTokenThrottle(SimpleRateThrottle):
-    """The token's request rate, counted in the shared cache. Without the cache it fails
-    open: a script is not refused because Redis is down, and the log says the limit is off."""
+class ApiTokenThrottle(BaseThrottle):
+    """The token's request rate, a sliding-window counter (pools.core.rate_window) in the
+    shared cache: one round trip a request, and exact under concurrent requests (DRF's own
+    throttle reads and rewrites a list of request times, two round trips, and lets two
+    requests at once both take the last place). Without the cache it fails open: a script
+    is not refused because Redis is down, and the log says the limit is off."""
 
     scope = "token"
+    key_format = "throttle_%(scope)s_%(ident)s:%(window)d"
+
+    def __init__(self) -> None:
+        self.wait_seconds: float | None = None
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        allowed = super().allow_request(request, view)
-        if getattr(self, "key", None) and guarded_cache.CACHE in guarded_cache.degraded():
+        rate = self.parsed_rate()
+        ident = self.ident(request)
+        if rate is None or ident is None:
+            return True
+        limit, period = rate
+        window = rate_window.window_at(time.time(), period)
+        current, previous = (self.key(ident, window.index - d) for d in (0, 1))
+        counts = count_in_window(current, previous, 2 * period)
+        if counts is None:
             log.warning(
                 "API rate limit not enforced: the cache is unreachable (fails open)",
                 extra={"degraded": guarded_cache.CACHE},
             )
             return True
-        return allowed
+        counted, before = counts
+        if rate_window.allowed(counted, before, window.elapsed, limit):
+            return True
+        # A refused request takes no place: a client that waits as told gets in.
+        with contextlib.suppress(ValueError):  # the counter expired meanwhile: nothing to undo
+            caches["default"].decr(current)
+        self.wait_seconds = rate_window.retry_after(
+            counted - 1, before, window.elapsed, limit, period
+        )
+        return False
 
-    def get_rate(self) -> str | None:
+    def wait(self) -> float | None:
+        return self.wait_seconds
+
+    def parsed_rate(self) -> tuple[int, int] | None:
         # Read at each request, not frozen at import, so the setting is the setting.
         from rest_framework.settings import api_settings
 
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        if rate is None:
+            return None
+        number, period = rate.split("/")
+        return int(number), {"s": 1, "m": 60, "h": 3600, "d": 86400}[period[0]]
 
-    def get_cache_key(self, request: Request, view: Any) -> str | None:
+    def ident(self, request: Request) -> str | None:
         token = getattr(request, "auth", None)
         if token is None or not hasattr(token, "key_hash"):
             return None  # session clients are people clicking, not scripts
-        return self.cache_format % {"scope": self.scope, "ident": token.key_hash[:32]}
+        return str(token.key_hash[:32])
+
+    def key(self, ident: str, window: int) -> str:
+        return self.key_format % {"scope": self.scope, "ident": ident, "window": window}
+
+
+def count_in_window(current: str, previous: str, timeout: int) -> tuple[int, int] | None:
+    """One more request in the counter `current`, and the count in `previous`; None when
+    the shared cache is unreachable. In one round trip on Redis; the per-process cache
+    (no CACHE_URL) has no round trips to save."""
+    cache = caches["default"]
+    if isinstance(cache, guarded_cache.GuardedRedisCache):
+        return cache.count_in_window(current, previous, timeout)
+    cache.add(current, 0, timeout)
+    try:
+        counted = cache.incr(current)
+    except ValueError:  # expired between the two
+        cache.set(current, 1, timeout)
+        counted = 1
+    return counted, int(cache.get(previous, 0))
