@@ -36,6 +36,8 @@ from prometheus_client import multiprocess  # noqa: E402
 from portal.metrics_process import multiproc_dir_reset  # noqa: E402
 
 logconfig_dict = settings.LOGGING
+# Builds gunicorn's access line only when something would write it (the portal writes its own).
+logger_class = "portal.gunicorn_logger.PortalGunicornLogger"
 
 
 def on_starting(server: object) -> None:

@@ -68,7 +68,7 @@ MIDDLEWARE = [
     # Before the sessions and the throttle: what they cannot reach is recorded per request.
     "portal.middleware.OutsideSystemsMiddleware",
     # Before whitenoise, so the static files carry the policy too.
-    "csp.middleware.CSPMiddleware",
+    "portal.csp_policy.KeptPolicyCSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -118,12 +118,20 @@ class NodeFigureCache:
         self._loading = threading.Lock()
         # Per derived figure: the key it was last read or made under, and its value.
         self._derived: dict[str, tuple[str, Any]] = {}
+        self._kept_keys: tuple[tuple[Any, ...], tuple[str, Plan]] | None = None
 
     def _keys(self) -> tuple[str, Plan]:
+        labels = metric_labels()
         options = {"hot_celsius": settings.GPU_HOT_CELSIUS, "idle_window": settings.GPU_IDLE_WINDOW}
+        # Asked by every request: the queries are written and hashed once per set of
+        # settings they depend on.
+        given = (settings.PROMETHEUS_URL, labels, options["hot_celsius"], options["idle_window"])
+        kept = self._kept_keys
+        if kept is not None and kept[0] == given:
+            return kept[1]
         plan = Plan(
-            raw=queries.node_figure_queries(metric_labels(), **options),
-            recorded=queries.recorded_figure_queries(metric_labels(), **options),
+            raw=queries.node_figure_queries(labels, **options),
+            recorded=queries.recorded_figure_queries(labels, **options),
         )
         key = source.cache_key(
             "node-figures",
@@ -132,6 +140,7 @@ class NodeFigureCache:
             sorted(plan.raw.items()),
             sorted(plan.recorded.items()),
         )
+        self._kept_keys = (given, (key, plan))
         return key, plan
 
     def _stored(self, key: str) -> Entry | None:
