@@ -21,12 +21,13 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Case, DateTimeField, Value, When
 from django.utils import timezone
 
 from pools.models import ApiToken
 from pools.roles import capabilities
 
-# How often a token's last-used time is written: once a minute a token, not once a request.
+# How often a process writes its tokens' last-used times: once a minute, not once a request.
 LAST_USED_EVERY = timedelta(minutes=1)
 
 
@@ -129,7 +130,51 @@ def token_authenticate(raw: str) -> ApiToken:
     now = timezone.now()
     if token.expires_at is not None and token.expires_at <= now:
         raise TokenRefused(f"This API token expired at {token.expires_at:%Y-%m-%d %H:%M} UTC.")
-    if token.last_used_at is None or now - token.last_used_at > LAST_USED_EVERY:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
+    _last_uses.record(token, now)
     return token
+
+
+class LastUses:
+    """When this process last saw each token used, written for all of them in one statement
+    at most once every `every`; a token's first use is written at once, so its "never"
+    turns into a time straight away. Written a row at a time, fifty scripts whose tokens
+    came due in the same second made fifty writes at once in each process, and SQLite
+    lets one writer in at a time (the others sleep in its busy handler, mid-request).
+    What is stored is at most `every` older than the token's last use."""
+
+    def __init__(self, every: timedelta = LAST_USED_EVERY) -> None:
+        self._every = every.total_seconds()
+        self._seen: dict[int, datetime] = {}
+        self._written_at = time.monotonic()
+        self._lock = threading.Lock()
+
+    def record(self, token: ApiToken, now: datetime) -> None:
+        first = token.last_used_at is None
+        token.last_used_at = now  # the remembered token: its first use is not written twice
+        with self._lock:
+            self._seen[token.pk] = now
+            if not first and time.monotonic() - self._written_at < self._every:
+                return
+            seen, self._seen = self._seen, {}
+            self._written_at = time.monotonic()
+        write_last_uses(seen)
+
+
+# Rows a statement: well within SQLite's and PostgreSQL's limits on a statement's parameters.
+LAST_USES_A_STATEMENT = 500
+
+
+def write_last_uses(seen: dict[int, datetime]) -> None:
+    """Each token's last-used time, one UPDATE for up to LAST_USES_A_STATEMENT tokens."""
+    items = list(seen.items())
+    for start in range(0, len(items), LAST_USES_A_STATEMENT):
+        chunk = dict(items[start : start + LAST_USES_A_STATEMENT])
+        ApiToken.objects.filter(pk__in=chunk).update(
+            last_used_at=Case(
+                *(When(pk=pk, then=Value(at)) for pk, at in chunk.items()),
+                output_field=DateTimeField(),
+            )
+        )
+
+
+_last_uses = LastUses()
