@@ -4,7 +4,7 @@ The secret is shown once, at creation, and never stored; a token is found again 
 of what the client sends. The pages (pools/token_views.py) create and revoke; the API's
 authentication (pools/api/authentication.py) asks `token_authenticate`.
 
-Each process remembers a token it found (with its user and the user's roles) for
+Each process remembers a token it found (with its user and the user's roles) for at most
 API_TOKEN_CACHE_SECONDS: a script's every request would otherwise cost two queries before
 its own. A revocation in this process forgets the token at once; one made in another
 process (or a user deactivated, a role taken away) is refused here at the latest
@@ -14,6 +14,7 @@ API_TOKEN_CACHE_SECONDS later. An expiry is checked on every request.
 from __future__ import annotations
 
 import hashlib
+import random
 import secrets
 import threading
 import time
@@ -74,28 +75,33 @@ def token_revoke(*, user: AbstractBaseUser, token_id: int) -> bool:
 
 
 class FoundTokens:
-    """The tokens this process found lately, by hash: (when found, the token)."""
+    """The tokens this process found lately, by hash: (until when, the token). Each is kept
+    for a random part, between half and all, of API_TOKEN_CACHE_SECONDS: scripts that
+    started together would otherwise all be looked up again in the same instant, every
+    time (two queries each, with every thread of the process waiting on the burst)."""
 
     def __init__(self) -> None:
         self._tokens: dict[str, tuple[float, ApiToken]] = {}
         self._lock = threading.Lock()
+        self._chance = random.Random()  # noqa: S311 -- spreads expiries, guards nothing
 
     def get(self, key_hash: str) -> ApiToken | None:
         found = self._tokens.get(key_hash)
-        if found is None or time.monotonic() - found[0] >= settings.API_TOKEN_CACHE_SECONDS:
+        if found is None or time.monotonic() >= found[0]:
             return None
         return found[1]
 
     def put(self, token: ApiToken) -> None:
-        if settings.API_TOKEN_CACHE_SECONDS <= 0:
+        seconds = settings.API_TOKEN_CACHE_SECONDS
+        if seconds <= 0:
             return
         now = time.monotonic()
         with self._lock:
             # Tokens not asked for lately go, so the memory stays that of the active ones.
-            for key_hash, (found_at, _) in list(self._tokens.items()):
-                if now - found_at >= settings.API_TOKEN_CACHE_SECONDS:
+            for key_hash, (until, _) in list(self._tokens.items()):
+                if now >= until:
                     del self._tokens[key_hash]
-            self._tokens[token.key_hash] = (now, token)
+            self._tokens[token.key_hash] = (now + seconds * self._chance.uniform(0.5, 1.0), token)
 
     def forget(self, token_id: int) -> None:
         with self._lock:

@@ -1,4 +1,4 @@
-"""A web process remembers the tokens it found for API_TOKEN_CACHE_SECONDS: no query for
+"""A web process remembers the tokens it found for at most API_TOKEN_CACHE_SECONDS: no query for
 the token or its user's roles meanwhile, and what another process changed (a revocation, a
 deactivated user, a role taken away) is refused at the latest that much later."""
 
@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from pools.models import ApiToken
-from pools.tokens import token_create
+from pools.tokens import FoundTokens, token_create
 from tests.api.conftest import api
 from tests.moves_helpers import user_in
 
@@ -89,3 +89,22 @@ def test_a_revocation_through_this_process_is_refused_at_once(settings) -> None:
     assert client.get(POOLS).status_code == 200
     assert token_revoke(user=user, token_id=token.pk)
     assert client.get(POOLS).status_code == 401
+
+
+@pytest.mark.django_db
+def test_tokens_found_together_are_not_all_looked_up_again_together(settings) -> None:  # type: ignore[no-untyped-def]
+    """Each is kept between half and all of API_TOKEN_CACHE_SECONDS: after three quarters
+    of it some are still remembered and some not, and after all of it none."""
+    settings.API_TOKEN_CACHE_SECONDS = 2
+    user = user_in("viewers", "vic")
+    found = FoundTokens()
+    tokens = [token_create(user=user, name=f"script-{i}")[0] for i in range(100)]
+    started = time.monotonic()
+    for token in tokens:
+        found.put(token)
+    time.sleep(max(0.0, started + 1.5 - time.monotonic()))
+    remembered = sum(found.get(token.key_hash) is not None for token in tokens)
+    if time.monotonic() - started < 1.9:  # not so late (a loaded machine) that all have gone
+        assert 0 < remembered < 100, remembered
+    time.sleep(max(0.0, started + 2.05 - time.monotonic()))
+    assert all(found.get(token.key_hash) is None for token in tokens)
