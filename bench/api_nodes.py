@@ -65,6 +65,15 @@ def process_cpu_seconds(pids: list[int]) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds() -> tuple[float, float]:
+    """The machine's busy and stolen CPU seconds so far (all cores, from /proc/stat): what
+    the run left idle, and what the hypervisor gave to other guests."""
+    fields = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / ticks, steal / ticks
+
+
 def worker_pids(master: int) -> list[int]:
     children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
     return [int(pid) for pid in children]
@@ -106,6 +115,7 @@ def run_wrk(
     exporter has been scraped and ends before the next scrape (common.between_prometheus_work)."""
     between_prometheus_work(prometheus, SCRAPE_SECONDS, args.seconds + 2)
     cpu_before = process_cpu_seconds(workers)
+    busy_before, steal_before = machine_cpu_seconds()
     script = Path(tempfile.mkdtemp()) / "tokens.lua"
     script.write_text(WRK_SCRIPT % ", ".join(f'"{t}"' for t in tokens))
     result = subprocess.run(
@@ -127,6 +137,10 @@ def run_wrk(
         check=True,
     )
     cpu = process_cpu_seconds(workers) - cpu_before
+    busy, steal = (
+        after - before
+        for after, before in zip(machine_cpu_seconds(), (busy_before, steal_before), strict=True)
+    )
     out = result.stdout
     p50 = re.search(r"^\s+50%\s+(\S+)", out, re.M)
     p99 = re.search(r"^\s+99%\s+(\S+)", out, re.M)
@@ -143,6 +157,8 @@ def run_wrk(
         f"{int(non_2xx.group(1)) if non_2xx else 0} non-2xx"
         f"{', socket ' + socket.group(1) if socket else ''}; gunicorn CPU "
         f"{cpu * 1000 / int(total.group(1)) if total else float('nan'):.2f} ms a request; "
+        f"machine busy {busy:.1f} s and stolen {steal:.1f} s of "
+        f"{(os.cpu_count() or 1) * args.seconds} core-seconds; "
         f"load average {' '.join(f'{n:.1f}' for n in os.getloadavg())}",
         flush=True,
     )
