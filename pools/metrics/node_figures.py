@@ -182,9 +182,11 @@ class NodeFigureCache:
 
     def _confirmed_lately(self, key: str) -> bool:
         """Whether this process's memo was found to be the shared entry less than
-        CONFIRMED_SECONDS ago (and the cache not cleared here since): on Redis, asking for
-        the version is a round trip on every request, for an answer that changes every few
-        seconds. The per-process cache (no CACHE_URL) has no round trip to save."""
+        CONFIRMED_SECONDS ago (and the cache not cleared here since), and is not yet due
+        for its refresh ahead: until then nobody makes newer figures but after a clear. On
+        Redis, asking for the version is a round trip on every request, for an answer
+        that changes every few seconds; the per-process cache (no CACHE_URL) has no round
+        trip to save."""
         confirmed = self._confirmed
         return (
             confirmed is not None
@@ -193,6 +195,9 @@ class NodeFigureCache:
             and self._memo[0] == confirmed[1]
             and confirmed[2] == guarded_cache.clears()
             and time.monotonic() - confirmed[3] < CONFIRMED_SECONDS
+            # Due for its refresh ahead: newer figures may be made at any moment now, and
+            # a process still serving these would start a refresh of its own.
+            and time.time() - self._memo[0] <= REFRESH_AHEAD_AT * settings.METRICS_CACHE_SECONDS
         )
 
     def _confirm(self, key: str, version: float) -> None:

@@ -12,7 +12,7 @@ import redis as redis_client
 from django.core.cache import cache
 
 from pools.guarded_cache import caches_setting
-from pools.metrics.node_figures import CONFIRMED_SECONDS, NodeFigureCache
+from pools.metrics.node_figures import CONFIRMED_SECONDS, REFRESH_AHEAD_AT, NodeFigureCache
 from tests.servers import PrometheusServer, RedisServer
 
 
@@ -68,3 +68,31 @@ def test_newer_figures_and_a_clear_reach_the_process_within_the_second(
     # A clear in this process: the next ask goes to Redis, finds nothing, and refreshes.
     cache.clear()
     assert figures.get_versioned()[2] not in (first, newer)
+
+
+def test_figures_due_for_their_refresh_are_asked_for_again(
+    redis_cache: redis_client.Redis,
+    prometheus: PrometheusServer,
+    settings,  # type: ignore[no-untyped-def]
+) -> None:
+    """Past the refresh-ahead point another process may store newer figures at any moment:
+    a process that confirmed its figures a moment before takes the newer ones, instead of
+    serving its own and starting a second refresh."""
+    settings.PROMETHEUS_URL = prometheus.url
+    settings.METRICS_CACHE_SECONDS = 4
+    made = NodeFigureCache().get_versioned()[2]  # another process made them
+    due = made + REFRESH_AHEAD_AT * 4
+
+    def wait_until(moment: float) -> None:
+        time.sleep(max(0.0, moment - time.time()))
+
+    figures = NodeFigureCache()
+    wait_until(due - 0.5)
+    assert figures.get_versioned()[2] == made  # found current, confirmed
+    wait_until(due + 0.1)
+    other = NodeFigureCache()
+    newer = other._refresh(*other._keys())[0]  # the other process's refresh ahead
+    before = prometheus.query_count()
+    assert figures.get_versioned()[2] == newer
+    time.sleep(0.3)  # a refresh of its own would have asked by now
+    assert prometheus.queries_since(before) == 0
