@@ -107,15 +107,6 @@ class ReusedClients(RedisCacheClient):
         return client
 
 
-_clears = 0
-
-
-def clears() -> int:
-    """How many times this process cleared the shared cache: what it remembers of the
-    cache's contents is to be asked again after one."""
-    return _clears
-
-
 class GuardedRedisCache(RedisCache):
     """Django's Redis cache, answering as an empty cache when Redis cannot be reached."""
 
@@ -195,8 +186,6 @@ class GuardedRedisCache(RedisCache):
         )
 
     def clear(self) -> None:
-        global _clears
-        _clears += 1
         self._guard("clear", lambda: super(GuardedRedisCache, self).clear(), None)
 
     def count_in_window(self, current: str, previous: str, timeout: int) -> tuple[int, int] | None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.core.cache import cache, caches
+from django.core.cache import cache
 
 from pools import guarded_cache, observability
 from pools.core.collector import collector_paused
@@ -48,10 +48,6 @@ Entry = tuple[float, str | None, dict[str, tuple[Any, ...]], dict[str, str]]
 # are tried again (rules loaded later, a Prometheus restarted).
 RAW_RECHECK_SECONDS = 300
 REFRESH_AHEAD_AT = 0.7  # of METRICS_CACHE_SECONDS
-# How long a process serves the API's node list from the figures it found current without
-# asking Redis again: newer figures (another process's refresh) reach the list at most this
-# much later. The pages ask every time.
-CONFIRMED_SECONDS = 1.0
 WAIT_STEP_SECONDS = 0.02
 Derived = TypeVar("Derived")
 
@@ -116,13 +112,6 @@ def _ask(
     return None, values, sources
 
 
-def _shared_cache_location() -> str | None:
-    """The Redis the cache lives in, or None for the per-process cache."""
-    if not isinstance(caches["default"], guarded_cache.GuardedRedisCache):
-        return None
-    return str(settings.CACHES["default"]["LOCATION"])
-
-
 class NodeFigureCache:
     def __init__(self) -> None:
         self._memo: Entry | None = None
@@ -130,9 +119,6 @@ class NodeFigureCache:
         # Per derived figure: the key it was last read or made under, and its value.
         self._derived: dict[str, tuple[str, Any]] = {}
         self._kept_keys: tuple[tuple[Any, ...], tuple[str, Plan]] | None = None
-        # ((key, Redis), version, the cache's clears, when): the memo last found to be the
-        # shared entry.
-        self._confirmed: tuple[tuple[str, str], float, int, float] | None = None
 
     def _keys(self) -> tuple[str, Plan]:
         labels = metric_labels()
@@ -157,16 +143,12 @@ class NodeFigureCache:
         self._kept_keys = (given, (key, plan))
         return key, plan
 
-    def _stored(self, key: str, *, trust_confirmed: bool = False) -> Entry | None:
-        """The shared entry, if there is a current one (the memo spares the unpickling).
-        With `trust_confirmed`, the memo as it was confirmed within CONFIRMED_SECONDS."""
-        if trust_confirmed and self._confirmed_lately(key):
-            return self._memo
+    def _stored(self, key: str) -> Entry | None:
+        """The shared entry, if there is a current one (the memo spares the unpickling)."""
         version = cache.get(f"{key}:version")
         if version is None:
             return self._memo_without_cache()
         if self._memo is not None and self._memo[0] == version:
-            self._confirm(key, version)
             return self._memo
         # One thread of the process loads a new entry, the others wait for it: each would
         # otherwise unpickle the same 5,000 tuples under the interpreter lock at once.
@@ -177,32 +159,7 @@ class NodeFigureCache:
             if entry is None or entry[0] != version:
                 return None
             self._memo = entry
-            self._confirm(key, version)
             return entry
-
-    def _confirmed_lately(self, key: str) -> bool:
-        """Whether this process's memo was found to be the shared entry less than
-        CONFIRMED_SECONDS ago (and the cache not cleared here since), and is not yet due
-        for its refresh ahead: until then nobody makes newer figures but after a clear. On
-        Redis, asking for the version is a round trip on every request, for an answer
-        that changes every few seconds; the per-process cache (no CACHE_URL) has no round
-        trip to save."""
-        confirmed = self._confirmed
-        return (
-            confirmed is not None
-            and confirmed[0] == (key, _shared_cache_location())
-            and self._memo is not None
-            and self._memo[0] == confirmed[1]
-            and confirmed[2] == guarded_cache.clears()
-            and time.monotonic() - confirmed[3] < CONFIRMED_SECONDS
-            # Due for its refresh ahead: newer figures may be made at any moment now, and
-            # a process still serving these would start a refresh of its own.
-            and time.time() - self._memo[0] <= REFRESH_AHEAD_AT * settings.METRICS_CACHE_SECONDS
-        )
-
-    def _confirm(self, key: str, version: float) -> None:
-        if location := _shared_cache_location():
-            self._confirmed = ((key, location), version, guarded_cache.clears(), time.monotonic())
 
     def _memo_without_cache(self) -> Entry | None:
         """This process's last figures while the shared cache is unreachable, if still
@@ -260,9 +217,9 @@ class NodeFigureCache:
 
         threading.Thread(target=run, daemon=True, name="node-figures").start()
 
-    def _entry(self, *, trust_confirmed: bool = False) -> tuple[str, Entry]:
+    def _entry(self) -> tuple[str, Entry]:
         key, plan = self._keys()
-        entry = self._stored(key, trust_confirmed=trust_confirmed)
+        entry = self._stored(key)
         observability.cache_lookup("node_figures", hit=entry is not None)
         if entry is None:
             entry = self._refresh_once(key, plan)
@@ -277,10 +234,8 @@ class NodeFigureCache:
 
     def get_versioned(self) -> tuple[InstantResult, Mapping[str, NodeMetrics], float]:
         """The figures, and their version: when they were made (an answer given up on
-        without asking is never stored, and its version, now, is never seen again). The
-        API's node list asks on every request: the memo confirmed within CONFIRMED_SECONDS
-        answers (the pages ask Redis each time, and so notice at once when it is down)."""
-        entry = self._entry(trust_confirmed=True)[1]
+        without asking is never stored, and its version, now, is never seen again)."""
+        entry = self._entry()[1]
         return InstantResult(error=entry[1]), LazyNodeMetrics(entry[2]), entry[0]
 
     def derived(
