@@ -144,7 +144,9 @@ def test_a_page_asks_at_once_and_the_refresh_ahead_one_after_another(
     first = figures.get_versioned()[2]
     # Empty answers: no recorded series, so a second round asks the raw expressions (and
     # later rounds go straight to them).
-    assert counting.most_at_once() == one_round and counting.answered == 2 * one_round
+    # At once: on a loaded machine not every thread reaches the server within one answer's
+    # pause, but more than one does (in turn, it would be exactly one).
+    assert counting.most_at_once() > 1 and counting.answered == 2 * one_round
     time.sleep(3 * REFRESH_AHEAD_AT + 0.1)  # past the head start, within the lifetime
     assert figures.get_versioned()[2] == first  # served at once; the refresh runs behind
     deadline = time.monotonic() + 10
