@@ -111,8 +111,9 @@ def test_the_same_seed_plans_the_same_jobs_and_another_seed_others() -> None:
     first = workload.plan_window(job_class, 7, START, START + DAY)
     assert first == workload.plan_window(job_class, 7, START, START + DAY)
     assert first != workload.plan_window(job_class, 8, START, START + DAY)
-    # About the class's rate: 5 an hour.
-    assert 95 <= len(first) <= 145
+    # About the class's rate: 4 an hour, 96 a day.
+    assert job_class.arrivals_per_hour == 4.0
+    assert 72 <= len(first) <= 120
     assert all(START <= job.arrival < START + DAY for job in first)
 
 
