@@ -86,3 +86,14 @@ def test_a_nonce_asked_for_after_the_header_is_written_is_refused() -> None:
     KeptPolicyCSPMiddleware(plain_view)(request)
     with pytest.raises(CSPNonceError):
         str(request.csp_nonce)
+
+
+def test_the_policy_is_built_once_not_for_every_response() -> None:
+    """The same string object on every plain response: built once for the settings (what
+    django-csp's own middleware builds anew each time is an equal but new string)."""
+    middleware = KeptPolicyCSPMiddleware(plain_view)
+    first, second = (middleware(RequestFactory().get("/"))[HEADERS[0]] for _ in range(2))
+    assert first is second
+    plain = CSPMiddleware(plain_view)
+    again = [plain(RequestFactory().get("/"))[HEADERS[0]] for _ in range(2)]
+    assert again[0] == first and again[0] is not again[1]  # what the test tells apart

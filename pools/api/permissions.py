@@ -10,7 +10,7 @@ from typing import Any
 from django.core.cache import caches
 from rest_framework import permissions
 from rest_framework.request import Request
-from rest_framework.throttling import BaseThrottle
+from rest_framework.throttling import SimpleRateThrottle
 
 from pools import guarded_cache
 from pools.core import rate_window
@@ -37,27 +37,24 @@ class HasCapability(permissions.BasePermission):
 log = logging.getLogger("pools.api")
 
 
-class ApiTokenThrottle(BaseThrottle):
+class ApiTokenThrottle(SimpleRateThrottle):
     """The token's request rate, a sliding-window counter (pools.core.rate_window) in the
     shared cache: one round trip a request, and exact under concurrent requests (DRF's own
-    throttle reads and rewrites a list of request times, two round trips, and lets two
-    requests at once both take the last place). Without the cache it fails open: a script
-    is not refused because Redis is down, and the log says the limit is off."""
+    `allow_request` reads and rewrites a list of request times, two round trips, and lets
+    two requests at once both take the last place). DRF still reads and parses the rate
+    and names the token's key. Without the cache it fails open: a script is not refused
+    because Redis is down, and the log says the limit is off."""
 
     scope = "token"
-    key_format = "throttle_%(scope)s_%(ident)s:%(window)d"
-
-    def __init__(self) -> None:
-        self.wait_seconds: float | None = None
+    wait_seconds: float | None = None
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        rate = self.parsed_rate()
-        ident = self.ident(request)
-        if rate is None or ident is None:
+        key = self.get_cache_key(request, view) if self.rate is not None else None
+        if key is None:
             return True
-        limit, period = rate
+        limit, period = self.num_requests, self.duration
         window = rate_window.window_at(time.time(), period)
-        current, previous = (self.key(ident, window.index - d) for d in (0, 1))
+        current, previous = f"{key}:{window.index}", f"{key}:{window.index - 1}"
         counts = count_in_window(current, previous, 2 * period)
         if counts is None:
             log.warning(
@@ -79,24 +76,17 @@ class ApiTokenThrottle(BaseThrottle):
     def wait(self) -> float | None:
         return self.wait_seconds
 
-    def parsed_rate(self) -> tuple[int, int] | None:
+    def get_rate(self) -> str | None:
         # Read at each request, not frozen at import, so the setting is the setting.
         from rest_framework.settings import api_settings
 
-        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
-        if rate is None:
-            return None
-        number, period = rate.split("/")
-        return int(number), {"s": 1, "m": 60, "h": 3600, "d": 86400}[period[0]]
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
 
-    def ident(self, request: Request) -> str | None:
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
         token = getattr(request, "auth", None)
         if token is None or not hasattr(token, "key_hash"):
             return None  # session clients are people clicking, not scripts
-        return str(token.key_hash[:32])
-
-    def key(self, ident: str, window: int) -> str:
-        return self.key_format % {"scope": self.scope, "ident": ident, "window": window}
+        return self.cache_format % {"scope": self.scope, "ident": token.key_hash[:32]}
 
 
 def count_in_window(current: str, previous: str, timeout: int) -> tuple[int, int] | None:
