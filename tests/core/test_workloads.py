@@ -14,6 +14,7 @@ from pools.core.fit.workloads import (
     JSON,
     MAX_DOCUMENTS,
     MAX_TEXT_BYTES,
+    MAX_VALUES,
     YAML,
     Workload,
     read_manifest,
@@ -314,7 +315,8 @@ def test_unquoted_booleans_where_strings_belong() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("kind: [", "manifest: not valid YAML: line 1, column 8: expected the node content"),
+        # libyaml's words and place: the input ends at line 2, column 1.
+        ("kind: [", "manifest: not valid YAML: line 2, column 1: did not find expected node"),
         ("- a\nb: c", "manifest: not valid YAML: line 2, column 1: "),
         (
             '{"kind": "Pod",}',
@@ -391,13 +393,36 @@ def test_a_billion_laughs_is_refused_not_expanded() -> None:
     for level in range(1, 9):
         previous = f"*a{level - 1}"
         lines.append(f"a{level}: &a{level} [{', '.join([previous] * 10)}]")
-    with pytest.raises(ManifestError, match="more than 200000 values"):
+    with pytest.raises(ManifestError, match=f"more than {MAX_VALUES} keys and values"):
         read_manifest("\n".join(lines))
 
 
 def test_a_recursive_alias_is_refused() -> None:
     with pytest.raises(ManifestError, match="nested more than 64 levels"):
         read_manifest("a: &a [*a]")
+
+
+def test_a_megabyte_of_scalars_is_refused_while_parsed_before_anything_is_built(monkeypatch):  # type: ignore[no-untyped-def]
+    # 1 MB of YAML holding 250,000 scalars took 32 s to be refused: pure-Python PyYAML built
+    # every object first, and only then were they counted (issue 25, R1).
+    text = "kind: Pod\nspec:\n  x:\n" + "  - 1\n" * 166_000
+    assert len(text) > 990_000
+    built = []
+    monkeypatch.setattr(
+        yaml.constructor.SafeConstructor,
+        "construct_document",
+        lambda self, node: built.append(node),
+    )
+    with pytest.raises(ManifestError, match=f"more than {MAX_VALUES} keys and values"):
+        read_manifest(text)
+    assert built == []
+
+
+def test_manifests_are_parsed_by_libyaml_where_pyyaml_has_it() -> None:
+    from pools.core.fit import workloads
+
+    assert yaml.__with_libyaml__  # the pinned wheel has it
+    assert issubclass(workloads._Loader, yaml.CSafeLoader)
 
 
 def test_api_version_mismatch_is_flagged() -> None:

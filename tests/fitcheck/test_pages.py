@@ -11,6 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import timezone
 
+from pools.core.fit.workloads import MAX_VALUES
 from pools.fitcheck.pending import FIT_CHECK, SCHEDULER, pending_pods, pool_intruders
 from pools.models import GpuPod, Pool
 from tests.api.conftest import api
@@ -134,6 +135,17 @@ def test_fit_api_bad_input_is_a_400_naming_the_field(demo, token_for, body, fiel
     assert response.status_code == 400, response.content
     assert field in response.json()["error"]["fields"]
     assert GpuPod.objects.count() == before
+
+
+def test_fit_api_refuses_a_megabyte_of_values_naming_the_field_and_the_limit(demo, token_for):  # type: ignore[no-untyped-def]
+    manifest = "kind: Pod\nspec:\n  x:\n" + "  - 1\n" * 166_000  # 1 MB, 166,000 values
+    response = api(token_for("viewers")).post(
+        "/api/v1/fit/", json.dumps({"manifest": manifest}), content_type="application/json"
+    )
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["fields"]["manifest"] == [
+        f"manifest: more than {MAX_VALUES} keys and values; the fit check reads at most that many"
+    ]
 
 
 def test_fit_api_needs_a_token():

@@ -20,8 +20,11 @@ How many pods each kind runs at once, and which must start together (a gang):
 - JobSet (jobset.x-k8s.io/v1alpha2): per `replicatedJobs[]`, `replicas` (default 1) times its
   Job's pods at once; a gang of all of them.
 
-Limits: at most 1 MB of text, 100 documents, 64 levels of nesting and 200,000 values (YAML
-aliases expanded, so a "billion laughs" document is refused, not expanded).
+Limits: at most 1 MB of text, 100 documents, 64 levels of nesting and 50,000 keys and values
+(YAML aliases expanded, so a "billion laughs" document is refused, not expanded). The fit
+check's cost grows with that count (each pool's fix is the whole manifest written again),
+and a YAML manifest past it is refused while it is parsed, before it is built
+(`docs/benchmarks.md`, "The fit check's cost by manifest size").
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from pools.core.fit.pods import PodShape, read_pod_shape
 MAX_TEXT_BYTES = 1_000_000
 MAX_DOCUMENTS = 100
 MAX_DEPTH = 64
-MAX_VALUES = 200_000  # scalars and containers in all documents, aliases expanded
+MAX_VALUES = 50_000  # keys, scalars and containers in all documents, aliases expanded
 YAML = "yaml"
 JSON = "json"
 
@@ -97,8 +100,38 @@ class Manifest:
     findings: tuple[Finding, ...] = ()  # about documents that make no pods
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML as the API server reads it: dates stay strings (no timestamp conversion)."""
+# libyaml's parser when PyYAML was built with it: pure Python parses a 1 MB manifest for tens
+# of seconds (issue 25, R1).
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_SafeLoader):  # type: ignore[valid-type,misc]
+    """YAML as the API server reads it: dates stay strings (no timestamp conversion). The
+    nodes are counted, and their depth followed, while the document is composed, so a
+    manifest past the limits is refused before a single Python object is built for it (the
+    parser calls descend_resolver once per node, aliases excepted, in C or in Python)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.values_left = MAX_VALUES
+        self.depth = 0
+
+    def descend_resolver(self, parent: Any, index: Any) -> None:
+        self.values_left -= 1
+        self.depth += 1
+        if self.values_left < 0:
+            _fail(
+                0,
+                "",
+                f"more than {MAX_VALUES} keys and values; the fit check reads at most that many",
+            )
+        if self.depth > MAX_DEPTH:
+            _fail(0, "", f"nested more than {MAX_DEPTH} levels deep")
+        super().descend_resolver(parent, index)
+
+    def ascend_resolver(self) -> None:
+        self.depth -= 1
+        super().ascend_resolver()
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -176,7 +209,7 @@ def _json_documents(text: str) -> list[Any]:
 
 def _yaml_documents(text: str) -> list[Any]:
     try:
-        return list(yaml.load_all(text, Loader=_Loader))  # a SafeLoader subclass
+        return list(yaml.load_all(text, Loader=_Loader))  # a (C)SafeLoader subclass
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -198,12 +231,14 @@ def _check_size(documents: list[Any]) -> None:
             value, depth = stack.pop()
             budget[0] -= 1
             if budget[0] < 0:
-                _fail(number, "", f"more than {MAX_VALUES} values (YAML aliases expanded)")
+                _fail(number, "", f"more than {MAX_VALUES} keys and values (YAML aliases expanded)")
             if depth > MAX_DEPTH:
                 _fail(number, "", f"nested more than {MAX_DEPTH} levels deep")
             if isinstance(value, dict):
+                others = [k for k in value if not isinstance(k, str)]  # counted when popped
+                budget[0] -= len(value) - len(others)  # the keys, as the parser counts them
                 stack += [(item, depth + 1) for item in value.values()]
-                stack += [(k, depth + 1) for k in value if not isinstance(k, str)]
+                stack += [(k, depth + 1) for k in others]
             elif isinstance(value, list):
                 stack += [(item, depth + 1) for item in value]
 
