@@ -16,6 +16,7 @@ from pools.core import charts, figures
 from pools.core.collector import collector_paused
 from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
 from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
+from pools.core.owned_keys import ownership_problems
 from pools.inventory.version import inventory_version
 from pools.metrics import dcgm
 from pools.metrics.node_figures import derived_figures, reads_recorded
@@ -407,3 +408,15 @@ def moves_for_list() -> QuerySet[MoveRequest]:
 def audit_event_types() -> list[str]:
     """The event types the log holds (move.approved, node.patched, …), for the audit filter."""
     return list(AuditEvent.objects.order_by("action").values_list("action", flat=True).distinct())
+
+
+def pools_claiming_owned_keys() -> dict[str, list[str]]:
+    """Active pools whose labels or taint claim what another component owns, each with why:
+    pools stored before the definition check refused them (readiness and check --deploy)."""
+    found: dict[str, list[str]] = {}
+    for pool in Pool.objects.active().only("name", "labels", "taint_key").order_by("name"):
+        labels = pool.labels if isinstance(pool.labels, Mapping) else {}
+        problems = ownership_problems(labels, pool.taint_key)
+        if problems:
+            found[pool.name] = [message for messages in problems.values() for message in messages]
+    return found

@@ -15,6 +15,7 @@ from pools.kube.client import kube_version
 from pools.kube.errors import KubeError
 from pools.metrics.node_figures import figure_sources, rules_loaded
 from pools.metrics.source import MetricsError, prometheus_ready
+from pools.selectors import pools_claiming_owned_keys
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,21 @@ def check_kubernetes() -> str:
     return f"API server {version}"
 
 
+def check_pool_definitions() -> str:
+    """Pools claiming a label or taint key Kubernetes, the kubelet, NFD, GFD or the GPU
+    Operator owns: each move strips it from the nodes it moves (issue 25, R2)."""
+    try:
+        claiming = pools_claiming_owned_keys()
+    except DatabaseError as exc:
+        raise CheckFailed(f"pools unreadable: {exc}") from exc
+    if claiming:
+        raise CheckFailed(
+            "; ".join(f"pool {name}: {' '.join(problems)}" for name, problems in claiming.items())
+            + " Edit these pools: until then each move strips those keys from its nodes."
+        )
+    return "no pool claims a label or taint key another component owns"
+
+
 class CheckFailed(Exception):
     pass
 
@@ -113,6 +129,7 @@ CHECKS: dict[str, Callable[[], str]] = {
     "broker": check_broker,
     "prometheus": check_prometheus,
     "kubernetes": check_kubernetes,
+    "pool_definitions": check_pool_definitions,
 }
 
 

@@ -225,7 +225,7 @@ GRAFANA_POOL_URL = env_link_template("GRAFANA_POOL_URL", "pool")
 READYZ_REQUIRED = env_list(
     "READYZ_REQUIRED",
     ["database", "broker"],
-    choices={"database", "broker", "prometheus", "kubernetes"},
+    choices={"database", "broker", "prometheus", "kubernetes", "pool_definitions"},
 )
 
 REST_FRAMEWORK = {

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from pools.core import names
+from pools.core.owned_keys import ownership_problems
 from pools.core.palette import colour_problem
 
 
@@ -99,6 +100,9 @@ def definition_errors(
         _add(errors, "name", f"Pool name {pool.name!r} {problem}.")
     _label_errors(pool.labels, pool_key, errors)
     _taint_errors(pool, errors)
+    if isinstance(pool.labels, Mapping):
+        for field, problems in ownership_problems(pool.labels, pool.taint_key or "").items():
+            errors.setdefault(field, []).extend(problems)
     _model_errors(pool.accepted_gpu_models, errors)
     if pool.colour and (problem := colour_problem(pool.colour)):
         _add(errors, "colour", f"Colour {pool.colour!r} {problem}.")
