@@ -107,9 +107,14 @@ def test_gpu_request_is_max_of_app_sum_and_each_init(app: list[int], init: list[
 
 
 def findings_of(resources: dict[str, Any]) -> list[str]:
+    """What is said about the resources: warnings, and the refusals (negative amounts and
+    fractional GPUs are refused outright since issue 25, R7: -1 GPU "fitted")."""
     spec = {"containers": [{"name": "c", "image": "i", "resources": resources}]}
-    result = read_pod_resources(FieldReader(), spec, "spec")
-    return [f.message for f in result.findings]
+    reader = FieldReader()
+    result = read_pod_resources(reader, spec, "spec")
+    return [f.message for f in result.findings] + [
+        f"{p.path}: {p.message}" for p in reader.problems
+    ]
 
 
 @pytest.mark.parametrize(

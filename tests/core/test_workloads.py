@@ -340,6 +340,35 @@ def test_unquoted_booleans_where_strings_belong() -> None:
             "document 1 (Deployment d): spec.replicas: Invalid value: -1: must be greater than "
             "or equal to 0",
         ),
+        (  # issue 25, R7: replicas is an int32
+            "kind: Deployment\napiVersion: apps/v1\nmetadata: {name: d}\n"
+            "spec: {replicas: 1180591620717411303424}",
+            "document 1 (Deployment d): spec.replicas: Invalid value: 1180591620717411303424: "
+            "must be at most 2147483647 (a 32-bit integer)",
+        ),
+        (
+            "kind: Job\napiVersion: batch/v1\nmetadata: {name: j}\nspec: {parallelism: 2147483648}",
+            "document 1 (Job j): spec.parallelism: Invalid value: 2147483648: must be at most "
+            "2147483647 (a 32-bit integer)",
+        ),
+        (  # issue 25, R7: a GPU count of -1 answered "fits now"
+            "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+            "  - {name: c, resources: {limits: {nvidia.com/gpu: -1}}}",
+            "document 1 (Pod p): spec.containers[0].resources.limits[nvidia.com/gpu]: "
+            'Invalid value: "-1": must be greater than or equal to 0',
+        ),
+        (
+            "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+            "  - {name: c, resources: {requests: {cpu: -500m}}}",
+            "document 1 (Pod p): spec.containers[0].resources.requests[cpu]: "
+            'Invalid value: "-500m": must be greater than or equal to 0',
+        ),
+        (
+            "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+            "  - {name: c, resources: {limits: {nvidia.com/gpu: 0.5}}}",
+            "document 1 (Pod p): spec.containers[0].resources.limits[nvidia.com/gpu]: "
+            'Invalid value: "500m": must be an integer',
+        ),
         (
             "kind: Deployment\napiVersion: apps/v1\nmetadata: {name: d}\nspec: {}",
             "document 1 (Deployment d): spec.template.spec: Required value: a pod template "

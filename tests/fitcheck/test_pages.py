@@ -148,6 +148,32 @@ def test_fit_api_refuses_a_megabyte_of_values_naming_the_field_and_the_limit(dem
     ]
 
 
+@pytest.mark.parametrize(
+    ("manifest", "field"),
+    [
+        (
+            "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+            "  - {name: c, resources: {limits: {nvidia.com/gpu: -1}}}",
+            "spec.containers[0].resources.limits[nvidia.com/gpu]",
+        ),
+        (
+            "kind: Deployment\napiVersion: apps/v1\nmetadata: {name: d}\n"
+            "spec: {replicas: 1180591620717411303424, template: {spec: {containers: [{name: c}]}}}",
+            "spec.replicas",
+        ),
+    ],
+)
+def test_fit_api_refuses_counts_kubernetes_would_refuse(demo, token_for, manifest, field):  # type: ignore[no-untyped-def]
+    # Issue 25, R7: a GPU count of -1 was answered fits_now: true.
+    response = api(token_for("viewers")).post(
+        "/api/v1/fit/", json.dumps({"manifest": manifest}), content_type="application/json"
+    )
+    assert response.status_code == 400, response.content
+    (problem,) = response.json()["error"]["fields"]["problems"]
+    assert problem["field"] == field
+    assert problem["message"].startswith("Invalid value: ")
+
+
 def test_fit_api_needs_a_token():
     response = api().post("/api/v1/fit/", "{}", content_type="application/json")
     assert response.status_code == 401

@@ -14,6 +14,7 @@ from typing import Any
 from pools.core.fit.findings import FieldProblem
 
 MAX_PROBLEMS = 50
+MAX_INT32 = 2**31 - 1  # replicas and the other counts are int32 in the API
 
 
 def child(path: str, name: str) -> str:
@@ -84,7 +85,10 @@ class FieldReader:
             return ""
         return value
 
-    def integer(self, value: object, path: str, default: int, *, minimum: int = 0) -> int:
+    def integer(
+        self, value: object, path: str, default: int, *, minimum: int = 0, maximum: int = MAX_INT32
+    ) -> int:
+        """An int32 field (replicas, parallelism, minAvailable ...), as the API decodes it."""
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int):
@@ -93,6 +97,11 @@ class FieldReader:
         if value < minimum:
             self.problem(
                 path, f"Invalid value: {value}: must be greater than or equal to {minimum}"
+            )
+            return default
+        if value > maximum:
+            self.problem(
+                path, f"Invalid value: {value}: must be at most {maximum} (a 32-bit integer)"
             )
             return default
         return value

@@ -176,8 +176,11 @@ def _resource_list(
         if problem := resource_name_problem(name):
             result.findings.append(Finding("invalid-resource", ERROR, f"{at}: {problem}", path=at))
             continue
+        if problem := quantity_problem(name, quantity):
+            # Refused, as the API server would: a GPU count of -1 would otherwise "fit".
+            reader.problem(at, f"Invalid value: {f.quoted(str(quantity))}: {problem}")
+            continue
         quantities[name] = quantity
-        result.findings += _quantity_findings(name, quantity, at)
     return quantities
 
 
@@ -193,15 +196,13 @@ def is_overcommit_allowed(name: str) -> bool:
     return native and not name.startswith("hugepages-")
 
 
-def _quantity_findings(name: str, quantity: Quantity, path: str) -> list[Finding]:
+def quantity_problem(name: str, quantity: Quantity) -> str | None:
+    """What ValidateResourceRequirements refuses in one amount, or None."""
     if quantity.value < 0:
-        problem = "must be greater than or equal to 0"
-    elif quantity.value.denominator != 1 and not is_overcommit_allowed(name):
-        problem = "must be an integer"
-    else:
-        return []
-    message = f"{path}: Invalid value: {f.quoted(str(quantity))}: {problem}"
-    return [Finding("invalid-quantity", ERROR, message, path=path)]
+        return "must be greater than or equal to 0"
+    if quantity.value.denominator != 1 and not is_overcommit_allowed(name):
+        return "must be an integer"
+    return None
 
 
 def _requirement_findings(
