@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers as S
 
+from pools.api.fields import StrictIntegerField
 from pools.core.insights.drills import MAX_HOLD_SECONDS
 from pools.models import Drill, Pool
 
@@ -61,7 +62,7 @@ class DrillStartSerializer(S.Serializer):  # type: ignore[type-arg]
         help_text="A node of the pool (node_down, gpu_fault); none for node_joins, which adds "
         "its own.",
     )
-    hold_seconds = S.IntegerField(
+    hold_seconds = StrictIntegerField(
         default=DEFAULT_HOLD_SECONDS,
         max_value=MAX_HOLD_SECONDS,
         help_text="How long the change lasts; node_joins needs at least one inventory sync "

@@ -7,7 +7,7 @@ from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from pools.api.fields import StrictCharField
+from pools.api.fields import StrictCharField, StrictIntegerField
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.workflow import BULK_LIMIT
 
@@ -18,6 +18,13 @@ class PoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         **serializers.ModelSerializer.serializer_field_mapping,
         models.CharField: StrictCharField,
         models.TextField: StrictCharField,
+        # And its counts as integers only: "2" and 2.0 are refused (pools/api/fields.py).
+        models.IntegerField: StrictIntegerField,
+        models.SmallIntegerField: StrictIntegerField,
+        models.BigIntegerField: StrictIntegerField,
+        models.PositiveIntegerField: StrictIntegerField,
+        models.PositiveSmallIntegerField: StrictIntegerField,
+        models.PositiveBigIntegerField: StrictIntegerField,
     }
     labels = serializers.DictField(
         child=StrictCharField(allow_blank=True),
@@ -183,7 +190,7 @@ class MoveCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     drain_policy = serializers.ChoiceField(
         choices=MoveRequest.DrainPolicy.choices, default=MoveRequest.DrainPolicy.LEAVE_RUNNING
     )
-    drain_deadline_seconds = serializers.IntegerField(min_value=10, max_value=86_400, default=1800)
+    drain_deadline_seconds = StrictIntegerField(min_value=10, max_value=86_400, default=1800)
     loan_until = serializers.DateTimeField(required=False, allow_null=True)
     health_override = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)
     reconcile = serializers.BooleanField(default=False)
@@ -398,7 +405,7 @@ class QueuedSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 class BulkDecisionSerializer(serializers.Serializer):  # type: ignore[type-arg]
     ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),  # a database id
+        child=StrictIntegerField(min_value=1, max_value=2**63 - 1),  # a database id
         allow_empty=False,
         max_length=BULK_LIMIT,
         help_text=f"The moves to decide, at most {BULK_LIMIT}.",
