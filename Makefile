@@ -20,6 +20,7 @@ demo: $(INSTALLED)
 test: $(INSTALLED)
 	scripts/system-packages.sh redis-server prometheus chromium kubectl
 	scripts/install-helm.sh
+	$(BIN)/python -m controlplane build
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -rs -n 2 --dist loadfile

@@ -25,6 +25,7 @@ from kubesim.dcgm import (
     serve_forever_in_thread,
     write_targets_file,
 )
+from kubesim.kubelet import command as kubelet_command
 from kubesim.rbac import Rbac, RbacFileError
 from kubesim.scenario import ScenarioError, generated_scenario, load_scenario
 from kubesim.seeding import seed
@@ -238,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
         help="pod events a second: a workload pod is deleted and replaced on its node, "
         "two events each time (a busy cluster's traffic, for benchmarks)",
     )
+    kubelet_command.add_command(sub)
     args = parser.parse_args(argv)
+    if args.command == "kubelet":
+        return kubelet_command.run(args)
 
     try:
         scenario = generated_scenario(args.nodes) if args.nodes else load_scenario(args.scenario)

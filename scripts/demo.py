@@ -52,6 +52,7 @@ class DemoConfig:
     kubesim: int
     exporter: int
     state: Path
+    cluster: str = "kubesim"  # or "kubernetes": the real control plane, kubesim as kubelet
 
     @classmethod
     def from_environment(cls) -> DemoConfig:
@@ -63,6 +64,7 @@ class DemoConfig:
             kubesim=env_port("DEMO_KUBESIM_PORT", 6443),
             exporter=env_port("DEMO_EXPORTER_PORT", 9400),
             state=state.resolve(),
+            cluster=demo_cluster(),
         )
 
     @property
@@ -90,6 +92,16 @@ class DemoConfig:
     @property
     def prometheus_data(self) -> Path:
         return self.state / "prometheus-data"
+
+
+CLUSTERS = ("kubesim", "kubernetes")
+
+
+def demo_cluster() -> str:
+    value = env_str("DEMO_CLUSTER", "kubesim")
+    if value not in CLUSTERS:
+        raise EnvError(f"DEMO_CLUSTER: expected one of {', '.join(CLUSTERS)}, got {value!r}")
+    return value
 
 
 def say(message: str) -> None:
@@ -258,6 +270,29 @@ def start_kubesim(children: Children, config: DemoConfig, env: dict[str, str]) -
     subprocess.run([PYTHON, "manage.py", "sync_inventory"], cwd=ROOT, env=env, check=True)
 
 
+def start_control_plane(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
+    """The real kube-apiserver, etcd, scheduler and controller-manager (built once into the
+    cache: the first start compiles them for several minutes), and kubesim as the kubelets
+    of the demo's nodes. No thirty-day history here: that is the simulator's replay."""
+    plane = config.state / "control-plane"
+    kubeconfig = plane / "kubeconfig"
+    kubeconfig.unlink(missing_ok=True)
+    subprocess.run([PYTHON, "-m", "controlplane", "build"], cwd=ROOT, env=env, check=True)
+    argv = [PYTHON, "-m", "controlplane", "up", "--dir", str(plane), "--port", str(config.kubesim)]
+    children.start("control-plane", argv, env)
+    children.wait_until(kubeconfig.exists, "the control plane", timeout=180)
+    ready = config.state / "kubelet.ready"
+    ready.unlink(missing_ok=True)
+    argv = [PYTHON, "-m", "kubesim", "kubelet", "--kubeconfig", str(kubeconfig)]
+    argv += ["--context", "kubelet", "--scenario", "demo"]
+    argv += ["--metrics-port", str(config.exporter), "--ready-file", str(ready)]
+    children.start("kubelet", argv, env)
+    children.wait_until(ready.exists, "kubesim's kubelets", timeout=180)
+    shutil.copyfile(kubeconfig, config.kubeconfig)
+    config.kubeconfig.chmod(0o600)
+    subprocess.run([PYTHON, "manage.py", "sync_inventory"], cwd=ROOT, env=env, check=True)
+
+
 def start_prometheus(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
     prom_config = config.state / "prometheus.yml"
     prometheus_config(prom_config, config.exporter)
@@ -348,7 +383,9 @@ class Backfill:
 
 def start_everything(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
     start_redis(children, config, env)
-    if (ROOT / "kubesim" / "__main__.py").exists():
+    if config.cluster == "kubernetes":
+        start_control_plane(children, config, env)
+    elif (ROOT / "kubesim" / "__main__.py").exists():
         start_kubesim(children, config, env)
     else:
         env["KUBECONFIG"] = ""
@@ -382,7 +419,8 @@ def run(config: DemoConfig) -> None:
             )
             subprocess.run([*manage, "demo_users"], cwd=ROOT, env=env, check=True)
             start_everything(children, config, env)
-            backfill.start()
+            if config.cluster == "kubesim":  # the history is the simulator's replay
+                backfill.start()
             print_welcome(config, env)
             while (dead := children.first_dead()) is None:
                 time.sleep(0.5)

@@ -9,6 +9,7 @@ from django.apps import apps
 from django.conf import settings
 
 from tests.kubesim_process import Kubesim, kubesim_server
+from tests.real_cluster import RealCluster, real_cluster
 from tests.servers import PrometheusServer, RedisServer, prometheus_server, redis_server
 
 # The rows the data migrations make: the role groups and the default pools with their
@@ -98,3 +99,46 @@ def cluster(settings, kubesim: Kubesim) -> Kubesim:  # type: ignore[no-untyped-d
     settings.KUBE_IN_CLUSTER = False
     settings.PATCH_BACKOFF_SECONDS = 0.01
     return kubesim
+
+
+@pytest.fixture(scope="session")
+def real_cluster_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """The real control plane with kubesim as the demo scenario's kubelets: one per test
+    process, put back to the scenario's state before each test that uses it."""
+    with real_cluster(tmp_path_factory.mktemp("real-cluster")) as plane:
+        yield plane
+
+
+BACKENDS = ("kubesim", pytest.param("kubernetes", marks=pytest.mark.kubernetes))
+
+
+@pytest.fixture(params=BACKENDS)
+def any_cluster(request: pytest.FixtureRequest, settings) -> Kubesim | RealCluster:  # type: ignore[no-untyped-def]
+    """The portal pointed at the demo scenario on each backend in turn: kubesim's own API
+    server, then the real control plane. A test that needs what only kubesim can do (an
+    injected API fault) says so with `@pytest.mark.kubesim_only("why")`."""
+    if request.param == "kubesim":
+        backend: Kubesim | RealCluster = request.getfixturevalue("kubesim")
+    else:
+        marker = request.node.get_closest_marker("kubesim_only")
+        if marker is not None:
+            pytest.skip(f"kubesim only: {marker.args[0]}")
+        backend = request.getfixturevalue("real_cluster_session")
+        backend.reset()
+    settings.KUBECONFIG = str(backend.kubeconfig)
+    settings.KUBE_CONTEXT = ""
+    settings.KUBE_IN_CLUSTER = False
+    settings.PATCH_BACKOFF_SECONDS = 0.01
+    return backend
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
+    """How many tests ran on kubesim only, and why: the count the real cluster leaves out."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    reasons = [
+        str(report.longrepr[2]) for report in skipped if "kubesim only:" in str(report.longrepr)
+    ]
+    if reasons:
+        terminalreporter.write_line(
+            f"kubesim-only tests (not run on the real control plane): {len(reasons)}"
+        )

@@ -27,9 +27,10 @@ State = MoveRequest.State
 
 
 @pytest.fixture
-def portal(cluster: Kubesim, redis: RedisServer) -> Kubesim:
+def portal(any_cluster: Kubesim, redis: RedisServer) -> Kubesim:
+    """The portal on the demo scenario, on kubesim's API server and on the real one."""
     inventory_sync()
-    return cluster
+    return any_cluster
 
 
 def request_move(names: list[str], destination: str, **options: object) -> MoveRequest:
@@ -145,6 +146,7 @@ def test_a_stale_request_fails_without_patching(portal: Kubesim, tmp_path: Path)
     assert len(patches_by_node(portal)["a100-reserve-002"]) == hand_patches
 
 
+@pytest.mark.kubesim_only("injects 503s and 409s into the API server")
 def test_injected_503s_and_409s_end_in_success(portal: Kubesim, tmp_path: Path) -> None:
     move = request_move(["gpu-new-000", "gpu-new-001"], "mixed")
     portal.control(
@@ -192,6 +194,9 @@ def wait_out_terminating_pods(sim: Kubesim, node: str, count: int, polls: int = 
     sim.control("clock", {"advance": 30})
 
 
+@pytest.mark.kubesim_only(
+    "a pod owned by a DaemonSet that does not exist: the real garbage collector deletes it"
+)
 def test_drain_first_evicts_gpu_pods_then_relabels_and_uncordons(
     portal: Kubesim, tmp_path: Path
 ) -> None:
@@ -323,6 +328,7 @@ def test_a_loan_returns_on_time(portal: Kubesim, tmp_path: Path) -> None:
     assert patches_by_node(portal) == {"a100-reserve-004": [200, 200]}
 
 
+@pytest.mark.kubesim_only("slows every API answer down by 150 ms to kill the worker mid-batch")
 def test_a_worker_killed_mid_batch_resumes_with_one_patch_per_node(
     portal: Kubesim,
     tmp_path: Path,

@@ -1,0 +1,407 @@
+"""The kubelets of a scenario's nodes, against a real API server.
+
+What each does, as the kubelet and the GPU device plugin do it:
+- registers its Node (capacity, allocatable, conditions, addresses, the scenario's labels
+  and taints as `--node-labels`/`--register-with-taints` would give them), then posts the
+  node status; the TaintNodesByCondition admission adds `not-ready:NoSchedule` at creation
+  and the node lifecycle controller takes it off once Ready;
+- renews a Lease in `kube-node-lease` every `LEASE_RENEW_SECONDS` (the node lifecycle
+  controller's heartbeat) and posts the Ready condition every `STATUS_SECONDS`;
+- starts the pods bound to its nodes (status Running, as the kubelet's status manager
+  writes it), ends a pod that asks for it (`kubesim.io/run-seconds`: Succeeded, or Failed
+  with `kubesim.io/exit-reason`), and completes a graceful deletion once the grace period
+  has passed (the final status, then a DELETE with grace 0 and the pod's UID);
+- a node can be "lost": its heartbeats stop, and the real controllers react.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from kubesim.cluster import Cluster, qos_class
+from kubesim.kubelet.mirror import TERMINAL, MirrorCluster
+from kubesim.scenario import Scenario, node_object, pod_object
+from kubesim.seeding import placed_pod
+
+log = logging.getLogger("kubesim.kubelet")
+
+LEASE_RENEW_SECONDS = 10.0
+LEASE_DURATION_SECONDS = 40
+STATUS_SECONDS = 60.0
+RUN_SECONDS = "kubesim.io/run-seconds"
+EXIT_REASON = "kubesim.io/exit-reason"  # e.g. OOMKilled, Error; absent: Completed
+KUBELET_VERSION = "v1.37.2"
+
+
+def now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Kubelet:
+    def __init__(self, api: client.ApiClient, scenario: Scenario) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.leases = client.CoordinationV1Api(api)
+        self.scenario = scenario
+        self.mirror = MirrorCluster()
+        self.nodes: dict[str, dict[str, Any]] = {}  # name -> the object registered
+        self.lost: set[str] = set()
+        self.never_ready: set[str] = set()
+        self.namespaces: set[str] = set()  # those there once the scenario was seeded
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self._timers: list[tuple[float, str, Callable[[], None]]] = []
+        self._started: set[str] = set()  # pod UIDs whose Running status was posted
+        self._ending: set[str] = set()  # pod UIDs with an end scheduled
+
+    # -- registration -------------------------------------------------------------------
+
+    def scenario_nodes(self) -> list[tuple[dict[str, Any], Any]]:
+        created = now_rfc3339()
+        return [
+            (node_object(group, index, created), group)
+            for group in self.scenario.groups
+            for index in range(group.count)
+        ]
+
+    def register(self) -> None:
+        for node, group in self.scenario_nodes():
+            name = node["metadata"]["name"]
+            node["metadata"].pop("creationTimestamp", None)
+            node["status"]["nodeInfo"]["kubeletVersion"] = KUBELET_VERSION
+            node["status"]["nodeInfo"]["kubeProxyVersion"] = KUBELET_VERSION
+            self.nodes[name] = node
+            if not group.ready:
+                self.never_ready.add(name)  # it never reports: the controller decides
+                self.lost.add(name)
+            try:
+                self.core.create_node(node)
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+            self._post_status(name)
+            self._renew_lease(name)
+
+    def scenario_pods(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """The scenario's pods by (namespace, name): bound ones on their nodes, pending ones
+        for the scheduler."""
+        pods: list[dict[str, Any]] = []
+        for group in self.scenario.groups:
+            if not group.ready:
+                continue
+            for index in range(group.count):
+                node_name = node_object(group, index, "")["metadata"]["name"]
+                for spec in group.pods:
+                    for copy_index in range(spec.count):
+                        name = f"{spec.name}-{node_name}" + (
+                            f"-{copy_index}" if spec.count > 1 else ""
+                        )
+                        pods.append(pod_object(placed_pod(spec, group), name, node_name))
+        for spec in self.scenario.pending:
+            for index in range(spec.count):
+                name = f"{spec.name}-{index}" if spec.count > 1 else spec.name
+                pods.append(pod_object(spec, name, None))
+        return {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods}
+
+    def seed_pods(self) -> None:
+        self.create_missing_pods()
+        self.namespaces = {n.metadata.name for n in self.core.list_namespace().items}
+
+    def create_missing_pods(self) -> int:
+        present = {
+            (p.metadata.namespace, p.metadata.name)
+            for p in self.core.list_pod_for_all_namespaces().items
+        }
+        missing = [pod for key, pod in self.scenario_pods().items() if key not in present]
+        for pod in missing:
+            self._create_pod(pod)
+        return len(missing)
+
+    def _create_pod(self, pod: dict[str, Any]) -> None:
+        # Owners named in a scenario are not objects here: the garbage collector would
+        # delete pods whose owner does not exist.
+        pod["metadata"].pop("ownerReferences", None)
+        namespace = pod["metadata"]["namespace"]
+        self.ensure_namespace(namespace)
+        try:
+            self.core.create_namespaced_pod(namespace, pod)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+
+    def ensure_namespace(self, namespace: str) -> None:
+        try:
+            self.core.create_namespace({"metadata": {"name": namespace}})
+        except ApiException as error:
+            if error.status != 409:
+                raise
+
+    # -- heartbeats ---------------------------------------------------------------------
+
+    def _post_status(self, name: str) -> None:
+        status = self.nodes[name]["status"]
+        stamp = now_rfc3339()
+        for condition in status["conditions"]:
+            condition["lastHeartbeatTime"] = stamp
+            condition.setdefault("lastTransitionTime", stamp)
+        if name in self.lost:
+            return
+        self.core.patch_node_status(name, {"status": status})
+
+    def _renew_lease(self, name: str) -> None:
+        if name in self.lost:
+            return
+        body = {
+            "metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {
+                "holderIdentity": name,
+                "leaseDurationSeconds": LEASE_DURATION_SECONDS,
+                "renewTime": now_micro(),
+            },
+        }
+        try:
+            # A patch, not a replace: a Lease's update must carry its resourceVersion.
+            self.leases.patch_namespaced_lease(name, "kube-node-lease", {"spec": body["spec"]})
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            self.leases.create_namespaced_lease("kube-node-lease", body)
+
+    def heartbeat_forever(self) -> None:
+        last_status = time.monotonic()
+        while not self.stop.wait(LEASE_RENEW_SECONDS):
+            post_status = time.monotonic() - last_status >= STATUS_SECONDS
+            for name in list(self.nodes):
+                try:
+                    self._renew_lease(name)
+                    if post_status:
+                        self._post_status(name)
+                except ApiException as error:
+                    log.warning("heartbeat of %s: %s %s", name, error.status, error.reason)
+            if post_status:
+                last_status = time.monotonic()
+
+    def lose(self, name: str) -> None:
+        """The node's kubelet stops reporting (power, network, a kernel panic)."""
+        self.lost.add(name)
+
+    def recover(self, name: str) -> None:
+        self.lost.discard(name)
+        ready = next(c for c in self.nodes[name]["status"]["conditions"] if c["type"] == "Ready")
+        ready.update(
+            status="True", reason="KubeletReady", message="kubelet is posting ready status"
+        )
+        ready["lastTransitionTime"] = now_rfc3339()
+        self._post_status(name)
+        self._renew_lease(name)
+
+    # -- pods ---------------------------------------------------------------------------
+
+    def watch_forever(self, resource: str) -> None:
+        """Keep the mirror (and the pods' lives) current from a watch, re-listing on any
+        break as an informer does."""
+        lister = {
+            "pods": self.core.list_pod_for_all_namespaces,
+            "nodes": self.core.list_node,
+        }[resource]
+        while not self.stop.is_set():
+            try:
+                listed = self.api.sanitize_for_serialization(lister())
+                for item in listed["items"]:
+                    self._seen(resource, "ADDED", item)
+                stream = watch.Watch().stream(
+                    lister,
+                    resource_version=listed["metadata"]["resourceVersion"],
+                    timeout_seconds=300,
+                    allow_watch_bookmarks=True,
+                )
+                for event in stream:
+                    if self.stop.is_set():
+                        return
+                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        self._seen(resource, event["type"], event["raw_object"])
+            except Exception as error:  # noqa: BLE001 - a broken watch is re-listed
+                log.warning("watch of %s broke (%s); listing again", resource, error)
+                self.stop.wait(1)
+
+    def _seen(self, resource: str, type_: str, obj: dict[str, Any]) -> None:
+        if resource == "nodes":
+            name = obj["metadata"]["name"]
+            if name in self.nodes:
+                self.mirror.node_changed(None if type_ == "DELETED" else obj, name)
+            return
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node not in self.nodes:
+            return
+        self.mirror.pod_changed(obj, type_ == "DELETED")
+        if type_ != "DELETED":
+            self._sync_pod(obj)
+
+    def _sync_pod(self, pod: dict[str, Any]) -> None:
+        meta, status = pod["metadata"], pod.get("status") or {}
+        uid = meta["uid"]
+        if meta.get("deletionTimestamp"):
+            if uid not in self._ending:
+                self._ending.add(uid)
+                grace = int(meta.get("deletionGracePeriodSeconds") or 0)
+                self.after(grace, uid, lambda: self._finish_deletion(pod))
+            return
+        if status.get("phase") in TERMINAL or uid in self._started:
+            return
+        if pod["spec"]["nodeName"] in self.lost:
+            return  # a lost node's kubelet starts nothing
+        self._started.add(uid)
+        self._patch_status(pod, running_status(pod, self._node_ip(pod["spec"]["nodeName"])))
+        seconds = (meta.get("annotations") or {}).get(RUN_SECONDS)
+        if seconds:
+            self.after(float(seconds), uid, lambda: self._end(pod))
+
+    def _node_ip(self, name: str) -> str:
+        addresses = self.nodes[name]["status"]["addresses"]
+        return next(a["address"] for a in addresses if a["type"] == "InternalIP")
+
+    def _patch_status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        body = {"metadata": {"uid": meta["uid"]}, "status": status}
+        try:
+            self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], body)
+        except ApiException as error:
+            if error.status not in (404, 409):
+                log.warning("status of %s: %s %s", meta["name"], error.status, error.reason)
+
+    def _end(self, pod: dict[str, Any]) -> None:
+        reason = (pod["metadata"].get("annotations") or {}).get(EXIT_REASON) or "Completed"
+        self._patch_status(pod, terminated_status(pod, reason, 0 if reason == "Completed" else 1))
+
+    def _finish_deletion(self, pod: dict[str, Any]) -> None:
+        """What the kubelet does once the containers are gone: the final status, then the
+        DELETE with grace 0 and the pod's UID as precondition (finalizers still hold it)."""
+        meta = pod["metadata"]
+        if (pod.get("status") or {}).get("phase") not in TERMINAL:
+            code = 0 if pod["spec"].get("restartPolicy") == "Never" else 137
+            self._patch_status(
+                pod, terminated_status(pod, "Completed" if not code else "Error", code)
+            )
+        try:
+            # With a body, the API server reads the options from it alone (query parameters
+            # are ignored): the grace period goes in the body, beside the precondition.
+            self.core.delete_namespaced_pod(
+                meta["name"],
+                meta["namespace"],
+                body={"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}},
+            )
+        except ApiException as error:
+            if error.status not in (404, 409):
+                log.warning("deleting %s: %s %s", meta["name"], error.status, error.reason)
+
+    # -- timers -------------------------------------------------------------------------
+
+    def after(self, seconds: float, key: str, action: Callable[[], None]) -> None:
+        with self._lock:
+            self._timers.append((time.monotonic() + seconds, key, action))
+
+    def advance(self, seconds: float) -> int:
+        """Run the kubelets' clock ahead (grace periods, pods' run times), as kubesim's own
+        server's `POST /kubesim/clock` does: the deadlines are the kubelet's, not the API
+        server's. The number of timers now due."""
+        with self._lock:
+            self._timers = [(due - seconds, key, action) for due, key, action in self._timers]
+            now = time.monotonic()
+            return sum(1 for due, _, _ in self._timers if due <= now)
+
+    def timers_forever(self) -> None:
+        while not self.stop.wait(0.2):
+            now = time.monotonic()
+            with self._lock:
+                due = [t for t in self._timers if t[0] <= now]
+                self._timers = [t for t in self._timers if t[0] > now]
+            for _, key, action in due:
+                try:
+                    action()
+                except Exception:
+                    log.exception("kubelet action for %s failed", key)
+
+    def run(self) -> list[threading.Thread]:
+        threads = [
+            threading.Thread(target=self.watch_forever, args=("nodes",), daemon=True),
+            threading.Thread(target=self.watch_forever, args=("pods",), daemon=True),
+            threading.Thread(target=self.heartbeat_forever, daemon=True),
+            threading.Thread(target=self.timers_forever, daemon=True),
+        ]
+        for thread in threads:
+            thread.start()
+        return threads
+
+
+def running_status(pod: dict[str, Any], host_ip: str) -> dict[str, Any]:
+    stamp = now_rfc3339()
+    containers = pod["spec"].get("containers") or []
+    pod_ip = Cluster._pod_ip(pod)  # the address kubesim's own API server gives the pod
+    return {
+        "phase": "Running",
+        "conditions": [
+            {"type": t, "status": "True", "lastTransitionTime": stamp}
+            for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+        ],
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": stamp,
+        "qosClass": qos_class(pod),
+        "containerStatuses": [
+            {
+                "name": c["name"],
+                "ready": True,
+                "restartCount": 0,
+                "image": c.get("image", ""),
+                "imageID": "",
+                "containerID": f"containerd://{pod['metadata']['uid'].replace('-', '')}{i}",
+                "started": True,
+                "state": {"running": {"startedAt": stamp}},
+            }
+            for i, c in enumerate(containers)
+        ],
+    }
+
+
+def terminated_status(pod: dict[str, Any], reason: str, exit_code: int) -> dict[str, Any]:
+    stamp = now_rfc3339()
+    phase = "Succeeded" if exit_code == 0 else "Failed"
+    return {
+        "phase": phase,
+        "conditions": [
+            {"type": t, "status": "False", "lastTransitionTime": stamp, "reason": "PodCompleted"}
+            for t in ("Ready", "ContainersReady")
+        ],
+        "containerStatuses": [
+            {
+                "name": c["name"],
+                "ready": False,
+                "restartCount": 0,
+                "image": c.get("image", ""),
+                "imageID": "",
+                "started": False,
+                "state": {
+                    "terminated": {
+                        "exitCode": exit_code,
+                        "reason": reason,
+                        "finishedAt": stamp,
+                    }
+                },
+            }
+            for c in pod["spec"].get("containers") or []
+        ],
+    }
