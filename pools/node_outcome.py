@@ -18,7 +18,7 @@ from pools.core.labels import counted
 from pools.core.snapshot import node_record
 from pools.errors import CapacityFloorReached, NodeMovedSinceRequest
 from pools.kube.nodes import Raw, read_node
-from pools.kube.patcher import apply_target, plan
+from pools.kube.patcher import PatchResult, apply_target, plan
 
 DONE, UNCHANGED, FAILED = "done", "unchanged", "failed"  # MoveItem.State's values
 
@@ -115,10 +115,16 @@ def node_outcome(work: NodeWork, hooks: DrainHooks | None = None) -> Outcome:
         raw = hooks.uncordon(work, raw)
     return Outcome(
         DONE if result.patched else UNCHANGED,
-        result.diff.summary()
-        + (f" ({counted(result.conflicts, 'conflict')} re-read)" if result.conflicts else ""),
+        result.diff.summary() + _patch_notes(result),
         before=before,
         after=node_record(raw),
         applied=result.diff.as_dict(),
         raw=raw,
     )
+
+
+def _patch_notes(result: PatchResult) -> str:
+    notes = [f"{counted(result.conflicts, 'conflict')} re-read"] if result.conflicts else []
+    if result.answer_lost:
+        notes.append("the PATCH's answer was lost; the node read back shows it applied")
+    return f" ({'; '.join(notes)})" if notes else ""

@@ -49,6 +49,7 @@ class PatchResult:
     after: NodeState
     patched: bool  # False: nothing to change
     conflicts: int = 0
+    answer_lost: bool = False  # the PATCH went through, its answer did not (seen on re-read)
     raw: Raw = field(default_factory=dict, repr=False)  # the node as the API server left it
 
 
@@ -82,23 +83,32 @@ def apply_target(name: str, target: Target, *, raw: Raw | None = None) -> PatchR
     policy = RetryPolicy()
     allowed_conflicts = settings.PATCH_MAX_CONFLICTS
     conflicts = 0
+    lost: tuple[NodeDiff, NodeState] | None = None  # a PATCH that may have gone through
     while True:
         if raw is None:
             raw = read_node(name)
         current, desired, diff = plan(raw, target)
+        if diff.is_empty and lost is not None:
+            # The API server applied an earlier try and its answer was lost (a timeout, a
+            # dropped connection); the retry met our own change as a 409. The change is ours.
+            sent, before = lost
+            return PatchResult(
+                name, sent, before, current, True, conflicts=conflicts, answer_lost=True, raw=raw
+            )
         if diff.is_empty:
             return PatchResult(
                 name, diff, current, current, patched=False, conflicts=conflicts, raw=raw
             )
         body = node_patch(diff, desired, raw["metadata"]["resourceVersion"])
         raw = None  # whatever happens next, the node is read again before another PATCH
+        sends = _CountedSend(name, body)
         try:
-            answer = policy.call(
-                lambda body=body: _send_patch(name, body), doing=f"patching node {name}"
-            )
+            answer = policy.call(sends, doing=f"patching node {name}")
         except ApiException as exc:
             if exc.status != 409:
                 raise
+            if sends.count > 1:  # a try before this one failed without an answer
+                lost = lost or (diff, current)
             conflicts += 1
             if conflicts > allowed_conflicts:
                 raise PatchConflict(
@@ -116,6 +126,19 @@ def apply_target(name: str, target: Target, *, raw: Raw | None = None) -> PatchR
         return PatchResult(
             name, diff, current, after, patched=True, conflicts=conflicts, raw=answer
         )
+
+
+@dataclass
+class _CountedSend:
+    """One PATCH body, sent as often as the retry policy asks; counts the tries."""
+
+    name: str
+    body: dict[str, Any]
+    count: int = 0
+
+    def __call__(self) -> Raw:
+        self.count += 1
+        return _send_patch(self.name, self.body)
 
 
 def _send_patch(name: str, body: dict[str, Any]) -> Raw:

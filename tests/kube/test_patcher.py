@@ -7,8 +7,10 @@ import logging
 from datetime import datetime
 
 import pytest
+import urllib3
 
 from pools.core.desired import PoolSpec, Taint
+from pools.kube import patcher
 from pools.kube.errors import KubeRefused, KubeUnavailable
 from pools.kube.nodes import read_node
 from pools.kube.patcher import PatchConflict, apply_pool, plan
@@ -231,3 +233,36 @@ def test_a_missing_node_is_a_clear_404(cluster: Kubesim) -> None:
         match='reading node nope: API server answered 404 Not Found: nodes "nope" not found',
     ):
         apply_pool("nope", by_name["training"], pools)
+
+
+@pytest.mark.django_db
+def test_a_patch_whose_answer_is_lost_is_reported_as_applied(
+    cluster: Kubesim,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The API server applies the PATCH and then hangs: the client times out, retries the
+    same body, meets a 409 (its own change moved the resourceVersion) and reads the node
+    back already in the target state. That change is ours, not "nothing to change"."""
+    by_name, pools = specs()
+    monkeypatch.setattr(patcher, "_send_patch", applied_then_timed_out(patcher._send_patch))
+    result = apply_pool("gpu-new-000", by_name["mixed"], pools)
+    assert result.patched and result.answer_lost and result.conflicts == 1
+    assert result.diff.labels_added["gpu-pool"] == "mixed"
+    assert result.before.labels.get("gpu-pool") is None
+    assert result.after.labels["gpu-pool"] == "mixed"
+    codes = [e["responseStatus"]["code"] for e in node_requests(cluster) if e["verb"] == "patch"]
+    assert codes == [200, 409]
+
+
+def applied_then_timed_out(send):  # type: ignore[no-untyped-def]
+    """`send`, whose first answer is lost after the API server applied the PATCH."""
+    calls = []
+
+    def sending(name: str, body: dict) -> dict:  # type: ignore[type-arg]
+        answer = send(name, body)
+        calls.append(name)
+        if len(calls) == 1:
+            raise urllib3.exceptions.ReadTimeoutError(None, f"/api/v1/nodes/{name}", "timed out")
+        return answer
+
+    return sending
