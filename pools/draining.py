@@ -100,13 +100,11 @@ def drain_node(item: MoveItem) -> None:
     deadline = started + request.drain_deadline_seconds
     # Past this the task itself would be stopped: a drain never outlives its task.
     hard_stop = started + max_drain_seconds(settings.CELERY_TASK_SOFT_TIME_LIMIT)
-    # Pod -> when it must be gone: an evicted pod stays listed while it terminates, for up to
-    # its grace period. It is leaving: never evicted twice, and not held against the deadline
-    # while its grace period runs.
-    leaving: dict[str, float] = {}
+    evictions = _Evictions(item)
     while True:
         _renew_lease(item)
         pods = drain.gpu_pods_on(name)
+        evictions.forget_gone(pods)
         if not pods:
             audit(
                 "node.drained",
@@ -115,24 +113,83 @@ def drain_node(item: MoveItem) -> None:
                 message="no GPU pods left on the node",
             )
             return
-        now = time.monotonic()
+        evictions.ask(pods, time.monotonic())
+        _check_drain_deadline(item, pods, evictions.leaving, deadline, hard_stop)
+        time.sleep(settings.DRAIN_POLL_SECONDS)
+
+
+# A pod a disruption budget keeps is asked again after the 429's Retry-After or, when the
+# server sent none (a budget with no disruption allowed, the usual case), after a delay
+# that doubles from one poll; never after more than this, so a budget that frees up is
+# seen soon, and never sooner than the next poll.
+EVICTION_RETRY_MAX_SECONDS = 30.0
+
+
+@dataclass
+class Refusal:
+    """A pod whose eviction was refused: the server's words, when to ask again, and the
+    delay that led there (doubled on the next refusal without a Retry-After)."""
+
+    message: str
+    next_try: float
+    delay: float
+
+
+def eviction_delay(earlier: Refusal | None, retry_after: float | None, poll: float) -> float:
+    if retry_after is not None:
+        wanted = retry_after
+    else:
+        wanted = earlier.delay * 2 if earlier is not None else poll
+    return min(EVICTION_RETRY_MAX_SECONDS, max(poll, wanted))
+
+
+@dataclass
+class _Evictions:
+    """One drain's evictions. The audit log gets a row per change of state, not per poll:
+    a pod evicted, a refusal (again only when the server's words change), and a refused pod
+    leaving by other means."""
+
+    item: MoveItem
+    # Pod -> when it must be gone: an evicted pod stays listed while it terminates, for up
+    # to its grace period. It is leaving: never evicted twice, and not held against the
+    # deadline while its grace period runs.
+    leaving: dict[str, float] = field(default_factory=dict)
+    refused: dict[str, Refusal] = field(default_factory=dict)
+
+    def ask(self, pods: list[drain.PodRef], now: float) -> None:
         for pod in pods:
-            if str(pod) in leaving:
+            key = str(pod)
+            if key in self.leaving:
                 continue
             if pod.terminating:
-                leaving[str(pod)] = now + pod.grace_seconds
+                self._left(key, "terminating, though its eviction was refused")
+                self.leaving[key] = now + pod.grace_seconds
                 continue
-            refused = drain.evict(pod)
-            audit(
-                "pod.eviction_refused" if refused else "pod.evicted",
-                request=request,
-                node_name=name,
-                message=f"{pod}" + (f": {refused}" if refused else ""),
-            )
-            if not refused:
-                leaving[str(pod)] = now + pod.grace_seconds
-        _check_drain_deadline(item, pods, leaving, deadline, hard_stop)
-        time.sleep(settings.DRAIN_POLL_SECONDS)
+            earlier = self.refused.get(key)
+            if earlier is not None and now < earlier.next_try:
+                continue
+            refusal = drain.evict(pod)
+            if refusal is None:
+                self.refused.pop(key, None)
+                self.leaving[key] = now + pod.grace_seconds
+                self._audit("pod.evicted", key)
+                continue
+            if earlier is None or earlier.message != refusal.message:
+                self._audit("pod.eviction_refused", f"{key}: {refusal.message}")
+            delay = eviction_delay(earlier, refusal.retry_after, settings.DRAIN_POLL_SECONDS)
+            self.refused[key] = Refusal(refusal.message, now + delay, delay)
+
+    def forget_gone(self, pods: list[drain.PodRef]) -> None:
+        listed = {str(p) for p in pods}
+        for key in [k for k in self.refused if k not in listed]:
+            self._left(key, "gone from the node, though its eviction was refused")
+
+    def _left(self, key: str, how: str) -> None:
+        if self.refused.pop(key, None) is not None:
+            self._audit("pod.left", f"{key}: {how}")
+
+    def _audit(self, action: str, message: str) -> None:
+        audit(action, request=self.item.request, node_name=self.item.node.name, message=message)
 
 
 def _check_drain_deadline(

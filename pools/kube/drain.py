@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from pools import observability
 from pools.core.snapshot import pod_gpus
 from pools.kube.nodes import Raw, core_api, pod_pages
-from pools.kube.retry import RetryPolicy
+from pools.kube.retry import RetryPolicy, retry_after_seconds
 from pools.kube.session import node_session
 
 
@@ -82,13 +82,23 @@ def _daemon_pod(raw: Raw) -> bool:
     )
 
 
-def evict(pod: PodRef) -> str | None:
-    """Ask the API server to evict `pod`. None when accepted (or already gone); otherwise the
-    reason it refused (a disruption budget), to try again later."""
+@dataclass(frozen=True)
+class EvictionRefused:
+    """A disruption budget refused an eviction (429): the server's words, and the seconds its
+    Retry-After asks to wait (None when it sent none, as for a budget with no disruption
+    allowed)."""
+
+    message: str
+    retry_after: float | None = None
+
+
+def evict(pod: PodRef) -> EvictionRefused | None:
+    """Ask the API server to evict `pod`. None when accepted (or already gone); otherwise why
+    it refused (a disruption budget), to try again later."""
     policy = RetryPolicy()
     body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod.name, namespace=pod.namespace))
 
-    def send() -> str | None:
+    def send() -> EvictionRefused | None:
         try:
             core_api().create_namespaced_pod_eviction(
                 pod.name, pod.namespace, body, _request_timeout=settings.KUBE_TIMEOUT
@@ -97,9 +107,22 @@ def evict(pod: PodRef) -> str | None:
             if exc.status == 404:
                 return None
             if exc.status == 429 and "disruption budget" in (exc.body or ""):
-                message = json.loads(exc.body or "{}").get("message", "disruption budget")
-                return str(message)
+                return EvictionRefused(_refusal_message(exc.body), retry_after_seconds(exc))
             raise
         return None
 
     return policy.call(send, doing=f"evicting pod {pod}")
+
+
+def _refusal_message(body: str | None) -> str:
+    """The Status's message and its causes' ("…needs 2 healthy pods and has 2 currently"):
+    the causes say which budget refuses, and change when its pods' health does."""
+    try:
+        status = json.loads(body or "{}")
+    except ValueError:
+        status = {}
+    status = status if isinstance(status, dict) else {}
+    causes = (status.get("details") or {}).get("causes") or []
+    words = [str(status.get("message") or "disruption budget")]
+    words += [str(c["message"]) for c in causes if isinstance(c, dict) and c.get("message")]
+    return " ".join(words)

@@ -49,7 +49,7 @@ class RetryPolicy:
                             f"{error} (gave up after {attempt + 1} attempts)"
                         ) from exc
                     raise error from exc
-                wait = self.delay(attempt, _retry_after(exc))
+                wait = self.delay(attempt, retry_after_seconds(exc))
                 observability.kube_retry(exc)
                 log.warning(
                     "%s (attempt %d of %d); retrying in %.2fs",
@@ -62,7 +62,8 @@ class RetryPolicy:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _retry_after(exc: Exception) -> float | None:
+def retry_after_seconds(exc: Exception) -> float | None:
+    """The seconds an answer's Retry-After header asks to wait (None without a number)."""
     headers = getattr(exc, "headers", None) or {}
     value = headers.get("Retry-After") if hasattr(headers, "get") else None
     try:
