@@ -533,17 +533,17 @@ def _live_pods(pool: Pool) -> list[readiness.LivePod]:
 
 
 def _loans(pool: Pool) -> list[readiness.LoanFact]:
+    """The pool's open loans, and those whose return left nodes lent (pools/workflow/
+    loan_returns.py): lent to it or from it."""
     lent_from = MoveItem.objects.filter(source_pool=pool).values("request")
+    open_loans = Q(loan_return_requested_at__isnull=True, state__in=OPEN_LOAN_STATES)
     return [
-        readiness.LoanFact(pk, _ts(until), count)
-        for pk, until, count in MoveRequest.objects.filter(
-            loan_until__isnull=False,
-            loan_return_requested_at__isnull=True,
-            state__in=OPEN_LOAN_STATES,
-        )
+        readiness.LoanFact(pk, _ts(until), count, len(left) if stuck else 0)
+        for pk, until, count, stuck, left in MoveRequest.objects.filter(loan_until__isnull=False)
+        .filter(open_loans | Q(loan_return_stuck_since__isnull=False))
         .filter(Q(destination=pool) | Q(pk__in=lent_from))
         .annotate(count=Count("items"))
-        .values_list("pk", "loan_until", "count")
+        .values_list("pk", "loan_until", "count", "loan_return_stuck_since", "loan_return_left")
     ]
 
 

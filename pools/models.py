@@ -306,6 +306,14 @@ class MoveRequest(models.Model):
     # The loan end its owner was told about ("ends within the hour"); an extended loan has a
     # new end, and its owner is told again.
     loan_end_notified_for = models.DateTimeField(null=True, blank=True)
+    # The return's progress after it was requested (pools/workflow/loans.py): the rounds
+    # made, when every lent node was back, and while some are not (another move held them,
+    # or their return failed): since when, which and why, and when the next round is due.
+    loan_return_attempts = models.PositiveSmallIntegerField(default=0)
+    loan_returned_at = models.DateTimeField(null=True, blank=True)
+    loan_return_stuck_since = models.DateTimeField(null=True, blank=True)
+    loan_return_left = models.JSONField(default=list, blank=True)  # [{"node": …, "why": …}]
+    loan_return_retry_at = models.DateTimeField(null=True, blank=True)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )

@@ -47,11 +47,14 @@ def _notice(event: str, request_id: int) -> tuple[MoveRequest, Notice]:
 
 
 def recipients(audience: Audience, move: MoveRequest) -> list[str]:
-    """E-mail addresses: the requester's, or every active approver's but the requester's
-    (no self-approval, so no point telling them)."""
+    """E-mail addresses: the requester's, every active approver's but the requester's
+    (no self-approval, so no point telling them), or both."""
+    user = move.requested_by
+    requester = [user.email] if user is not None and user.is_active and user.email else []
     if audience is Audience.REQUESTER:
-        user = move.requested_by
-        return [user.email] if user is not None and user.is_active and user.email else []
+        return requester
+    if audience is Audience.EVERYONE:
+        return sorted({*requester, *recipients(Audience.APPROVERS, move)})
     roles = [r.value for r, caps in ROLE_CAPABILITIES.items() if Capability.APPROVE_MOVE in caps]
     approvers = (
         get_user_model()

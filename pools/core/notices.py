@@ -1,8 +1,9 @@
 """What each domain event tells whom: the subject and text of a notification.
 
 Approvers learn that a request waits; requesters that theirs was decided or finished; a
-loan's owner that it ends within the hour. The same text goes into an e-mail and into a
-webhook's JSON ``text`` field (Slack and Mattermost show it as it is).
+loan's owner that it ends within the hour; both that a loan's return left nodes lent. The
+same text goes into an e-mail and into a webhook's JSON ``text`` field (Slack and
+Mattermost show it as it is).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ class Event(enum.StrEnum):
     EXPIRED = "expired"
     FINISHED = "finished"
     LOAN_ENDING = "loan_ending"
+    LOAN_RETURN_STUCK = "loan_return_stuck"
 
 
 class Audience(enum.StrEnum):
     APPROVERS = "approvers"  # everyone who may approve, the requester aside
     REQUESTER = "requester"  # who asked (a loan's owner)
+    EVERYONE = "everyone"  # the requester and the approvers
 
 
 AUDIENCE = {
@@ -33,6 +36,7 @@ AUDIENCE = {
     Event.EXPIRED: Audience.REQUESTER,
     Event.FINISHED: Audience.REQUESTER,
     Event.LOAN_ENDING: Audience.REQUESTER,
+    Event.LOAN_RETURN_STUCK: Audience.EVERYONE,
 }
 
 
@@ -84,6 +88,13 @@ def notice(event: Event, move: MoveFacts) -> Notice:
     elif event is Event.FINISHED:
         subject = f"{what} {move.state}"
         body = f"{what} finished: {move.state}."
+    elif event is Event.LOAN_RETURN_STUCK:
+        subject = f"The loan of {what} did not return every node"
+        body = (
+            f"The loan of {what} ended, but some of its nodes are still lent: another move "
+            "holds them or their return failed. The portal tries again, with a growing delay, "
+            "until they are back; the move's page says which nodes and why."
+        )
     else:
         end = f"{move.loan_until:%Y-%m-%d %H:%M} UTC" if move.loan_until else "soon"
         subject = f"The loan of {what} ends at {end}"

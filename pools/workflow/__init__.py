@@ -5,14 +5,16 @@
 - `rules`: who may do what to a move, from which state (`allowed_actions`);
 - `transitions`: approve, reject, cancel, expire, each a guarded compare-and-swap;
 - `decisions`: `move_decide`, the one entry pages and the API call for a decision;
-- `loans`: loans returning when their window closes, ending early or extended.
+- `loans`: loans ending early or extended, and told they end soon;
+- `loan_returns`: loans returning when their window closes, tried again until they are back.
 
 Execution (applying an approved move to the nodes) is pools.execution; the workflow only
 announces, after commit, that a move may run (pools.events).
 """
 
 from pools.workflow.decisions import BULK_LIMIT, BulkOutcome, move_decide, moves_decide_bulk
-from pools.workflow.loans import loan_change, loans_ending_announce, loans_return_due
+from pools.workflow.loan_returns import loans_return_due
+from pools.workflow.loans import loan_change, loans_ending_announce
 from pools.workflow.plan import MoveAsk, MovePlan, PlannedNode, move_plan
 from pools.workflow.requests import move_request_ask, move_request_create
 from pools.workflow.rules import ACTION_CAPABILITY, Action, allowed_actions

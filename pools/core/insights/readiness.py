@@ -49,6 +49,7 @@ class LoanFact:
     move_id: int
     loan_until: float | None
     nodes: int
+    still_lent: int = 0  # after its return: nodes another move held, or whose return failed
 
 
 def _check(name: str, title: str, bad: Sequence[str], ok: str, fail: Callable[[int], str]) -> Check:
@@ -181,8 +182,13 @@ def loans_end(loans: Sequence[LoanFact], now: float) -> Check:
     """Temporary sharing only through loans with an end that is honoured."""
     bad = [
         f"move #{loan.move_id} ({counted(loan.nodes, 'node')})"
+        + (
+            f": its return left {counted(loan.still_lent, 'node')} lent, tried again"
+            if loan.still_lent
+            else ""
+        )
         for loan in loans
-        if loan.loan_until is None or loan.loan_until < now
+        if loan.still_lent or loan.loan_until is None or loan.loan_until < now
     ]
     return _check(
         "loans",
