@@ -106,6 +106,9 @@ DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db
 DATABASES["default"]["CONN_MAX_AGE"] = env_int(
     "DATABASE_CONN_MAX_AGE", 60, minimum=0, maximum=86_400
 )
+# A reused connection is checked before a request's first query: one the server dropped
+# (a failover, a restart, pg_terminate_backend) is replaced instead of answering 500.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
