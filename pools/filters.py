@@ -22,6 +22,7 @@ from pools.metrics.node_figures import latest_node_metrics
 from pools.models import AuditEvent, MoveRequest, Node
 
 ACTIVE = "active"
+ALL = "all"  # every state: the move list's last tab, and what its export and the API take
 BAD_FILTER_STATUS = 400  # a state filter value: pending, approved or executing
 
 
@@ -86,7 +87,11 @@ class NodeFilter(django_filters.FilterSet):
 
 class MoveFilter(django_filters.FilterSet):
     state = django_filters.MultipleChoiceFilter(
-        choices=[*MoveRequest.State.choices, (ACTIVE, "active: pending, approved or executing")],
+        choices=[
+            *MoveRequest.State.choices,
+            (ACTIVE, "active: pending, approved or executing"),
+            (ALL, "all: every state"),
+        ],
         method="filter_state",
     )
     destination = django_filters.CharFilter(field_name="destination__name")
@@ -102,6 +107,8 @@ class MoveFilter(django_filters.FilterSet):
         self, queryset: QuerySet[MoveRequest], name: str, value: list[str]
     ) -> QuerySet[MoveRequest]:
         states = set(value)
+        if ALL in states:
+            return queryset
         if ACTIVE in states:
             states = (states - {ACTIVE}) | set(MoveRequest.ACTIVE_STATES)
         return queryset.filter(state__in=states)

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from pools import selectors, workflow
 from pools.errors import MetricsUnavailable, WorkflowError
-from pools.filters import ACTIVE, AuditFilter, MoveFilter, NodeFilter, page_queryset
+from pools.filters import ACTIVE, ALL, AuditFilter, MoveFilter, NodeFilter, page_queryset
 from pools.fitcheck.impact import move_impact
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
@@ -114,14 +114,11 @@ def move_new(request: HttpRequest) -> HttpResponse:
     return render(request, "pools/move_new.html", {"form": form, "plan": plan, "impact": impact})
 
 
-ALL = "all"  # the move list's tab without a state filter
-
-
 @require(Capability.VIEW)
 def move_list(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state", MoveRequest.State.PENDING)
     query = request.GET.copy()
-    query.setlist("state", [] if state == ALL else [state])
+    query.setlist("state", [state])  # the same FilterSet as the export's and the API's
     moves, status = page_queryset(
         MoveFilter(query, queryset=selectors.moves_for_list(), request=request), request
     )
