@@ -35,6 +35,21 @@ class ContextFilter(logging.Filter):
         return True
 
 
+class ClientErrorFilter(logging.Filter):
+    """A 4xx Django logs (django.request) is one line: the refusal, not a traceback. Django
+    logs an ordinary 403 (PermissionDenied) with the stack of the check that refused, which
+    says nothing an operator can act on; the refusal's reason goes into the line instead.
+    A 5xx keeps its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and 400 <= getattr(record, "status_code", 500) < 500:
+            reason = str(record.exc_info[1] or "")
+            record.msg = record.getMessage() + (f" ({reason})" if reason else "")
+            record.args = ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
 def _context_text(record: logging.LogRecord) -> str:
     pairs = [f"{k}={getattr(record, k)}" for k in CONTEXT_FIELDS if hasattr(record, k)]
     return f" [{' '.join(pairs)}]" if pairs else ""
@@ -106,6 +121,7 @@ def logging_config(log_format: str, level: str) -> dict[str, Any]:
         "filters": {
             "context": {"()": "portal.logging_config.ContextFilter"},
             "redact": {"()": "pools.core.redact.RedactSecretsFilter"},
+            "client_error": {"()": "portal.logging_config.ClientErrorFilter"},
         },
         "handlers": {"console": handler},
         "root": {"handlers": ["console"], "level": level},
@@ -113,6 +129,7 @@ def logging_config(log_format: str, level: str) -> dict[str, Any]:
             # Django's defaults give these their own handlers (a debug console, the runserver
             # lines) that would bypass the filters: everything goes through the root's.
             "django": through_root,
+            "django.request": {**through_root, "filters": ["client_error"]},
             "django.server": through_root,
             "gunicorn.error": through_root,
             # The portal logs every request itself (portal.request, with the request id,
