@@ -91,16 +91,6 @@ def kubesim_shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubesim
         yield server
 
 
-@pytest.fixture
-def cluster(settings, kubesim: Kubesim) -> Kubesim:  # type: ignore[no-untyped-def]
-    """The portal pointed at a fresh kubesim (the demo scenario), with short backoffs."""
-    settings.KUBECONFIG = str(kubesim.kubeconfig)
-    settings.KUBE_CONTEXT = ""
-    settings.KUBE_IN_CLUSTER = False
-    settings.PATCH_BACKOFF_SECONDS = 0.01
-    return kubesim
-
-
 @pytest.fixture(scope="session")
 def real_cluster_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     """The real control plane with kubesim as the demo scenario's kubelets: one per test
@@ -112,24 +102,38 @@ def real_cluster_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[R
 BACKENDS = ("kubesim", pytest.param("kubernetes", marks=pytest.mark.kubernetes))
 
 
-@pytest.fixture(params=BACKENDS)
-def any_cluster(request: pytest.FixtureRequest, settings) -> Kubesim | RealCluster:  # type: ignore[no-untyped-def]
-    """The portal pointed at the demo scenario on each backend in turn: kubesim's own API
-    server, then the real control plane. A test that needs what only kubesim can do (an
-    injected API fault) says so with `@pytest.mark.kubesim_only("why")`."""
-    if request.param == "kubesim":
-        backend: Kubesim | RealCluster = request.getfixturevalue("kubesim")
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `both_backends` that uses the cluster runs on each backend in turn."""
+    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "both_backends"
+    ):
+        metafunc.parametrize("backend", BACKENDS, indirect=True)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "kubesim"))
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest, settings, backend: str) -> Kubesim | RealCluster:  # type: ignore[no-untyped-def]
+    """The portal pointed at the demo scenario, with short backoffs: on kubesim's own API
+    server (fresh for the test), or for a test marked `both_backends` on the real control
+    plane too (put back to the scenario's state first). A test that needs what only kubesim
+    can do (an injected API fault) says so with `@pytest.mark.kubesim_only("why")`."""
+    if backend == "kubesim":
+        found: Kubesim | RealCluster = request.getfixturevalue("kubesim")
     else:
         marker = request.node.get_closest_marker("kubesim_only")
         if marker is not None:
             pytest.skip(f"kubesim only: {marker.args[0]}")
-        backend = request.getfixturevalue("real_cluster_session")
-        backend.reset()
-    settings.KUBECONFIG = str(backend.kubeconfig)
+        found = request.getfixturevalue("real_cluster_session")
+        found.reset()
+    settings.KUBECONFIG = str(found.kubeconfig)
     settings.KUBE_CONTEXT = ""
     settings.KUBE_IN_CLUSTER = False
     settings.PATCH_BACKOFF_SECONDS = 0.01
-    return backend
+    return found
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]

@@ -14,6 +14,9 @@ from pools.models import AuditEvent, Node, Pool
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
 
+# The cluster is kubesim's API server, then the real control plane.
+pytestmark = pytest.mark.both_backends
+
 
 def node_patches(sim: Kubesim, name: str) -> int:
     return sum(

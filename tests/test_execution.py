@@ -16,6 +16,9 @@ from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
 
+# The cluster is kubesim's API server, then the real control plane.
+pytestmark = pytest.mark.both_backends
+
 State = MoveRequest.State
 
 
@@ -71,6 +74,7 @@ def test_a_pool_edited_after_approval_does_not_reach_the_nodes(portal: Kubesim) 
     assert row.drift["labels_added"] == {"team": "vision"}
 
 
+@pytest.mark.kubesim_only("the API server answers 503 to everything, then recovers")
 def test_an_unavailable_api_keeps_the_node_waiting_until_the_deadline(
     portal: Kubesim,
     settings,  # type: ignore[no-untyped-def]
@@ -96,6 +100,7 @@ def test_an_unavailable_api_keeps_the_node_waiting_until_the_deadline(
     assert patches(portal, "gpu-new-000").count(200) == 1
 
 
+@pytest.mark.kubesim_only("the API server answers 503 to everything, then recovers")
 def test_the_execution_deadline_fails_a_node_the_api_never_answered(portal: Kubesim) -> None:
     move = approved(["gpu-new-001"], "mixed")
     portal.control("faults", {"fail_next": [{"status": 503, "count": 1000}]})

@@ -22,15 +22,14 @@ from tests.workers import celery_worker
 
 # Transactional: a worker process must see the rows. The data migrations' rows a flush
 # removes come back through tests/conftest.py's migration_data fixture.
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 State = MoveRequest.State
 
 
 @pytest.fixture
-def portal(any_cluster: Kubesim, redis: RedisServer) -> Kubesim:
-    """The portal on the demo scenario, on kubesim's API server and on the real one."""
+def portal(cluster: Kubesim, redis: RedisServer) -> Kubesim:
     inventory_sync()
-    return any_cluster
+    return cluster
 
 
 def request_move(names: list[str], destination: str, **options: object) -> MoveRequest:

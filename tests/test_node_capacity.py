@@ -19,6 +19,9 @@ from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
 from tests.test_watch_inventory import eventually, listed, watcher
 
+# The cluster is kubesim's API server, then the real control plane.
+pytestmark = pytest.mark.both_backends
+
 GIB = 1024**3
 
 

@@ -11,6 +11,9 @@ from pools.models import Node, Pool
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import role_group
 
+# The cluster is kubesim's API server, then the real control plane.
+pytestmark = pytest.mark.both_backends
+
 
 def user_in(role: str) -> Client:
     client = Client()

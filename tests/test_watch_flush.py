@@ -17,6 +17,9 @@ from pools.models import GpuPod, InventoryLease, Node
 from tests.kubesim_process import Kubesim
 from tests.test_inventory import statements
 
+# The cluster is kubesim's API server, then the real control plane.
+pytestmark = pytest.mark.both_backends
+
 
 def writes(captured: CaptureQueriesContext) -> dict[str, int]:
     return {k: v for k, v in statements(captured).items() if "SAVEPOINT" not in k}

@@ -27,6 +27,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from kubesim.cluster import Cluster, qos_class
+from kubesim.kubelet import owners
 from kubesim.kubelet.mirror import TERMINAL, MirrorCluster
 from kubesim.scenario import Scenario, node_object, pod_object
 from kubesim.seeding import placed_pod
@@ -37,6 +38,9 @@ LEASE_RENEW_SECONDS = 10.0
 LEASE_DURATION_SECONDS = 40
 STATUS_SECONDS = 60.0
 RUN_SECONDS = "kubesim.io/run-seconds"
+# A test that writes a pod's status itself (playing the kubelet for that pod) says so: the
+# kubelets then leave the pod's status alone (a graceful deletion still completes).
+MANUAL_STATUS = "kubesim.io/status"
 EXIT_REASON = "kubesim.io/exit-reason"  # e.g. OOMKilled, Error; absent: Completed
 KUBELET_VERSION = "v1.37.2"
 
@@ -86,13 +90,18 @@ class Kubelet:
             if not group.ready:
                 self.never_ready.add(name)  # it never reports: the controller decides
                 self.lost.add(name)
-            try:
-                self.core.create_node(node)
-            except ApiException as error:
-                if error.status != 409:
-                    raise
-            self._post_status(name)
-            self._renew_lease(name)
+            self.register_node(name)
+
+    def register_node(self, name: str) -> None:
+        """Create the node (or find it), post its status and renew its Lease, as a kubelet
+        does at start; a restarted kubelet (or a reset) posts its true status again."""
+        try:
+            self.core.create_node(self.nodes[name])
+        except ApiException as error:
+            if error.status != 409:
+                raise
+        self._post_status(name)
+        self._renew_lease(name)
 
     def scenario_pods(self) -> dict[tuple[str, str], dict[str, Any]]:
         """The scenario's pods by (namespace, name): bound ones on their nodes, pending ones
@@ -117,6 +126,7 @@ class Kubelet:
 
     def seed_pods(self) -> None:
         self.create_missing_pods()
+        self.ensure_owners()
         self.namespaces = {n.metadata.name for n in self.core.list_namespace().items}
 
     def create_missing_pods(self) -> int:
@@ -129,10 +139,44 @@ class Kubelet:
             self._create_pod(pod)
         return len(missing)
 
+    def ensure_owners(self, timeout: float = 60) -> int:
+        """The scenario's owners (`kubesim.kubelet.owners`), created where missing; returns
+        once their controllers have adopted every scenario pod."""
+        apis = {"apps": client.AppsV1Api(self.api), "batch": client.BatchV1Api(self.api)}
+        wanted = self.scenario_pods()
+        created = 0
+        for key, pods in owners.owners_of(wanted).items():
+            group, body = owners.owner_object(key, pods)
+            create = (
+                apis["apps"].create_namespaced_replica_set
+                if group == "apps"
+                else apis["batch"].create_namespaced_job
+            )
+            try:
+                create(key[0], body)
+                created += 1
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+        deadline = time.monotonic() + timeout
+        while not self._adopted(wanted):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the scenario's owners did not adopt their pods in time")
+            time.sleep(0.2)
+        return created
+
+    def _adopted(self, wanted: dict[tuple[str, str], dict[str, Any]]) -> bool:
+        owned = {
+            (p.metadata.namespace, p.metadata.name)
+            for p in self.core.list_pod_for_all_namespaces().items
+            if any(o.controller for o in p.metadata.owner_references or [])
+        }
+        return all(
+            key in owned for key, pod in wanted.items() if pod["metadata"].get("ownerReferences")
+        )
+
     def _create_pod(self, pod: dict[str, Any]) -> None:
-        # Owners named in a scenario are not objects here: the garbage collector would
-        # delete pods whose owner does not exist.
-        pod["metadata"].pop("ownerReferences", None)
+        pod = owners.orphan(pod)  # its owner adopts it once the owner exists
         namespace = pod["metadata"]["namespace"]
         self.ensure_namespace(namespace)
         try:
@@ -260,6 +304,8 @@ class Kubelet:
             return
         if status.get("phase") in TERMINAL or uid in self._started:
             return
+        if (meta.get("annotations") or {}).get(MANUAL_STATUS) == "manual":
+            return
         if pod["spec"]["nodeName"] in self.lost:
             return  # a lost node's kubelet starts nothing
         self._started.add(uid)
@@ -353,7 +399,13 @@ def running_status(pod: dict[str, Any], host_ip: str) -> dict[str, Any]:
         "phase": "Running",
         "conditions": [
             {"type": t, "status": "True", "lastTransitionTime": stamp}
-            for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+            for t in (
+                "PodReadyToStartContainers",
+                "Initialized",
+                "ContainersReady",
+                "Ready",
+                "PodScheduled",  # the kubelet adds it to a pod bound without the scheduler
+            )
         ],
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],

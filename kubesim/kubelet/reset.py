@@ -13,6 +13,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kubesim.daemonsets import NAMESPACE as OPERATOR_NAMESPACE
+from kubesim.kubelet import owners
 from kubesim.kubelet.agent import Kubelet
 
 SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease", OPERATOR_NAMESPACE}
@@ -38,6 +39,8 @@ def reset(kubelet: Kubelet, timeout: float = 60) -> dict[str, int]:
     _wait_pods_gone(core, wanted, timeout)
     _wait_namespaces_gone(core, kubelet.namespaces, timeout)
     created = kubelet.create_missing_pods()
+    kubelet.ensure_owners(timeout)
+    _wait_nodes_settled(core, kubelet, timeout)
     return {
         "nodes_restored": restored,
         "nodes_removed": len(strangers),
@@ -49,36 +52,40 @@ def reset(kubelet: Kubelet, timeout: float = 60) -> dict[str, int]:
 def _clear_namespace(
     kubelet: Kubelet, namespace: str, wanted: dict[tuple[str, str], dict[str, Any]]
 ) -> int:
-    """The workloads, budgets and pods a test left in `namespace` (the namespace too, when
-    the scenario did not make it); the number of pods deleted."""
+    """What a test left in `namespace`: its budgets and workloads, and, when any of the
+    scenario's pods there was touched (evicted, replaced, ended), every workload and pod of
+    the namespace, made again afterwards. The namespace too, when the scenario did not make
+    it. The number of pods deleted."""
     api = kubelet.api
     core, apps, batch = client.CoreV1Api(api), client.AppsV1Api(api), client.BatchV1Api(api)
     policy = client.PolicyV1Api(api)
-    for deployment in apps.list_namespaced_deployment(namespace).items:
-        _gone(apps.delete_namespaced_deployment, deployment.metadata.name, namespace)
-    for job in batch.list_namespaced_job(namespace).items:
-        _gone(
-            batch.delete_namespaced_job,
-            job.metadata.name,
-            namespace,
-            propagation_policy="Background",
-        )
+    pods = core.list_namespaced_pod(namespace).items
+    here = {key for key in wanted if key[0] == namespace}
+    intact = {(namespace, p.metadata.name) for p in pods if _untouched(p, wanted)}
+    dirty = intact != here or len(pods) != len(intact)
+    scenario_owners = {(k[1], k[2]) for k in owners.owners_of(wanted) if k[0] == namespace}
     for budget in policy.list_namespaced_pod_disruption_budget(namespace).items:
         _gone(policy.delete_namespaced_pod_disruption_budget, budget.metadata.name, namespace)
-    deleted = 0
-    for pod in core.list_namespaced_pod(namespace).items:
-        if (namespace, pod.metadata.name) in wanted and _untouched(pod, wanted):
-            continue
+    for kind, lister, deleter in (
+        ("Deployment", apps.list_namespaced_deployment, apps.delete_namespaced_deployment),
+        ("ReplicaSet", apps.list_namespaced_replica_set, apps.delete_namespaced_replica_set),
+        ("Job", batch.list_namespaced_job, batch.delete_namespaced_job),
+    ):
+        for found in lister(namespace).items:
+            if dirty or (kind, found.metadata.name) not in scenario_owners:
+                _gone(deleter, found.metadata.name, namespace, propagation_policy="Background")
+    if not dirty:
+        return 0
+    for pod in pods:
         _force_delete(core, pod)
-        deleted += 1
     if namespace not in kubelet.namespaces:
         _gone(core.delete_namespace, namespace)
-    return deleted
+    return len(pods)
 
 
 def _untouched(pod: Any, wanted: dict[tuple[str, str], dict[str, Any]]) -> bool:
-    spec = wanted[(pod.metadata.namespace, pod.metadata.name)]
-    return (
+    spec = wanted.get((pod.metadata.namespace, pod.metadata.name))
+    return spec is not None and (
         not pod.metadata.deletion_timestamp
         and pod.spec.node_name == spec["spec"].get("nodeName", pod.spec.node_name)
         and (pod.status.phase or "Pending") not in ("Succeeded", "Failed")
@@ -87,6 +94,7 @@ def _untouched(pod: Any, wanted: dict[tuple[str, str], dict[str, Any]]) -> bool:
 
 def _restore_node(core: client.CoreV1Api, kubelet: Kubelet, name: str) -> int:
     scenario = kubelet.nodes[name]
+    kubelet.register_node(name)  # back if a test deleted it; its true status either way
     current = core.read_node(name)
     labels = dict(scenario["metadata"]["labels"])
     extra = {k: None for k in (current.metadata.labels or {}) if k not in labels}
@@ -146,6 +154,28 @@ def _wait_pods_gone(
             return
         time.sleep(0.2)
     raise TimeoutError(f"pods still there after reset: {[p.metadata.name for p in left][:10]}")
+
+
+def _wait_nodes_settled(core: client.CoreV1Api, kubelet: Kubelet, timeout: float) -> None:
+    """Every reporting node Ready and rid of the lifecycle controller's not-ready and
+    unreachable taints (taken off a moment after Ready), so a test starts from what a
+    settled cluster lists."""
+    passing = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        unsettled = [
+            n.metadata.name
+            for n in core.list_node().items
+            if n.metadata.name not in kubelet.lost
+            and (
+                not any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+                or any(t.key in passing for t in n.spec.taints or [])
+            )
+        ]
+        if not unsettled:
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"nodes not settled after reset: {unsettled[:10]}")
 
 
 def _wait_namespaces_gone(core: client.CoreV1Api, kept: set[str], timeout: float) -> None:

@@ -97,6 +97,8 @@ def make_server(
                     )
                 except (ValueError, TypeError) as error:
                     status, answer = 400, {"error": str(error)}
+                except Exception as error:  # noqa: BLE001 - the caller reads why, not a hang-up
+                    status, answer = 500, {"error": f"{type(error).__name__}: {error}"}
             self._send(status, json.dumps(answer).encode(), "application/json")
 
     server = ThreadingHTTPServer((host, port), Handler)
