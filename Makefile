@@ -18,12 +18,12 @@ demo: $(INSTALLED)
 # pytest in two processes, one test file each at a time (the suite must finish within 15
 # minutes on a two-core machine); every test starts its own servers on free ports.
 test: $(INSTALLED)
-	scripts/system-packages.sh redis-server prometheus chromium kubectl
+	scripts/system-packages.sh redis-server prometheus chromium kubectl postgresql
 	scripts/install-helm.sh
 	$(BIN)/python -m controlplane build
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest -rs -n 2 --dist loadfile
+	scripts/with-postgres.sh $(BIN)/pytest -rs -n 2 --dist loadfile
 
 screenshots: $(INSTALLED)
 	SAVE_SCREENSHOTS=1 $(BIN)/pytest -q tests/test_browser.py

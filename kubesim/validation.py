@@ -188,7 +188,9 @@ def validate_object_meta(obj: dict[str, Any], *, namespaced: bool) -> list[Field
 def validate_node(node: dict[str, Any]) -> list[FieldError]:
     errors = validate_object_meta(node, namespaced=False)
     spec = node.get("spec") or {}
-    errors += validate_taints(spec.get("taints"), "spec.taints")
+    # The real server names them under metadata (ValidateNode builds the taints' path from
+    # "metadata"), as the differential test against kube-apiserver 1.37 showed.
+    errors += validate_taints(spec.get("taints"), "metadata.taints")
     unschedulable = spec.get("unschedulable")
     if unschedulable is not None and not isinstance(unschedulable, bool):
         errors.append(invalid("spec.unschedulable", unschedulable, "must be a boolean"))

@@ -7,6 +7,12 @@ set -euo pipefail
 declare -A package_of=([redis-server]=redis-server [prometheus]=prometheus [chromium]=chromium [wrk]=wrk)
 missing=()
 for program in "$@"; do
+  if [[ $program == postgresql ]]; then
+    # The server's programs are not on PATH: Debian keeps them per major version.
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && continue
+    missing+=(postgresql)
+    continue
+  fi
   command -v "$program" >/dev/null 2>&1 && continue
   if [[ -n "${package_of[$program]:-}" ]]; then
     missing+=("${package_of[$program]}")

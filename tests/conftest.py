@@ -9,7 +9,7 @@ from django.apps import apps
 from django.conf import settings
 
 from tests.kubesim_process import Kubesim, kubesim_server
-from tests.real_cluster import RealCluster, real_cluster
+from tests.real_cluster import BACKENDS, RealCluster, real_cluster
 from tests.servers import PrometheusServer, RedisServer, prometheus_server, redis_server
 
 # The rows the data migrations make: the role groups and the default pools with their
@@ -97,9 +97,6 @@ def real_cluster_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[R
     process, put back to the scenario's state before each test that uses it."""
     with real_cluster(tmp_path_factory.mktemp("real-cluster")) as plane:
         yield plane
-
-
-BACKENDS = ("kubesim", pytest.param("kubernetes", marks=pytest.mark.kubernetes))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

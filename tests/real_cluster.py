@@ -18,12 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from kubernetes import client, config
 
 from controlplane.launch import ControlPlane, Options, running
 from tests.servers import free_port, stop, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
+# The two backends a test marked `both_backends` runs on.
+BACKENDS = ("kubesim", pytest.param("kubernetes", marks=pytest.mark.kubernetes))
 
 
 class NotOnRealCluster(Exception):
@@ -81,10 +85,10 @@ class RealCluster:
         return answer
 
     def audit_events(self) -> list[dict[str, Any]]:
-        """What the portal and the test sent (the admin user), in kubesim's audit shape: the
-        kubelets' heartbeats and the controllers' own writes are left out. The API server
-        writes a request's event as its response goes out: read until the log stands still."""
-        admin = self.plane.tokens["admin"].user
+        """What the portal and the test sent (the admin user, and service accounts outside
+        kube-system such as the chart's), in kubesim's audit shape: the kubelets' heartbeats
+        and the control plane's own requests are left out. The API server writes a
+        request's event as its response goes out: read until the log stands still."""
         size = -1
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline and self.audit_log.stat().st_size != size:
@@ -94,7 +98,27 @@ class RealCluster:
             log.seek(self.audit_from)
             lines = log.read().decode().splitlines()
         events = (json.loads(line) for line in lines if line)
-        return [e for e in events if e.get("user", {}).get("username") == admin]
+        return [e for e in events if self._sent_by_a_client(e.get("user", {}).get("username", ""))]
+
+    def _sent_by_a_client(self, user: str) -> bool:
+        if user == self.plane.tokens["admin"].user:
+            return True
+        return user.startswith("system:serviceaccount:") and not user.startswith(
+            "system:serviceaccount:kube-system:"
+        )
+
+    def add_context(self, name: str, token: str) -> None:
+        """One more context in the kubeconfig, `name`, sending `token` (replaced if there)."""
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        config["users"] = [u for u in config["users"] if u["name"] != name]
+        config["contexts"] = [c for c in config["contexts"] if c["name"] != name]
+        config["users"].append({"name": name, "user": {"token": token}})
+        cluster = config["clusters"][0]["name"]
+        config["contexts"].append({"name": name, "context": {"cluster": cluster, "user": name}})
+        tmp = self.kubeconfig.with_suffix(".tmp")
+        tmp.write_text(yaml.safe_dump(config, sort_keys=False))
+        tmp.chmod(0o600)
+        tmp.replace(self.kubeconfig)
 
     def count(self, verb: str, resource: str = "nodes", name: str | None = None) -> int:
         return sum(

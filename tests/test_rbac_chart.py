@@ -24,6 +24,7 @@ from tests.deploy.chart import NAMESPACE, default_docs, of_kind
 from tests.kubesim.conftest import kubectl, needs_kubectl
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.moves_helpers import FINAL, wait_for_state
+from tests.real_cluster import BACKENDS, RealCluster
 from tests.servers import RedisServer
 from tests.test_moves_e2e import approve, request_move, wait_out_terminating_pods
 from tests.workers import celery_worker
@@ -52,15 +53,41 @@ def account_user() -> str:
     return f"system:serviceaccount:{NAMESPACE}:{account['metadata']['name']}"
 
 
-@pytest.fixture(scope="module")
-def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubesim]:
-    """One cluster for the module (over TLS: kubectl sends tokens only there), knowing the
-    chart's RBAC objects and nothing else of the release."""
+@pytest.fixture(scope="module", params=BACKENDS)
+def limited(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Kubesim | RealCluster]:
+    """One cluster for the module, knowing the chart's RBAC objects and nothing else of the
+    release: kubesim over TLS (kubectl sends tokens only there) with the objects as its RBAC
+    file, then the real API server with them created and the account's token requested."""
+    if request.param == "kubernetes":
+        real = request.getfixturevalue("real_cluster_session")
+        real.reset()
+        yield with_chart_rbac(real)
+        return
     workdir = tmp_path_factory.mktemp("rbac-kubesim")
     rbac = workdir / "chart-rbac.yaml"
     rbac.write_text(yaml.safe_dump_all(chart_rbac()))
     with kubesim_server(workdir, tls=True, extra=["--rbac", str(rbac)]) as sim:
         yield sim
+
+
+def with_chart_rbac(real: RealCluster) -> RealCluster:
+    """The chart's account, role and binding created through the real API (RBAC decides),
+    and a context in the kubeconfig, named after the account, with a token for it."""
+    from kubernetes import utils
+
+    api = real.api_client()
+    core = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": NAMESPACE}})
+    for doc in chart_rbac():
+        utils.create_from_dict(api, doc, namespace=NAMESPACE)
+    (account,) = of_kind(default_docs(), "ServiceAccount")
+    token = core.create_namespaced_service_account_token(
+        account["metadata"]["name"], NAMESPACE, {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    real.add_context(account_user(), token)
+    return real
 
 
 @pytest.fixture
@@ -214,6 +241,13 @@ def test_kubectl_refuses_and_lists_exactly_the_roles_rules(limited: Kubesim) -> 
         ("selfsubjectaccessreviews.authorization.k8s.io", ("create",)),
         ("selfsubjectrulesreviews.authorization.k8s.io", ("create",)),
     }
+    if isinstance(limited, RealCluster):
+        # kube-apiserver 1.37's bootstrap policy also lets everyone ask who they are
+        # (`kubectl auth whoami`) and read ClusterTrustBundles; kubesim's has neither.
+        everyone |= {
+            ("selfsubjectreviews.authentication.k8s.io", ("create",)),
+            ("clustertrustbundles.certificates.k8s.io", ("get", "list", "watch")),
+        }
     assert resource_rows == expected | everyone, listed
     assert {verbs for _, verbs in url_rows} == {("get",)}
     assert {"/api", "/apis", "/version"} <= {urls for urls, _ in url_rows}

@@ -194,7 +194,10 @@ class Kubelet:
 
     # -- heartbeats ---------------------------------------------------------------------
 
-    def _post_status(self, name: str) -> None:
+    def _post_status(self, name: str, *, full: bool = True) -> None:
+        """The node's status: whole when it registers (or is reset), its conditions alone on
+        a heartbeat, so what someone else wrote of the status (a test acting as an admin
+        reserving resources) is not put back."""
         status = self.nodes[name]["status"]
         stamp = now_rfc3339()
         for condition in status["conditions"]:
@@ -202,7 +205,8 @@ class Kubelet:
             condition.setdefault("lastTransitionTime", stamp)
         if name in self.lost:
             return
-        self.core.patch_node_status(name, {"status": status})
+        body = status if full else {"conditions": status["conditions"]}
+        self.core.patch_node_status(name, {"status": body})
 
     def _renew_lease(self, name: str) -> None:
         if name in self.lost:
@@ -231,7 +235,7 @@ class Kubelet:
                 try:
                     self._renew_lease(name)
                     if post_status:
-                        self._post_status(name)
+                        self._post_status(name, full=False)
                 except ApiException as error:
                     log.warning("heartbeat of %s: %s %s", name, error.status, error.reason)
             if post_status:

@@ -327,3 +327,28 @@ def test_the_kubelets_exporter_reports_their_nodes_and_pods(real: RealCluster) -
         text = answer.read().decode()
     assert 'DCGM_FI_DEV_XID_ERRORS{gpu="3"' in text and 'err_code="79"' in text
     assert json.loads(json.dumps(real.control("exporter", {"node": "a100-reserve-000"})))
+
+
+def test_k6_an_invalid_budget_is_refused(real: RealCluster) -> None:
+    policy = client.PolicyV1Api(real.api_client())
+    budget = {
+        "metadata": {"name": "both"},
+        "spec": {
+            "minAvailable": 1,
+            "maxUnavailable": "abc%",
+            "selector": {"matchLabels": {"app": "x"}},
+        },
+    }
+    with pytest.raises(ApiException) as refused:
+        policy.create_namespaced_pod_disruption_budget("default", budget)
+    assert refused.value.status == 422
+    fields = {c["field"] for c in json.loads(refused.value.body)["details"]["causes"]}
+    assert "spec" in fields or "spec.minAvailable" in fields or "spec.maxUnavailable" in fields
+
+
+def test_k13_an_eviction_sent_as_a_pod_is_refused(real: RealCluster) -> None:
+    core = real.core()
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook-a100-reserve-001"}}
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod_eviction("notebook-a100-reserve-001", "research", body)
+    assert refused.value.status == 400

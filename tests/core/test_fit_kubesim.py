@@ -11,6 +11,7 @@ matchFields, init containers' GPUs: the tests at the end); what remains is in do
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -45,15 +46,29 @@ def verdict(kubesim: Kubesim, pod: dict[str, Any]) -> PodVerdict:
 
 
 def create(kubesim: Kubesim, pod: dict[str, Any]) -> tuple[str | None, str]:
-    """Create the pod in kubesim: the node it was bound to, or None and its Unschedulable text."""
+    """Create the pod: the node the scheduler bound it to, or None and its Unschedulable
+    text. kubesim's scheduler has decided when the create answers; the real one decides a
+    moment later, so the pod is read until it has (the namespace made first: only kubesim
+    makes namespaces up from the pods)."""
+    from kubernetes.client.rest import ApiException
+
     core = kubesim.core()
+    try:
+        core.create_namespace({"metadata": {"name": NAMESPACE}})
+    except ApiException as error:
+        if error.status not in (404, 405, 409):  # kubesim serves namespaces read-only
+            raise
     core.create_namespaced_pod(NAMESPACE, pod)
-    created = core.read_namespaced_pod(pod["metadata"]["name"], NAMESPACE)
-    if created.spec.node_name:
-        return created.spec.node_name, ""
-    condition = next(c for c in created.status.conditions if c.type == "PodScheduled")
-    assert condition.reason == "Unschedulable"
-    return None, condition.message
+    deadline = time.monotonic() + 30
+    while True:
+        created = core.read_namespaced_pod(pod["metadata"]["name"], NAMESPACE)
+        if created.spec.node_name:
+            return created.spec.node_name, ""
+        conditions = [c for c in created.status.conditions or [] if c.type == "PodScheduled"]
+        if conditions and conditions[0].reason == "Unschedulable":
+            return None, conditions[0].message
+        assert time.monotonic() < deadline, f"{pod['metadata']['name']} was never scheduled"
+        time.sleep(0.05)
 
 
 def reasons_of(message: str) -> dict[str, int]:

@@ -84,7 +84,7 @@ def test_only_pool_admins_start_drills(synced: Kubesim, token_for, role: str) ->
         ({"kind": "gpu_fault", "pool": "training"}, "node", "No node is not a node"),
         ({**DOWN, "hold_seconds": 5}, "hold_seconds", "Hold 10 to 3600"),
         ({**DOWN, "hold_seconds": 3601}, "hold_seconds", "3600"),
-        ({**DOWN, "hold_seconds": "x"}, "hold_seconds", "valid integer"),
+        ({**DOWN, "hold_seconds": "x"}, "hold_seconds", "Must be an integer"),
         ({**DOWN, "kind": "node_joins", "hold_seconds": 10}, "node", "give no node"),
     ],
 )
