@@ -79,9 +79,6 @@ class ControlPlane:
     processes: dict[str, subprocess.Popen[bytes]]
     release: Release
 
-    def context(self, name: str) -> str:
-        return name
-
     def stop(self) -> None:
         stop_all(self.processes)
         (self.directory / "pids.json").unlink(missing_ok=True)
