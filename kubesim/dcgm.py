@@ -341,6 +341,19 @@ class Exporter:
         return "".join(out).encode()
 
 
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def exporter_page(exporter: Exporter, path: str) -> bytes | None:
+    """The page at `path` (`/metrics`, or one node's at `/metrics/node/NAME`), or None."""
+    path = path.split("?")[0]
+    if path == "/metrics":
+        return exporter.render()
+    if path.startswith("/metrics/node/"):
+        return exporter.render(path.rsplit("/", 1)[1])
+    return None
+
+
 def make_exporter_server(exporter: Exporter, host: str, port: int) -> ThreadingHTTPServer:
     class ExporterHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -350,18 +363,14 @@ def make_exporter_server(exporter: Exporter, host: str, port: int) -> ThreadingH
             pass
 
         def do_GET(self) -> None:
-            path = self.path.split("?")[0]
-            if path == "/metrics":
-                body = exporter.render()
-            elif path.startswith("/metrics/node/"):
-                body = exporter.render(path.rsplit("/", 1)[1])
-            else:
+            body = exporter_page(exporter, self.path)
+            if body is None:
                 self.send_response(404)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
             self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Type", METRICS_CONTENT_TYPE)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

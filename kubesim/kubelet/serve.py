@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from kubesim.cluster import GpuOverride
-from kubesim.dcgm import Exporter
+from kubesim.dcgm import METRICS_CONTENT_TYPE, Exporter, exporter_page
 from kubesim.kubelet.agent import Kubelet
 from kubesim.kubelet.reset import reset
 
@@ -74,15 +74,11 @@ def make_server(
             self.wfile.write(body)
 
         def do_GET(self) -> None:
-            path = self.path.split("?")[0]
-            if path == "/metrics":
-                body = exporter.render()
-            elif path.startswith("/metrics/node/"):
-                body = exporter.render(path.rsplit("/", 1)[1])
-            else:
+            body = exporter_page(exporter, self.path)
+            if body is None:
                 self._send(404, b"", "text/plain")
-                return
-            self._send(200, body, "text/plain; version=0.0.4; charset=utf-8")
+            else:
+                self._send(200, body, METRICS_CONTENT_TYPE)
 
         def do_POST(self) -> None:
             given = self.headers.get("Authorization", "").removeprefix("Bearer ")
