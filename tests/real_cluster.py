@@ -12,6 +12,7 @@ import secrets
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -80,9 +81,23 @@ class RealCluster:
     def reset(self) -> dict[str, Any]:
         """The scenario's state again (see `kubesim.kubelet.reset`); the audit log starts
         over, so a test counts only its own requests."""
-        answer = self.control("reset", {})
+        answer = self._reset_once_more_if_unsettled()
         self.audit_from = self.audit_log.stat().st_size if self.audit_log.exists() else 0
         return answer
+
+    def _reset_once_more_if_unsettled(self) -> dict[str, Any]:
+        """A reset that met the last test's leftovers still settling (pods terminating, a
+        namespace being finalized, a node catching up) is tried once more; a second
+        failure raises with the kubelet's own account of it."""
+        for attempt in (1, 2):
+            try:
+                return self.control("reset", {})
+            except urllib.error.HTTPError as error:
+                reason = error.read().decode(errors="replace")
+                if attempt == 2:
+                    raise RuntimeError(f"resetting the real cluster failed: {reason}") from error
+                time.sleep(2)
+        raise AssertionError("unreachable")
 
     def audit_events(self) -> list[dict[str, Any]]:
         """What the portal and the test sent (the admin user, and service accounts outside
