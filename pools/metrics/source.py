@@ -360,6 +360,9 @@ def history_series(
     observability.cache_lookup("range", hit=cached is not None)
     if cached is not None:
         return cached
+    wait = time_left()
+    if wait is None:
+        return RangeSeries(error=not_asked())  # not cached: the next page may ask
     try:
         raw: list[dict[str, Any]] = observability.promql_sent(
             "range",
@@ -368,7 +371,8 @@ def history_series(
             start_time=end - span,
             end_time=end,
             step=f"{int(step.total_seconds())}s",
-            params={"timeout": f"{settings.PROMETHEUS_TIMEOUT:g}s"},
+            params={"timeout": f"{wait:.3f}"},
+            timeout=wait,
         )
         result = RangeSeries(
             [
@@ -377,6 +381,8 @@ def history_series(
             ]
         )
     except QUERY_FAILURES as exc:
+        if _is_timeout(exc):
+            time_spent()
         result = RangeSeries(error=_describe(exc))
     cache.set(key, result, settings.METRICS_CACHE_SECONDS)
     return result
