@@ -7,7 +7,9 @@
   watch's timeout, each an empty object of the kind carrying only a resourceVersion;
 - `Accept: application/json;as=Table`: each event's object is a one-row Table, column
   definitions only on the first (`kubectl get -w` prints one header), rows carrying the
-  object as `includeObject` says.
+  object as `includeObject` says;
+- with a label or field selector, an object that stops matching is a DELETED event carrying
+  the object as it last matched, one that starts matching an ADDED.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kubesim import discovery, errors
+from kubesim.store import entry
 
 if TYPE_CHECKING:
     from kubesim.store import Entry, Store
@@ -185,9 +188,20 @@ class WatchStream:
     def _line(self, event: Any) -> bytes | None:
         now_in, was_in = self.matches(event.new), self.matches(event.old)
         if event.type == "MODIFIED" and now_in != was_in:
-            kind = "ADDED" if now_in else "DELETED"
+            if not now_in:
+                return event_line("DELETED", self.encode(left_selector(event)))
+            kind = "ADDED"
         elif now_in or (event.type == "DELETED" and was_in):
             kind = event.type
         else:
             return None
         return event_line(kind, self.encode(event.new))
+
+
+def left_selector(event: Any) -> Entry:
+    """The watch cache answers an object that leaves the selector with a DELETED event
+    carrying the object as it was (it still matched then), at the change's
+    resourceVersion (cacheWatcher.convertToWatchEvent)."""
+    old = event.old.obj
+    meta = {**old["metadata"], "resourceVersion": str(event.rv)}
+    return entry({**old, "metadata": meta})

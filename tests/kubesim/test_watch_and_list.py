@@ -117,6 +117,24 @@ def test_table_rows_on_watch_carry_headers_once(kubesim: Kubesim) -> None:
     assert second["rows"][0]["object"] is None
 
 
+def test_an_object_leaving_the_selector_is_deleted_as_it_was(kubesim: Kubesim) -> None:
+    """The watch cache's DELETED for an object that no longer matches carries the object
+    as it last matched, at the change's resourceVersion (the real server's; K9)."""
+    core = kubesim.core()
+    rv = core.list_node(label_selector="gpu-pool=mixed").metadata.resource_version
+    left = core.patch_node("a100-reserve-000", {"metadata": {"labels": {"gpu-pool": "other"}}})
+    back = core.patch_node("a100-reserve-000", {"metadata": {"labels": {"gpu-pool": "mixed"}}})
+    got = events(kubesim, f"labelSelector=gpu-pool%3Dmixed&resourceVersion={rv}&timeoutSeconds=1")
+    seen = [
+        (e["type"], e["object"]["metadata"]["labels"]["gpu-pool"], e["object"]["metadata"])
+        for e in got
+    ]
+    assert [(kind, pool, meta["resourceVersion"]) for kind, pool, meta in seen] == [
+        ("DELETED", "mixed", left.metadata.resource_version),
+        ("ADDED", "mixed", back.metadata.resource_version),
+    ]
+
+
 @pytest.mark.parametrize(
     ("include", "object_kind"), [("", "PartialObjectMetadata"), ("Object", "Node"), ("None", None)]
 )
