@@ -10,20 +10,24 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from django.utils import timezone
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from pools import drills
+from pools.errors import InvalidInput
 from pools.inventory import inventory_sync
-from pools.models import MoveRequest, Node
+from pools.models import AuditEvent, Drill, MoveRequest, Node, Pool
 from tests.deploy.chart import NAMESPACE, default_docs, of_kind
 from tests.kubesim.conftest import kubectl, needs_kubectl
 from tests.kubesim_process import Kubesim, kubesim_server
-from tests.moves_helpers import FINAL, wait_for_state
+from tests.moves_helpers import FINAL, user_in, wait_for_state
 from tests.real_cluster import BACKENDS, RealCluster
 from tests.servers import RedisServer
 from tests.test_moves_e2e import approve, request_move, wait_out_terminating_pods
@@ -251,3 +255,44 @@ def test_kubectl_refuses_and_lists_exactly_the_roles_rules(limited: Kubesim) -> 
     assert resource_rows == expected | everyone, listed
     assert {verbs for _, verbs in url_rows} == {("get",)}
     assert {"/api", "/apis", "/version"} <= {urls for urls, _ in url_rows}
+
+
+def test_a_gpu_fault_drill_is_refused_at_once_where_the_cluster_cannot_inject_one(
+    as_the_portal: Kubesim,
+) -> None:
+    """The chart's account may not use the simulator's control endpoint (kube-apiserver has
+    none): the drill is refused before anything is written, and one recorded all the same
+    (the cluster changed since) errors at its start instead of holding its pool."""
+    inventory_sync()
+    training, admin = Pool.objects.get(name="training"), user_in("pool-admins", "drill-admin")
+    with pytest.raises(InvalidInput) as refused:
+        drills.drill_start(
+            pool=training,
+            kind=Drill.Kind.GPU_FAULT,
+            node_name="a100-train-001",
+            hold_seconds=60,
+            user=admin,
+            now=timezone.now(),
+        )
+    assert set(refused.value.fields) == {"kind"}
+    assert refused.value.fields["kind"] == (
+        "A GPU-fault drill needs the cluster simulator: this cluster cannot inject GPU faults: "
+        "only the cluster simulator takes them, from an account it allows "
+        "(POST /kubesim/gpus answered 403)."
+    )
+    assert not Drill.objects.exists() and not AuditEvent.objects.exists()
+
+    now = timezone.now()
+    drill = Drill.objects.create(
+        pool=training,
+        kind=Drill.Kind.GPU_FAULT,
+        node_name="a100-train-001",
+        hold_seconds=60,
+        started_by=admin,
+        ends_at=now + timedelta(seconds=180),
+    )
+    ended = drills.drill_begin(drill.pk, now=now)
+    assert ended is not None and ended.state == Drill.State.ERRORED, ended.error
+    assert "cannot inject GPU faults" in ended.error and ended.finished_at is not None
+    assert not Drill.objects.filter(state__in=Drill.ACTIVE_STATES).exists()
+    assert list(AuditEvent.objects.values_list("action", flat=True)) == ["drill.errored"]

@@ -12,7 +12,7 @@ from pools.core.insights.readiness import Check
 from pools.drills.node_down import hold_problem
 from pools.drills.steps import DrillSteps, pending_for, pool_node_problem, spare_nodes
 from pools.inventory import inventory_refresh_node
-from pools.kube.faults import gpu_xid_clear, gpu_xid_inject
+from pools.kube.faults import gpu_faults_problem, gpu_xid_clear, gpu_xid_inject
 from pools.kube.nodes import read_node
 from pools.metrics.dcgm import node_gpus
 from pools.models import Drill, Pool
@@ -29,6 +29,9 @@ def validate(pool: Pool, node_name: str, hold_seconds: int) -> dict[str, str]:
         problems["hold_seconds"] = problem
     if (problem := pool_node_problem(pool, node_name)) is not None:
         problems["node"] = problem
+    elif not problems and (problem := gpu_faults_problem(node_name)) is not None:
+        # Refused before anything is written: the drill would only fail at its start.
+        problems["kind"] = f"A GPU-fault drill needs the cluster simulator: {problem}."
     return problems
 
 
