@@ -23,7 +23,7 @@ from kubesim.disruption import Disruption
 from kubesim.events import EventRecorder
 from kubesim.lifecycle import NodeLifecycle
 from kubesim.store import Entry, Store
-from kubesim.termination import DeleteOptions, Termination
+from kubesim.termination import DeleteOptions, Termination, check_before_delete
 from kubesim.validation import invalid_error, validate_node, validate_pod
 
 if TYPE_CHECKING:
@@ -326,6 +326,14 @@ class Cluster:
         self, resource: str, namespace: str | None, name: str, options: DeleteOptions
     ) -> Entry:
         with self.store.lock:
+            current = self.store.get(resource, namespace, name)
+            check_before_delete(
+                resource,
+                KINDS.get(resource, resource),
+                current,
+                options.uid,
+                options.resource_version,
+            )
             answer = self.termination.delete(resource, namespace, name, options)
             self.settle()
             return answer

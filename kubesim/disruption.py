@@ -29,7 +29,7 @@ from kubesim.clock import parse_rfc3339
 from kubesim.errors import ApiError
 from kubesim.selectors import SelectorError, selector_from_object, selector_is_empty
 from kubesim.store import Entry, key_of
-from kubesim.termination import DeleteOptions
+from kubesim.termination import DeleteOptions, check_before_delete
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -390,22 +390,7 @@ class Disruption:
                 options.grace_period, options.uid, meta["resourceVersion"], options.dry_run
             )
         if not options.dry_run:
-            if options.uid is not None and options.uid != meta.get("uid"):
-                raise errors.conflict(
-                    "Pod",
-                    name,
-                    f"the UID in the precondition ({options.uid}) does not match the UID in "
-                    f"record ({meta.get('uid')}). The object might have been deleted and then "
-                    "recreated",
-                )
-            if options.resource_version not in (None, meta["resourceVersion"]):
-                raise errors.conflict(
-                    "Pod",
-                    name,
-                    f"the ResourceVersion in the precondition ({options.resource_version}) does "
-                    f"not match the ResourceVersion in record ({meta['resourceVersion']}). The "
-                    "object might have been modified",
-                )
+            check_before_delete("pods", "Pod", current, options.uid, options.resource_version)
             updated = self._with_disruption_condition(current.obj)
             stored = self.store.replace("pods", updated, expected_rv=None)
             if options.resource_version is not None:

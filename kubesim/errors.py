@@ -86,6 +86,23 @@ def conflict(resource: str, name: str, detail: str = OPTIMISTIC_LOCK) -> ApiErro
     )
 
 
+def conflict_on_kind(resource: str, kind: str, name: str, detail: str) -> ApiError:
+    """A Conflict whose GroupResource carries the Kind where the resource goes, as
+    rest.BeforeDelete and the eviction handler build it (`... on Pod "x": ...`)."""
+    group = GROUPS.get(resource, "")
+    details: dict[str, Any] = {"name": name}
+    if group:
+        details["group"] = group
+    details["kind"] = kind
+    qualified_kind = f"{kind}.{group}" if group else kind
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {qualified_kind} "{name}": {detail}',
+        details,
+    )
+
+
 def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 

@@ -290,22 +290,34 @@ def _same_content(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return old == new
 
 
+# Where the real API server keeps each kind in etcd (nodes under their old name, minions).
+_ETCD_PREFIX = {"nodes": "minions", "eventsv1": "events"}
+
+
+def etcd_key(resource: str, namespace: str | None, name: str) -> str:
+    return f"/registry/{_ETCD_PREFIX.get(resource, resource)}/{key_of(namespace, name)}"
+
+
 def check_preconditions(
     resource: str, current: Entry, uid: str | None, resource_version: str | None
 ) -> None:
-    """DeleteOptions.preconditions, answered as the storage layer words them."""
+    """Preconditions as the storage layer checks them while it writes (storage.Preconditions):
+    an invalid-object StorageError on the object's etcd key, answered as a Conflict.
+    A DELETE's preconditions are checked before this, in other words (termination)."""
     meta = current.obj["metadata"]
     if uid is not None and uid != meta.get("uid"):
-        raise conflict(
-            resource,
-            meta["name"],
-            f"Precondition failed: UID in precondition: {uid}, "
-            f"UID in object meta: {meta.get('uid')}",
+        failed = f"UID in precondition: {uid}, UID in object meta: {meta.get('uid')}"
+    elif resource_version is not None and resource_version != meta.get("resourceVersion"):
+        failed = (
+            f"ResourceVersion in precondition: {resource_version}, "
+            f"ResourceVersion in object meta: {meta.get('resourceVersion')}"
         )
-    if resource_version is not None and resource_version != meta.get("resourceVersion"):
-        raise conflict(
-            resource,
-            meta["name"],
-            "Precondition failed: ResourceVersion in precondition: "
-            f"{resource_version}, ResourceVersion in object meta: {meta.get('resourceVersion')}",
-        )
+    else:
+        return
+    key = etcd_key(resource, meta.get("namespace"), meta["name"])
+    raise conflict(
+        resource,
+        meta["name"],
+        f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, "
+        f"AdditionalErrorMsg: Precondition failed: {failed}",
+    )

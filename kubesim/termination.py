@@ -56,6 +56,32 @@ class DeleteOptions:
         )
 
 
+def check_before_delete(
+    resource: str, kind: str, current: Entry, uid: str | None, resource_version: str | None
+) -> None:
+    """A DELETE's preconditions, checked against the object read first and worded as
+    rest.BeforeDelete words them (the eviction handler uses the same words); the storage
+    layer checks them again as it deletes (store.check_preconditions)."""
+    meta = current.obj["metadata"]
+    if uid is not None and uid != meta.get("uid"):
+        raise errors.conflict_on_kind(
+            resource,
+            kind,
+            meta["name"],
+            f"the UID in the precondition ({uid}) does not match the UID in record "
+            f"({meta.get('uid')}). The object might have been deleted and then recreated",
+        )
+    if resource_version is not None and resource_version != meta.get("resourceVersion"):
+        raise errors.conflict_on_kind(
+            resource,
+            kind,
+            meta["name"],
+            f"the ResourceVersion in the precondition ({resource_version}) does not match the "
+            f"ResourceVersion in record ({meta.get('resourceVersion')}). The object might have "
+            "been modified",
+        )
+
+
 class Termination:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster

@@ -19,6 +19,7 @@ from typing import Any
 from kubesim import errors
 from kubesim.errors import ApiError
 from kubesim.schema import CleanSubtrees, Decoded, decode, go_print
+from kubesim.store import check_preconditions, entry
 from kubesim.validation import FieldError, invalid_error
 
 
@@ -115,12 +116,7 @@ def check_update(
     name = old["metadata"]["name"]
     new_uid = (new.get("metadata") or {}).get("uid")
     if uid_precondition and new_uid and new_uid != old["metadata"]["uid"]:
-        raise errors.conflict(
-            resource,
-            name,
-            f"Precondition failed: UID in precondition: {new_uid}, "
-            f"UID in object meta: {old['metadata']['uid']}",
-        )
+        check_preconditions(resource, entry(old), new_uid, None)
     problems: list[FieldError] = []
     if new_uid and new_uid != old["metadata"]["uid"]:
         problems.append(

@@ -149,15 +149,17 @@ def test_uid_is_immutable(kubesim: Kubesim) -> None:
     assert status(caught.value)["message"] == (
         f'Node "{NODE}" is invalid: metadata.uid: Invalid value: "other": field is immutable'
     )
-    # A PUT naming another uid fails the precondition its uid implies.
+    # A PUT naming another uid fails the precondition its uid implies, in etcd's storage
+    # layer (a StorageError on the node's key: nodes are kept as minions).
     node = core.read_node(NODE)
     node.metadata.uid = "other"
     with pytest.raises(ApiException) as caught:
         core.replace_node(NODE, node)
     assert caught.value.status == 409
     assert status(caught.value)["message"] == (
-        f'Operation cannot be fulfilled on nodes "{NODE}": Precondition failed: '
-        f"UID in precondition: other, UID in object meta: {uid}"
+        f'Operation cannot be fulfilled on nodes "{NODE}": StorageError: invalid object, '
+        f"Code: 4, Key: /registry/minions/{NODE}, ResourceVersion: 0, AdditionalErrorMsg: "
+        f"Precondition failed: UID in precondition: other, UID in object meta: {uid}"
     )
 
 

@@ -97,9 +97,30 @@ def test_delete_preconditions_are_checked(kubesim: Kubesim) -> None:
             body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid="x")),
         )
     assert caught.value.status == 409
+    # Checked before the deletion starts (rest.BeforeDelete), which names the Kind.
+    assert json.loads(caught.value.body) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f'Operation cannot be fulfilled on Pod "{POD}": the UID in the precondition '
+        f"(x) does not match the UID in record ({uid}). The object might have been deleted "
+        "and then recreated",
+        "reason": "Conflict",
+        "details": {"name": POD, "kind": "Pod"},
+        "code": 409,
+    }
+    rv = core.read_namespaced_pod(POD, NAMESPACE).metadata.resource_version
+    with pytest.raises(ApiException) as caught:
+        core.delete_namespaced_pod(
+            POD,
+            NAMESPACE,
+            body=client.V1DeleteOptions(preconditions=client.V1Preconditions(resource_version="1")),
+        )
     assert json.loads(caught.value.body)["message"] == (
-        f'Operation cannot be fulfilled on pods "{POD}": Precondition failed: '
-        f"UID in precondition: x, UID in object meta: {uid}"
+        f'Operation cannot be fulfilled on Pod "{POD}": the ResourceVersion in the precondition '
+        f"(1) does not match the ResourceVersion in record ({rv}). The object might have been "
+        "modified"
     )
 
 
