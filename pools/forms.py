@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 
 from pools.core.palette import colour_pick
-from pools.models import Pool
+from pools.models import FREE_TEXT_MAX_LENGTH, Pool
 
 
 def parse_labels(text: str) -> dict[str, str]:
@@ -87,6 +87,7 @@ class MoveForm(forms.Form):
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}),
         required=False,
+        max_length=FREE_TEXT_MAX_LENGTH,
         help_text="Why: it goes on record and to the approvers.",
     )
     drain_policy = forms.ChoiceField(
@@ -112,6 +113,7 @@ class MoveForm(forms.Form):
     )
     health_override = forms.CharField(
         required=False,
+        max_length=FREE_TEXT_MAX_LENGTH,
         help_text="Only for pools that require healthy nodes: why move a node "
         "with XID errors or without metrics anyway.",
     )
@@ -143,14 +145,19 @@ class MoveForm(forms.Form):
 
 
 class DecisionForm(forms.Form):
-    reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    reason = forms.CharField(
+        required=False, max_length=FREE_TEXT_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
+    )
 
 
 class LoanChangeForm(forms.Form):
     until = forms.DateTimeField(
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
-    reason = forms.CharField(error_messages={"required": "A loan change needs a reason."})
+    reason = forms.CharField(
+        max_length=FREE_TEXT_MAX_LENGTH,
+        error_messages={"required": "A loan change needs a reason."},
+    )
 
 
 class TokenForm(forms.Form):

@@ -15,6 +15,11 @@ from pools.core import names
 from pools.core.desired import PoolSpec, Taint, Target
 from pools.core.pool_definition import definition_errors
 
+# Free text people type (a move's reason, a decision's comment, a pool's description): a
+# paragraph, not a document. Every form and serializer that takes one reads its limit from
+# the model field, so the pages and the API refuse the same text.
+FREE_TEXT_MAX_LENGTH = 2000
+
 
 class PoolQuerySet(models.QuerySet["Pool"]):
     def active(self) -> PoolQuerySet:
@@ -31,7 +36,7 @@ class Pool(models.Model):
         help_text="A DNS label; nodes in the pool carry <pool key>=<name>.",
     )
     display_name = models.CharField(max_length=100)
-    description = models.TextField(blank=True)
+    description = models.TextField(blank=True, max_length=FREE_TEXT_MAX_LENGTH)
     labels = models.JSONField(
         default=dict,
         blank=True,
@@ -294,7 +299,7 @@ class MoveRequest(models.Model):
         related_name="move_requests",
     )
     destination = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="incoming")
-    reason = models.TextField()
+    reason = models.TextField(max_length=FREE_TEXT_MAX_LENGTH)
     drain_policy = models.CharField(
         max_length=20, choices=DrainPolicy.choices, default=DrainPolicy.LEAVE_RUNNING
     )
@@ -317,7 +322,7 @@ class MoveRequest(models.Model):
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
-    health_override = models.TextField(blank=True)
+    health_override = models.TextField(blank=True, max_length=FREE_TEXT_MAX_LENGTH)
     approvals_required = models.PositiveSmallIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -404,7 +409,7 @@ class Approval(models.Model):
     approver = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="approvals"
     )
-    comment = models.TextField(blank=True)
+    comment = models.TextField(blank=True, max_length=FREE_TEXT_MAX_LENGTH)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -18,7 +18,7 @@ from pools.errors import MetricsUnavailable, WorkflowError
 from pools.filters import ACTIVE, ALL, AuditFilter, MoveFilter, NodeFilter, page_queryset
 from pools.fitcheck.impact import move_impact
 from pools.forms import DecisionForm, LoanChangeForm, MoveForm
-from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
+from pools.models import FREE_TEXT_MAX_LENGTH, AuditEvent, MoveItem, MoveRequest, Pool
 from pools.roles import Capability, require
 from pools.workflow import ACTION_CAPABILITY, Action
 
@@ -111,7 +111,12 @@ def move_new(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, f"Move #{move.pk} asked; it waits for approval.")
                 return redirect("move-detail", pk=move.pk)
-    return render(request, "pools/move_new.html", {"form": form, "plan": plan, "impact": impact})
+    return render(
+        request,
+        "pools/move_new.html",
+        {"form": form, "plan": plan, "impact": impact},
+        status=400 if form.errors else 200,  # a refused form is the client's error
+    )
 
 
 @require(Capability.VIEW)
@@ -132,6 +137,7 @@ def move_list(request: HttpRequest) -> HttpResponse:
             "state": state,
             "states": [ACTIVE, *MoveRequest.State.values, ALL],
             "export_query": query.urlencode(),
+            "reason_max_length": FREE_TEXT_MAX_LENGTH,
         },
         status=status,
     )
@@ -143,6 +149,12 @@ MOVE_LIVE_SECONDS = 2
 
 @require(Capability.VIEW)
 def move_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    return _move_detail_page(request, pk)
+
+
+def _move_detail_page(
+    request: HttpRequest, pk: int, *, decision_form: DecisionForm | None = None, status: int = 200
+) -> HttpResponse:
     move = get_object_or_404(
         MoveRequest.objects.select_related(
             "destination", "requested_by", "parent"
@@ -163,8 +175,8 @@ def move_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if request.GET.get("partial") == "live":  # the part live.js fetches again
         return render(request, "pools/_move_live.html", context)
     context["actions"] = workflow.allowed_actions(request.user, move)
-    context["decision_form"] = DecisionForm()
-    return render(request, "pools/move_detail.html", context)
+    context["decision_form"] = decision_form or DecisionForm()
+    return render(request, "pools/move_detail.html", context, status=status)
 
 
 _DONE = {
@@ -196,25 +208,30 @@ def _decide(
         messages.success(request, f"Move #{move.pk}: {_DONE[action]}.")
 
 
+def _decide_from_form(request: HttpRequest, pk: int, action: Action) -> HttpResponse:
+    form = DecisionForm(request.POST)
+    if not form.is_valid():  # the page again, the reason as typed and what is wrong with it
+        return _move_detail_page(request, pk, decision_form=form, status=400)
+    _decide(request, pk, action, reason=form.cleaned_data["reason"])
+    return redirect("move-detail", pk=pk)
+
+
 @require_POST
 @require(ACTION_CAPABILITY[Action.APPROVE])
 def move_approve(request: HttpRequest, pk: int) -> HttpResponse:
-    _decide(request, pk, Action.APPROVE, reason=request.POST.get("reason", ""))
-    return redirect("move-detail", pk=pk)
+    return _decide_from_form(request, pk, Action.APPROVE)
 
 
 @require_POST
 @require(ACTION_CAPABILITY[Action.REJECT])
 def move_reject(request: HttpRequest, pk: int) -> HttpResponse:
-    _decide(request, pk, Action.REJECT, reason=request.POST.get("reason", ""))
-    return redirect("move-detail", pk=pk)
+    return _decide_from_form(request, pk, Action.REJECT)
 
 
 @require_POST
 @require(ACTION_CAPABILITY[Action.CANCEL])
 def move_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    _decide(request, pk, Action.CANCEL, reason=request.POST.get("reason", ""))
-    return redirect("move-detail", pk=pk)
+    return _decide_from_form(request, pk, Action.CANCEL)
 
 
 @require_POST
@@ -224,12 +241,17 @@ def move_bulk(request: HttpRequest) -> HttpResponse:
     action = Action.REJECT if request.POST.get("action") == "reject" else Action.APPROVE
     # Ids as the list page sends them; anything else (or beyond a database id) is no move.
     ids = [int(v) for v in request.POST.getlist("move") if v.isdigit() and len(v) <= 18]
+    form = DecisionForm(request.POST)
+    if not form.is_valid():  # nothing decided: the list again, saying what is wrong
+        for error in form.errors["reason"]:
+            messages.error(request, f"Reason: {error}")
+        return _with_status(move_list(request), 400)
     try:
         outcomes = workflow.moves_decide_bulk(
             move_ids=ids,
             user=request.user,
             action=action,
-            reason=request.POST.get("reason", ""),
+            reason=form.cleaned_data["reason"],
             now=timezone.now(),
         )
     except WorkflowError as exc:  # nothing was decided: say why, keep the list
@@ -256,8 +278,15 @@ def loans(request: HttpRequest) -> HttpResponse:
             ],
             "ended": selectors.ended_loans(),
             "now": timezone.now(),
+            "reason_max_length": FREE_TEXT_MAX_LENGTH,
         },
     )
+
+
+def _with_status(response: HttpResponse, status: int) -> HttpResponse:
+    """A page shown again in answer to a refused form: a 4xx, not the page's usual 200."""
+    response.status_code = status
+    return response
 
 
 LOAN_FIELDS = {"until": "Extend until", "reason": "Reason"}
@@ -271,7 +300,7 @@ def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
         # Each field says what is wrong with it: an unreadable date is not a missing reason.
         for field, errors in form.errors.items():
             messages.error(request, f"{LOAN_FIELDS.get(field, field)}: {' '.join(errors)}")
-        return redirect("loans")
+        return _with_status(loans(request), 400)
     action = Action.END_LOAN if "end" in request.POST else Action.EXTEND_LOAN
     _decide(
         request, pk, action, reason=form.cleaned_data["reason"], until=form.cleaned_data["until"]

@@ -219,7 +219,12 @@ def _pool_form_page(request: HttpRequest, pool: Pool | None) -> HttpResponse:
             )
             return redirect("pool-detail", name=saved.pool.name)
         impact = selectors.pool_change_impact(candidate)
-    return render(request, "pools/pool_form.html", {"form": form, "pool": pool, "impact": impact})
+    return render(
+        request,
+        "pools/pool_form.html",
+        {"form": form, "pool": pool, "impact": impact},
+        status=400 if form.errors else 200,  # a refused form is the client's error
+    )
 
 
 @require(Capability.EDIT_POOLS)

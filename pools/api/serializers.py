@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from pools.api.fields import StrictCharField, StrictIntegerField
-from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
+from pools.models import FREE_TEXT_MAX_LENGTH, AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.workflow import BULK_LIMIT
 
 
@@ -186,18 +186,20 @@ class MoveCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
         child=StrictCharField(max_length=253), min_length=1, max_length=5000
     )
     destination = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.active())
-    reason = StrictCharField(max_length=2000)
+    reason = StrictCharField(max_length=FREE_TEXT_MAX_LENGTH)
     drain_policy = serializers.ChoiceField(
         choices=MoveRequest.DrainPolicy.choices, default=MoveRequest.DrainPolicy.LEAVE_RUNNING
     )
     drain_deadline_seconds = StrictIntegerField(min_value=10, max_value=86_400, default=1800)
     loan_until = serializers.DateTimeField(required=False, allow_null=True)
-    health_override = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)
+    health_override = StrictCharField(
+        required=False, allow_blank=True, default="", max_length=FREE_TEXT_MAX_LENGTH
+    )
     reconcile = serializers.BooleanField(default=False)
 
 
 class DryRunSerializer(MoveCreateSerializer):
-    reason = StrictCharField(max_length=2000, required=False, allow_blank=True)
+    reason = StrictCharField(max_length=FREE_TEXT_MAX_LENGTH, required=False, allow_blank=True)
 
 
 class CheckSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -323,13 +325,13 @@ class DecisionSerializer(serializers.Serializer):  # type: ignore[type-arg]
         required=False,
         allow_blank=True,
         default="",
-        max_length=2000,
+        max_length=FREE_TEXT_MAX_LENGTH,
         help_text="Why: required to reject, optional to approve or cancel.",
     )
     comment = StrictCharField(
         required=False,
         allow_blank=True,
-        max_length=2000,
+        max_length=FREE_TEXT_MAX_LENGTH,
         write_only=True,
         help_text="Deprecated: the former name of `reason`, read only when `reason` is absent.",
     )
@@ -414,7 +416,7 @@ class BulkDecisionSerializer(serializers.Serializer):  # type: ignore[type-arg]
         required=False,
         allow_blank=True,
         default="",
-        max_length=2000,
+        max_length=FREE_TEXT_MAX_LENGTH,
         help_text="One reason for every move: required to reject, optional to approve.",
     )
 

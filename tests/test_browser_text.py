@@ -1,0 +1,97 @@
+"""Text on the pages, in headless Chromium (Debian's) driven by Playwright, on the database
+alone (no cluster, no Prometheus): long user text wraps instead of widening the page, and
+at a phone's width words and label keys stay whole."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from pools import workflow
+from pools.models import FREE_TEXT_MAX_LENGTH, Pool
+from tests import test_browser
+from tests.factories import demo_inventory
+from tests.moves_helpers import user_in
+from tests.test_browser import DESKTOP, PHONE
+
+pytestmark = test_browser.pytestmark
+chromium_browser = test_browser.chromium_browser
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+PASSWORD = "read-the-long-words-1"
+# The longest text the portal takes, as one word: the hardest to wrap.
+WORD = "capacity" * (FREE_TEXT_MAX_LENGTH // len("capacity"))
+
+
+@pytest.fixture
+def signed_in(live_server: Any, chromium_browser: Any) -> Iterator[Any]:
+    demo_inventory()
+    User.objects.create_superuser("ada", email="ada@example.com", password=PASSWORD)
+    page = chromium_browser.new_page(viewport=DESKTOP)
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    yield page
+    page.close()
+
+
+# The widest box of text holding `word` (its own box, not its element's, which a word that
+# does not wrap overflows), the viewport's width and the page's scroll width. A table may
+# scroll in its own box on a phone; the text in it wraps all the same.
+WIDEST_TEXT = """(word) => { const w = document.documentElement.clientWidth; let widest = 0;
+  const walk = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    if (!n.textContent.includes(word)) continue;
+    const range = document.createRange(); range.selectNodeContents(n);
+    widest = Math.max(widest, range.getBoundingClientRect().width);
+  } return [widest, w, document.documentElement.scrollWidth]; }"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_longest_reason_wraps_on_every_page_that_shows_it(
+    live_server: Any, signed_in: Any
+) -> None:
+    page = signed_in
+    now = timezone.now()
+    training = Pool.objects.get(name="training")
+    training.description = WORD
+    training.save()
+    move = workflow.move_request_create(
+        requested_by=user_in("requesters", "rita"),
+        node_names=["a100-reserve-000"],
+        destination=training,
+        reason=WORD,
+        health_override=WORD,
+        loan_until=now + timedelta(days=1),
+        now=now,
+    )
+    workflow.move_decide(
+        move=move,
+        user=user_in("approvers", "arno"),
+        action=workflow.Action.REJECT,
+        reason=WORD,
+        until=None,
+        now=now,
+    )
+    pages = [
+        f"/moves/{move.pk}/",
+        "/audit/",
+        "/pools/training/",
+        "/moves/?state=all",
+        "/nodes/a100-reserve-000/",
+        f"/search/?q=%23{move.pk}",
+    ]
+    for viewport in (DESKTOP, PHONE):
+        page.set_viewport_size(viewport)
+        for path in pages:
+            page.goto(f"{live_server.url}{path}")
+            text, width, scroll = page.evaluate(WIDEST_TEXT, WORD[:40])
+            assert text > 0, f"{path}: the text is not shown"
+            assert text <= width and scroll <= width, (path, viewport, text, width, scroll)
