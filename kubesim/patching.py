@@ -115,18 +115,58 @@ def _merge_list(current: Any, patch: list[Any], kind: str, path: str) -> list[An
     return merged
 
 
-def json_patch(target: Any, operations: Any) -> Any:
-    """RFC 6902."""
+class _PatchFailed(Exception):
+    """An operation json-patch's Apply refuses (its own words, which the server drops)."""
+
+
+def json_patch(target: Any, operations: Any, validation: str = "Warn") -> Any:
+    """RFC 6902. A patch that is not a list of objects is a 400, from patch.go's own strict
+    decoding unless fieldValidation is Ignore, else from jsonpatch's. An operation that
+    cannot be applied (a failed `test`, a missing path, an unknown op) is answered as
+    patch.go answers any error of jsonpatch's Apply: a 422 with NewGenericServerResponse's
+    fixed message and empty details, the cause not said."""
+    checked = validation in ("Warn", "Strict")
+    if operations is None:
+        operations = []  # JSON null decodes to an empty patch
     if not isinstance(operations, list):
-        raise ApiError(
-            400, "BadRequest", "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
-        )
-    document = copy.deepcopy(target)
+        go_type = "[]handlers.jsonPatchOp" if checked else "jsonpatch.Patch"
+        raise _undecodable(_json_type(operations), go_type, checked)
     for operation in operations:
-        if not isinstance(operation, dict) or "op" not in operation or "path" not in operation:
-            raise ApiError(422, "Invalid", f"invalid JSON patch operation: {operation}")
-        op = operation["op"]
-        path = _pointer(operation["path"])
+        if not isinstance(operation, dict):
+            go_type = "handlers.jsonPatchOp" if checked else "jsonpatch.Operation"
+            raise _undecodable(_json_type(operation), go_type, checked)
+    try:
+        return _apply(copy.deepcopy(target), operations)
+    except _PatchFailed:
+        raise ApiError(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+            details={},
+        ) from None
+
+
+def _undecodable(json_type: str, go_type: str, checked: bool) -> ApiError:
+    message = f"json: cannot unmarshal {json_type} into Go value of type {go_type}"
+    return ApiError(400, "BadRequest", f"error decoding patch: {message}" if checked else message)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    return "number"
+
+
+def _apply(document: Any, operations: list[dict[str, Any]]) -> Any:
+    for operation in operations:
+        op = operation.get("op")
+        path = _pointer(operation.get("path"))
         if op == "add":
             document = _add(document, path, copy.deepcopy(operation.get("value")))
         elif op == "remove":
@@ -143,32 +183,22 @@ def json_patch(target: Any, operations: Any) -> Any:
             document = _add(document, path, value)
         elif op == "test":
             if _get(document, path) != operation.get("value"):
-                raise ApiError(
-                    422,
-                    "Invalid",
-                    f"the server rejected our request due to an error "
-                    f"in our request: testing value {operation['path']} failed",
-                )
+                raise _PatchFailed(f"testing value {operation['path']} failed")
         else:
-            raise ApiError(422, "Invalid", f"Unexpected kind: {op}")
+            raise _PatchFailed(f"Unexpected kind: {op}")
     return document
 
 
-def _pointer(pointer: str) -> list[str]:
+def _pointer(pointer: Any) -> list[str]:
     if pointer == "":
         return []
-    if not pointer.startswith("/"):
-        raise ApiError(422, "Invalid", f"JSON pointer must start with '/': {pointer!r}")
+    if not isinstance(pointer, str) or not pointer.startswith("/"):
+        raise _PatchFailed(f"JSON pointer must start with '/': {pointer!r}")
     return [p.replace("~1", "/").replace("~0", "~") for p in pointer[1:].split("/")]
 
 
-def _missing(path: list[str]) -> ApiError:
-    return ApiError(
-        422,
-        "Invalid",
-        "the server rejected our request due to an error in our "
-        f'request: doc is missing path: "/{"/".join(path)}"',
-    )
+def _missing(path: list[str]) -> _PatchFailed:
+    return _PatchFailed(f'doc is missing path: "/{"/".join(path)}"')
 
 
 def _parent(document: Any, path: list[str]) -> Any:
@@ -223,9 +253,4 @@ def _remove(document: Any, path: list[str]) -> tuple[Any, Any]:
         return document, parent.pop(last)
     if isinstance(parent, list) and last.isdigit() and int(last) < len(parent):
         return document, parent.pop(int(last))
-    raise ApiError(
-        422,
-        "Invalid",
-        "the server rejected our request due to an error in our "
-        f"request: Unable to remove nonexistent key: {last}: missing value",
-    )
+    raise _PatchFailed(f"Unable to remove nonexistent key: {last}: missing value")

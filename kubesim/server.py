@@ -751,7 +751,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise errors.bad_request("strategic merge patch must be a JSON object")
             patched = patching.strategic_merge_patch(current.obj, patch, kind)
         else:
-            patched = patching.json_patch(current.obj, patch)
+            patched = patching.json_patch(current.obj, patch, opts.field_validation)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise errors.bad_request("the patch removed the object's metadata")
         patched = writes.decode_patched(

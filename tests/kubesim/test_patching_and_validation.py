@@ -93,9 +93,37 @@ def test_json_patch_operations_and_errors() -> None:
         "metadata": {"labels": {"a/b": "2", "c": "2"}},
         "spec": {"taints": [{"key": "u"}], "first": {"key": "t"}},
     }
+    # Whatever jsonpatch's Apply refuses, the server answers in the same words (K11).
+    for refused in (
+        {"op": "remove", "path": "/metadata/labels/nope"},
+        {"op": "test", "path": "/metadata/labels/a~1b", "value": "2"},
+        {"op": "add", "path": "metadata/labels/x", "value": "y"},
+        {"op": "bogus", "path": "/metadata"},
+    ):
+        with pytest.raises(ApiError) as caught:
+            json_patch(doc, [refused])
+        assert caught.value.status() == {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": "the server rejected our request due to an error in our request",
+            "reason": "Invalid",
+            "details": {},
+            "code": 422,
+        }
     with pytest.raises(ApiError) as caught:
-        json_patch(doc, [{"op": "remove", "path": "/metadata/labels/nope"}])
-    assert caught.value.code == 422
+        json_patch(doc, ["x"])
+    assert (caught.value.code, caught.value.message) == (
+        400,
+        "error decoding patch: json: cannot unmarshal string into Go value of type "
+        "handlers.jsonPatchOp",
+    )
+    with pytest.raises(ApiError) as caught:
+        json_patch(doc, {"op": "add"}, validation="Ignore")
+    assert caught.value.message == (
+        "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
+    )
 
 
 @pytest.mark.parametrize(
