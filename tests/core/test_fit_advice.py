@@ -198,3 +198,55 @@ def test_invalid_tolerations_and_affinity_in_the_api_servers_words() -> None:
         "nodeSelectorTerms[0].matchExpressions[0]: for 'in', 'notin' operators, values set "
         "can't be empty; the scheduler cannot use this term, so it matches no node",
     ]
+
+
+def test_a_gpu_model_no_node_has_is_said_once_and_no_fix_is_offered() -> None:
+    h100 = pod(1, nodeSelector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    checked = report(cluster(), h100)
+    found = findings(cluster(), h100)
+    [finding] = found["gpu-model-not-in-cluster"]
+    assert not finding.pool and finding.severity == "warning"
+    assert (
+        "no node in the cluster has that model "
+        "(the cluster has NVIDIA-A100-SXM4-80GB, NVIDIA-L40S)" in finding.message
+    )
+    # The pool-affinity warning does not blame room, and no pool hears it again.
+    [unpinned] = found["gpu-without-pool-affinity"]
+    assert "today no node has the GPU model it asks for" in unpinned.message
+    assert "room" not in unpinned.message.split("(")[-1]
+    assert "gpu-model-not-in-pool" not in found
+    # Every pool's fix would keep the selector no node matches: none is offered.
+    assert checked.fixes == {}
+
+
+def test_a_fix_is_offered_only_where_a_node_has_the_gpu_model_asked() -> None:
+    snap = snapshot(
+        node("t0", "training"),
+        node("i0", "inference", gpus=4, product="NVIDIA-L40S"),
+        node("m0", "mixed"),
+    )
+    l40s = pod(1, nodeSelector={"nvidia.com/gpu.product": "NVIDIA-L40S"})
+    assert set(report(snap, l40s).fixes) == {"inference"}
+    assert "gpu-model-not-in-cluster" not in findings(snap, l40s)
+    either = pod(
+        1,
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "nvidia.com/gpu.product",
+                                    "operator": "In",
+                                    "values": ["NVIDIA-L40S", "NVIDIA-A100-SXM4-80GB"],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
+    )
+    assert set(report(snap, either).fixes) == {"training", "inference", "mixed"}
+    assert set(report(snap, pod(1)).fixes) == {"training", "inference", "mixed"}

@@ -234,3 +234,39 @@ def test_fit_api_costs_the_same_queries_whatever_the_cluster(
         gpu_pod(f"more-{i}", "research", node=f"a100-reserve-00{i % 9}")
     with django_assert_num_queries(len(small.captured_queries)):
         assert client.post("/api/v1/fit/", body, content_type="application/json").status_code == 200
+
+
+UNPINNED_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: anywhere, namespace: research}
+spec:
+  containers:
+  - name: main
+    image: cuda
+    resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+
+def test_fit_page_names_the_nodes_in_no_pool_where_a_pod_lands(demo):  # type: ignore[no-untyped-def]
+    html = unescape(viewer().post("/fit/", {"manifest": UNPINNED_POD}).content.decode())
+    verdict = html.split("data-cluster-verdict>")[1].split("</p>")[0]
+    assert "(lands in nodes in no pool, mixed)" in verdict, verdict
+    assert "(lands in , " not in verdict
+
+
+def test_fit_page_says_no_node_has_the_model_and_offers_no_fix(demo):  # type: ignore[no-untyped-def]
+    manifest = UNPINNED_POD.replace(
+        "spec:\n", "spec:\n  nodeSelector: {nvidia.com/gpu.product: NVIDIA-B200}\n", 1
+    )
+    response = viewer().post("/fit/", {"manifest": manifest})
+    html = unescape(response.content.decode())
+    assert response.status_code == 200
+    assert 'data-finding="gpu-model-not-in-cluster"' in html
+    assert "NVIDIA-B200, and no node in the cluster has that model" in html
+    assert "today no node has room for it" not in html
+    assert "data-fix=" not in html and 'name="download"' not in html
+    assert html.count("data-no-fix") == Pool.objects.active().count()
+    # Nor can one be downloaded.
+    download = viewer().post("/fit/", {"manifest": manifest, "download": "training"})
+    assert "Content-Disposition" not in download

@@ -6,8 +6,11 @@ Each finding has a stable code:
   pods land on any GPU node whose taints they tolerate, in whichever pool has room.
 - `tolerates-everything`: a toleration with an empty key and `Exists` tolerates every taint
   (of its effect, or of every effect), so pool taints stop protecting anything from it.
+- `gpu-model-not-in-cluster`: a `nvidia.com/gpu.product` asked by label that no node in the
+  cluster carries: the pods stay Pending in every pool, and no pool's fix can change that
+  (none is offered: see `fixable_pools`).
 - `gpu-model-not-in-pool`: a `nvidia.com/gpu.product` asked by label that a pool does not
-  accept or has no node with.
+  accept or has no node with (the cluster has it elsewhere).
 - `gpu-limit-defaults-request` (info): a GPU limit with no request; the request defaults to it.
 - `priority-instead-of-isolation`: a priority above the default and no pool affinity —
   priority isolates nothing; when GPUs are short, preemption evicts other teams' pods wherever
@@ -24,11 +27,11 @@ affinity, unknown fields) come from reading the manifest and are part of `Worklo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pools.core.fit.cluster import NO_POOL, ClusterSnapshot
+from pools.core.fit.cluster import NO_POOL, ClusterSnapshot, FitPool
 from pools.core.fit.findings import INFO, WARNING, Finding
 from pools.core.fit.pods import DEFAULT_SCHEDULER, SYSTEM_PRIORITY_CLASSES
 from pools.core.fit.resources import GPU, gpu_limit_only_finding
@@ -82,9 +85,14 @@ def _template_findings(
     findings = []
     if shape.gpu_limit_only:
         findings.append(gpu_limit_only_finding(list(shape.gpu_limit_only), shape.requests.gpu))
+    missing = _models_nowhere(template, snapshot)
+    if missing:
+        findings.append(_model_not_in_cluster(template, missing, snapshot))
     pinned = shape.placement.requires_value(options.pool_key)
     if shape.requests.gpu and pinned is None:
-        findings.append(_no_pool_affinity(template, lands, options.pool_key))
+        findings.append(
+            _no_pool_affinity(template, lands, options.pool_key, model_missing=bool(missing))
+        )
     if pinned and not shape.requests.gpu and _gpu_pools(snapshot, pinned):
         message = (
             f"{template.path}: pinned to pool {', '.join(sorted(pinned))} but requests no "
@@ -101,9 +109,57 @@ def _gpu_pools(snapshot: ClusterSnapshot, pools: frozenset[str]) -> bool:
     return any(snapshot.nodes[i].allocatable.gpu for p in pools for i in snapshot.pool_nodes(p))
 
 
-def _no_pool_affinity(template: PodTemplate, lands: tuple[str, ...], pool_key: str) -> Finding:
+def gpu_models(snapshot: ClusterSnapshot, indexes: Iterable[int] | None = None) -> set[str]:
+    """The GPU models the nodes carry (all of the snapshot's by default)."""
+    nodes = snapshot.nodes if indexes is None else [snapshot.nodes[i] for i in indexes]
+    return {n.labels.get(GPU_PRODUCT_LABEL, "") for n in nodes} - {""}
+
+
+def _models_nowhere(template: PodTemplate, snapshot: ClusterSnapshot) -> frozenset[str]:
+    """The GPU models the template asks for by label when no node has any of them."""
+    asked = template.shape.placement.requires_value(GPU_PRODUCT_LABEL)
+    if not asked or asked & gpu_models(snapshot):
+        return frozenset()
+    return asked
+
+
+def _model_not_in_cluster(
+    template: PodTemplate, asked: frozenset[str], snapshot: ClusterSnapshot
+) -> Finding:
+    have = ", ".join(sorted(gpu_models(snapshot))) or "no GPU node"
+    message = (
+        f"{template.path}: asks for {GPU_PRODUCT_LABEL} {', '.join(sorted(asked))}, and no "
+        f"node in the cluster has that model (the cluster has {have}): the pods stay Pending "
+        "in every pool, whatever the scheduling block. Ask for a model the cluster has."
+    )
+    return Finding("gpu-model-not-in-cluster", WARNING, message, path=template.path)
+
+
+def fixable_pools(templates: Iterable[PodTemplate], snapshot: ClusterSnapshot) -> list[FitPool]:
+    """The pools whose fix can work: each template that asks for GPU models by label finds
+    one of them on a node of the pool. Another pool's fix would keep the selector no node of
+    the pool matches, so the fixed pods would stay Pending there."""
+    asked = [
+        models for t in templates if (models := t.shape.placement.requires_value(GPU_PRODUCT_LABEL))
+    ]
+    fixable = []
+    for name in sorted(snapshot.pools):
+        here = gpu_models(snapshot, snapshot.pool_nodes(name))
+        if all(models & here for models in asked):
+            fixable.append(snapshot.pools[name])
+    return fixable
+
+
+def _no_pool_affinity(
+    template: PodTemplate, lands: tuple[str, ...], pool_key: str, *, model_missing: bool
+) -> Finding:
     where = ", ".join(f"pool {p}" if p != NO_POOL else "nodes in no pool" for p in lands)
-    today = f"today it would land in: {where}" if lands else "today no node has room for it"
+    if lands:
+        today = f"today it would land in: {where}"
+    elif model_missing:
+        today = "today no node has the GPU model it asks for"
+    else:
+        today = "today no node has room for it"
     message = (
         f"{template.path}: requests {counted(template.shape.requests.gpu, 'GPU')} with no "
         f"required node affinity on {pool_key}: it lands on any GPU node whose taints it "
@@ -203,14 +259,14 @@ def _pool_findings(
 ) -> list[Finding]:
     findings = []
     pool = snapshot.pools[pool_fit.pool]
-    models_here = {
-        snapshot.nodes[i].labels.get(GPU_PRODUCT_LABEL, "") for i in snapshot.pool_nodes(pool.name)
-    } - {""}
+    models_here = gpu_models(snapshot, snapshot.pool_nodes(pool.name))
     for template in fit.workload.templates:
         asked = template.shape.placement.requires_value(GPU_PRODUCT_LABEL)
         targets = template.shape.placement.requires_value(pool_key)
         if not asked or (targets is not None and pool.name not in targets):
             continue
+        if _models_nowhere(template, snapshot):
+            continue  # said once for the cluster (gpu-model-not-in-cluster), not per pool
         if pool.accepted_gpu_models and not asked & set(pool.accepted_gpu_models):
             have = ", ".join(pool.accepted_gpu_models)
         elif not asked & models_here:

@@ -47,7 +47,8 @@ A report (`FitReport`) holds, per workload of the manifest (`WorkloadFit`):
 - `findings`: what a platform engineer would say (codes in `pools.core.fit.advice`), with the
   API server's refusals found while reading; `report.findings` lists all of them, pools' too.
 - `report.fixes[pool]`: the whole manifest with that pool's scheduling block merged into every
-  pod template (`pools.core.fit.fix`), and its diff.
+  pod template (`pools.core.fit.fix`), and its diff; only for the pools where it can work (no
+  fix for a pool none of whose nodes has the GPU model a template asks for by label).
 
 How the verdict is reached is in `pools.core.fit.filters` (the scheduler's filters and messages)
 and `pools.core.fit.packing` (how many pods fit, placed together).
@@ -59,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pools.core.fit.advice import FitOptions, workload_findings
+from pools.core.fit.advice import FitOptions, fixable_pools, workload_findings
 from pools.core.fit.cluster import ClusterSnapshot, PoolCapacity
 from pools.core.fit.filters import (
     NO_NODES,
@@ -228,7 +229,9 @@ def check_fit(
         findings += fit.findings
         for pool_fit in fit.pools:
             findings += pool_fit.findings
-    fixes = scheduling_fixes(manifest, snapshot.pools.values(), pool_key) if with_fixes else {}
+    templates = [t for w in manifest.workloads for t in w.templates]
+    fixable = fixable_pools(templates, snapshot)
+    fixes = scheduling_fixes(manifest, fixable, pool_key) if with_fixes else {}
     return FitReport(tuple(fits), tuple(findings), fixes)
 
 
