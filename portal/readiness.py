@@ -11,7 +11,8 @@ from django.db import connection
 from django.db.utils import Error as DatabaseError
 
 from pools.core.redact import redact_url
-from pools.kube.client import kube_version
+from pools.inventory.lease import lease_last_renewed
+from pools.kube.client import kube_configured, kube_version
 from pools.kube.errors import KubeError
 from pools.metrics.node_figures import figure_sources, rules_loaded
 from pools.metrics.source import MetricsError, prometheus_ready
@@ -98,11 +99,38 @@ def figures_detail() -> str:
 
 
 def check_kubernetes() -> str:
+    if not kube_configured():
+        return _kubernetes_through_the_inventory()
     try:
         version = kube_version()
     except KubeError as exc:
         raise CheckFailed(str(exc)) from exc
     return f"API server {version}"
+
+
+def _kubernetes_through_the_inventory() -> str:
+    """A process with no cluster configured (the chart's web pods mount no token: they call
+    no Kubernetes API) cannot ask the API server itself; it says so, and what it can see:
+    when the inventory was last written under its lease, by the watcher or the sync."""
+    unseen = (
+        "no cluster configured in this process (no KUBECONFIG, KUBE_IN_CLUSTER=false), so it "
+        "cannot ask the API server itself"
+    )
+    try:
+        last = lease_last_renewed()
+    except DatabaseError as exc:
+        raise CheckFailed(f"{unseen}; nor read the inventory lease: {exc}") from exc
+    if last is None:
+        raise CheckFailed(f"{unseen}; and no inventory watcher or sync has written the nodes yet")
+    holder, age = last
+    by = holder or "a watcher since stopped"
+    stale = 2 * settings.INVENTORY_SYNC_SECONDS + settings.INVENTORY_LEASE_SECONDS
+    if age > stale:
+        raise CheckFailed(
+            f"{unseen}; the inventory lease was last renewed {age:.0f}s ago (by {by}), over "
+            f"{stale}s: no watcher or sync reaches the API server, the nodes shown may be stale"
+        )
+    return f"{unseen}; the inventory lease was renewed {age:.0f}s ago by {by}"
 
 
 def check_pool_definitions() -> str:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
+from pools.inventory.lease import lease_acquire
+from pools.models import InventoryLease
 from tests.servers import PrometheusServer, RedisServer, free_port, prometheus_server
 
 
@@ -80,3 +85,46 @@ def test_no_cluster_configured_is_reported(client: Client, settings, redis: Redi
     status, body = readyz(client)
     assert status == 200
     assert "no cluster configured" in body["checks"]["kubernetes"]["error"]
+
+
+@pytest.mark.django_db
+def test_without_a_cluster_the_kubernetes_check_says_what_it_sees_through_the_inventory(
+    client: Client,
+    settings,
+    redis: RedisServer,  # type: ignore[no-untyped-def]
+) -> None:
+    """The chart's web pods mount no token: /readyz says it cannot ask the API server, and
+    whether the watcher (or the sync) still writes the inventory under its lease."""
+    settings.CELERY_BROKER_URL = redis.url
+    settings.KUBECONFIG = ""
+    settings.KUBE_IN_CLUSTER = False
+    settings.INVENTORY_SYNC_SECONDS = 60
+    settings.INVENTORY_LEASE_SECONDS = 15
+    unseen = (
+        "no cluster configured in this process (no KUBECONFIG, KUBE_IN_CLUSTER=false), so it "
+        "cannot ask the API server itself"
+    )
+    assert lease_acquire("watcher:portal-watcher-0:7", 15)
+    status, body = readyz(client)
+    assert status == 200
+    kubernetes = body["checks"]["kubernetes"]
+    assert (kubernetes["ok"], kubernetes["required"]) == (True, False)
+    assert re.fullmatch(
+        rf"{re.escape(unseen)}; the inventory lease was renewed \d+s ago by "
+        "watcher:portal-watcher-0:7",
+        kubernetes["detail"],
+    ), kubernetes
+    # The watcher stopped renewing 10 minutes ago: what the pages show may be stale.
+    InventoryLease.objects.update(renewed_at=timezone.now() - timedelta(minutes=10))
+    status, body = readyz(client)
+    kubernetes = body["checks"]["kubernetes"]
+    assert (status, kubernetes["ok"]) == (200, False)
+    assert re.fullmatch(
+        rf"{re.escape(unseen)}; the inventory lease was last renewed 6\d\ds ago \(by "
+        r"watcher:portal-watcher-0:7\), over 135s: no watcher or sync reaches the API "
+        "server, the nodes shown may be stale",
+        kubernetes["error"],
+    ), kubernetes
+    # Made required, the same answer takes the pod out of the Service.
+    settings.READYZ_REQUIRED = ["database", "kubernetes"]
+    assert readyz(client)[0] == 503

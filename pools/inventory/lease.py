@@ -12,7 +12,7 @@ import socket
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from pools.models import InventoryLease
@@ -80,6 +80,21 @@ def lease_holder() -> str | None:
     """Who holds the lease now, or None."""
     row = InventoryLease.objects.filter(name=NAME, expires_at__gte=Now()).first()
     return row.holder if row and row.holder else None
+
+
+def lease_last_renewed() -> tuple[str, float] | None:
+    """Who last held the lease and how many seconds ago they last renewed it (by the
+    database's clock), or None when it was never taken."""
+    row = (
+        InventoryLease.objects.filter(name=NAME, renewed_at__isnull=False)
+        .annotate(age=Now() - F("renewed_at"))
+        .values_list("holder", "age")
+        .first()
+    )
+    if row is None:
+        return None
+    holder, age = row
+    return holder, max(0.0, age.total_seconds())
 
 
 def relist_request() -> str | None:

@@ -19,6 +19,12 @@ def api_client() -> client.ApiClient:
     return _api_client(settings.KUBE_IN_CLUSTER, settings.KUBECONFIG, settings.KUBE_CONTEXT)
 
 
+def kube_configured() -> bool:
+    """Whether this process has a cluster to talk to (KUBECONFIG or in-cluster credentials).
+    The chart gives the web pods none: only the worker and the watcher call the API."""
+    return bool(settings.KUBE_IN_CLUSTER or settings.KUBECONFIG)
+
+
 @functools.cache
 def _api_client(in_cluster: bool, kubeconfig: str, context: str) -> client.ApiClient:
     configuration = client.Configuration()

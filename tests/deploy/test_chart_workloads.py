@@ -113,14 +113,24 @@ def test_only_the_pods_that_call_kubernetes_carry_a_token() -> None:
     docs = default_docs()
     account = of_kind(docs, "ServiceAccount")[0]
     assert account["automountServiceAccountToken"] is False
-    for component in ("web", "worker", "watcher"):
+    for component in ("worker", "watcher"):
         spec = deployment(docs, component)["spec"]["template"]["spec"]
         assert spec["serviceAccountName"] == account["metadata"]["name"], component
         assert spec["automountServiceAccountToken"] is True, component
-    assert (
-        deployment(docs, "beat")["spec"]["template"]["spec"]["automountServiceAccountToken"]
-        is False
-    )
+    # The web pods call no Kubernetes API: no token, and a process that knows it has none.
+    for component in ("web", "beat"):
+        spec = deployment(docs, component)["spec"]["template"]["spec"]
+        assert spec["automountServiceAccountToken"] is False, component
+    config = named(docs, "ConfigMap", NAME)["data"]
+    for component, in_cluster in (
+        ("web", "false"),
+        ("beat", "false"),
+        ("worker", "true"),
+        ("watcher", "true"),
+    ):
+        container = deployment(docs, component)["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env.get("KUBE_IN_CLUSTER", config["KUBE_IN_CLUSTER"]) == in_cluster, component
 
 
 def test_a_settings_change_rolls_the_pods() -> None:

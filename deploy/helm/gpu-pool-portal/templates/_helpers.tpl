@@ -101,7 +101,8 @@ OIDC_GROUPS_CLAIM: {{ .groupsClaim | quote }}
 {{/*
 The environment of every portal container: the ConfigMap, then each secret by reference.
 Call with (dict "root" $ "configMap" "<name>"), adding "metrics" "dir" for a process group
-that counts metrics (the web), "metrics" "port" for one that also serves them itself.
+that counts metrics (the web), "metrics" "port" for one that also serves them itself, and
+"kubernetes" false for a pod that mounts no token (the web).
 */}}
 {{- define "portal.env" -}}
 {{- $root := .root -}}
@@ -118,6 +119,12 @@ env:
         fieldPath: status.podIP
   - name: DJANGO_ALLOWED_HOSTS
     value: {{ printf "%s,$(POD_IP)" (include "portal.ingressHosts" $root) | trimPrefix "," | quote }}
+  {{- if and (hasKey . "kubernetes") (not .kubernetes) }}
+  # No token is mounted in this pod: the process has no cluster (the ConfigMap's
+  # KUBE_IN_CLUSTER is for the worker and the watcher).
+  - name: KUBE_IN_CLUSTER
+    value: "false"
+  {{- end }}
   {{- include "portal.secretEnv" (dict "name" "DJANGO_SECRET_KEY" "ref" $s.djangoSecretKey "path" "secrets.djangoSecretKey") | nindent 2 }}
   {{- include "portal.secretEnv" (dict "name" "DATABASE_URL" "ref" $s.databaseUrl "path" "secrets.databaseUrl") | nindent 2 }}
   {{- include "portal.secretEnv" (dict "name" "CELERY_BROKER_URL" "ref" $s.celeryBrokerUrl "path" "secrets.celeryBrokerUrl") | nindent 2 }}
