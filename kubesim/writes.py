@@ -4,7 +4,8 @@
   refused under `fieldValidation=Strict`; a value of the wrong JSON type (a number as a
   label value) is refused. A create or update body answers 400 (`Node in version "v1"
   cannot be handled as a Node: ...`, create.go's transformDecodeError); a patch answers 422
-  on the patched object (` "" is invalid: patch: Invalid value: ...`, patch.go).
+  on the patched object (` "" is invalid: patch: Invalid value: ...`, patch.go). A body
+  naming another kind, or a version its group does not have, is a 400 before any of that.
 - Update rules: `metadata.uid` and a node's `spec.podCIDRs`/`providerID` once set are
   immutable (422 with ValidateObjectMetaUpdate's and ValidateNodeUpdate's words); a PUT
   whose body names another uid fails its implied precondition (409).
@@ -27,10 +28,84 @@ def _quote(value: Any) -> str:
     return json.dumps(value) if isinstance(value, str) else str(value)
 
 
+# The kinds the real API server's scheme knows in the group versions a body sent to kubesim
+# is likely to name (each version also knows the option kinds metav1.AddToGroupVersion adds).
+_OPTIONS = (
+    "WatchEvent",
+    "ListOptions",
+    "GetOptions",
+    "DeleteOptions",
+    "CreateOptions",
+    "UpdateOptions",
+    "PatchOptions",
+)
+_CORE_V1 = (
+    *("Pod", "PodList", "PodStatusResult", "PodTemplate", "PodTemplateList"),
+    *("ReplicationController", "ReplicationControllerList", "Service", "ServiceList"),
+    *("ServiceProxyOptions", "Endpoints", "EndpointsList", "Node", "NodeList"),
+    *("NodeConfigSource", "NodeProxyOptions", "Binding", "Event", "EventList", "List"),
+    *("LimitRange", "LimitRangeList", "ResourceQuota", "ResourceQuotaList", "Namespace"),
+    *("NamespaceList", "Secret", "SecretList", "ServiceAccount", "ServiceAccountList"),
+    *("PersistentVolume", "PersistentVolumeList", "PersistentVolumeClaim"),
+    *("PersistentVolumeClaimList", "PodAttachOptions", "PodLogOptions", "PodExecOptions"),
+    *("PodPortForwardOptions", "PodProxyOptions", "ComponentStatus", "ComponentStatusList"),
+    *("SerializedReference", "RangeAllocation", "ConfigMap", "ConfigMapList", "Status"),
+)
+_POLICY = ("Eviction", "PodDisruptionBudget", "PodDisruptionBudgetList")
+_AUTHORIZATION = (
+    "SubjectAccessReview",
+    "SelfSubjectAccessReview",
+    "LocalSubjectAccessReview",
+    "SelfSubjectRulesReview",
+)
+REGISTERED: dict[str, frozenset[str]] = {
+    version: frozenset((*kinds, *_OPTIONS))
+    for version, kinds in {
+        "v1": _CORE_V1,
+        "policy/v1": _POLICY,
+        "policy/v1beta1": _POLICY,
+        "apps/v1": (
+            *("Deployment", "DeploymentList", "StatefulSet", "StatefulSetList"),
+            *("DaemonSet", "DaemonSetList", "ReplicaSet", "ReplicaSetList"),
+            *("ControllerRevision", "ControllerRevisionList"),
+        ),
+        "batch/v1": ("Job", "JobList", "CronJob", "CronJobList"),
+        "events.k8s.io/v1": ("Event", "EventList"),
+        "authorization.k8s.io/v1": _AUTHORIZATION,
+        "authorization.k8s.io/v1beta1": _AUTHORIZATION,
+    }.items()
+}
+
+
+def check_kind(kind: str, api_version: str, body: dict[str, Any]) -> None:
+    """The kind and apiVersion a body names (each defaulted to the endpoint's when absent)
+    must decode to the endpoint's kind: that kind in any version of its group, else a 400
+    in the words of the scheme's decoder and converter (create.go's transformDecodeError)."""
+    sent_kind = str(body.get("kind") or kind)
+    sent_version = str(body.get("apiVersion") or api_version)
+    group = api_version.rpartition("/")[0]
+    same_group = sent_version.rpartition("/")[0] == group
+    if sent_kind == kind and same_group and kind in REGISTERED.get(sent_version, ()):
+        return
+    version = sent_version.rpartition("/")[2]
+    if sent_kind in REGISTERED.get(sent_version, ()):
+        internal = (group or "core").split(".")[0]
+        problem = f"converting ({version}.{sent_kind}) to ({internal}.{kind}): unknown conversion"
+    else:
+        problem = (
+            f'no kind "{sent_kind}" is registered for version "{sent_version}" in scheme '
+            '"pkg/runtime/scheme.go:111"'
+        )
+    raise errors.bad_request(
+        f'{sent_kind} in version "{version}" cannot be handled as a {kind}: {problem}'
+    )
+
+
 def decode_body(
     kind: str, api_version: str, body: dict[str, Any], validation: str, warnings: list[str]
 ) -> dict[str, Any]:
     """A create or update body as the server decodes it."""
+    check_kind(kind, api_version, body)
     decoded = decode(kind, body)
     sent_kind = str(body.get("kind") or kind)
     version = str(body.get("apiVersion") or api_version).split("/")[-1]

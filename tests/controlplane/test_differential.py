@@ -137,6 +137,18 @@ REQUESTS: dict[str, tuple[str, str, Any, str]] = {
         },
         "",
     ),
+    "evict with a body of kind Pod": (
+        "POST",
+        f"{POD}/eviction",
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook-a100-reserve-001"}},
+        "",
+    ),
+    "replace a node with a body of kind Pod": (
+        "PUT",
+        f"/api/v1/nodes/{NODE}",
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": NODE}},
+        "",
+    ),
     "evict a pod that does not exist": (
         "POST",
         "/api/v1/namespaces/research/pods/nobody/eviction",

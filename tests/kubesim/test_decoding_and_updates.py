@@ -224,6 +224,62 @@ def test_an_eviction_naming_another_pod_is_400(kubesim: Kubesim) -> None:
     assert status(caught.value)["message"] == "name in URL does not match name in Eviction object"
 
 
+@pytest.mark.parametrize(
+    ("kind", "api_version", "problem"),
+    [
+        ("Pod", "v1", "converting (v1.Pod) to (policy.Eviction): unknown conversion"),
+        (
+            "Pod",
+            None,  # defaulted to the endpoint's, policy/v1
+            'no kind "Pod" is registered for version "policy/v1" in scheme '
+            '"pkg/runtime/scheme.go:111"',
+        ),
+        (
+            "Eviction",
+            "v1",
+            'no kind "Eviction" is registered for version "v1" in scheme '
+            '"pkg/runtime/scheme.go:111"',
+        ),
+    ],
+)
+def test_an_eviction_sent_as_another_kind_is_400(
+    kubesim_shared: Kubesim, kind: str, api_version: str | None, problem: str
+) -> None:
+    """The body must decode to an Eviction, in the scheme's words (K13); nothing is evicted."""
+    pod = "notebook-a100-reserve-001"
+    body = {"kind": kind, "metadata": {"name": pod}}
+    if api_version:
+        body["apiVersion"] = api_version
+    answer = http(kubesim_shared, "POST", f"/api/v1/namespaces/research/pods/{pod}/eviction", body)
+    shown = kind, (api_version or "policy/v1").rpartition("/")[2]
+    assert (answer.status, answer.json()) == (
+        400,
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": f'{shown[0]} in version "{shown[1]}" cannot be handled as a Eviction: '
+            + problem,
+            "reason": "BadRequest",
+            "code": 400,
+        },
+    )
+    assert (
+        not kubesim_shared.core().read_namespaced_pod(pod, "research").metadata.deletion_timestamp
+    )
+
+
+def test_a_node_written_as_a_pod_is_400(kubesim_shared: Kubesim) -> None:
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": NODE}}
+    answer = http(kubesim_shared, "PUT", f"/api/v1/nodes/{NODE}", body)
+    assert (answer.status, answer.json()["message"]) == (
+        400,
+        'Pod in version "v1" cannot be handled as a Node: converting (v1.Pod) to (core.Node): '
+        "unknown conversion",
+    )
+
+
 @needs_kubectl
 def test_kubectl_shows_the_warning_and_the_refusals(tls_kubesim: Kubesim) -> None:
     warned = kubectl(tls_kubesim, "patch", "node", NODE, "-p", '{"spec":{"bogus":1}}')
