@@ -8,6 +8,7 @@ throwaway database with debug pages on.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -141,6 +142,22 @@ def env_list(
             f"got {', '.join(unknown)}",
         )
     return items
+
+
+def env_hosts(name: str, default: list[str], environ_: dict[str, str] | None = None) -> list[str]:
+    """Host names for ALLOWED_HOSTS. An IPv6 address is written in brackets, as it arrives
+    in a Host header (`[fd00::1]:8000`) and as Django matches it: the chart's `$(POD_IP)`
+    expands to the bare address, with which every probe and scrape on an IPv6 cluster
+    would answer 400."""
+    hosts = []
+    for item in env_list(name, default, environ_):
+        try:
+            address = ipaddress.IPv6Address(item.strip("[]"))
+        except ValueError:
+            hosts.append(item)
+        else:
+            hosts.append(f"[{address.compressed}]")
+    return hosts
 
 
 def env_choice(

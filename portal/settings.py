@@ -13,6 +13,7 @@ from portal.env import (
     env_database,
     env_email,
     env_float,
+    env_hosts,
     env_int,
     env_link_template,
     env_list,
@@ -43,7 +44,7 @@ if _secret is None:
     _secret = "insecure-debug-only-key-never-used-in-production-0123456789"  # noqa: S105
 SECRET_KEY = _secret
 
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"] if DEBUG else [])
+ALLOWED_HOSTS = env_hosts("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_origins("DJANGO_CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
