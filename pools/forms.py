@@ -182,7 +182,8 @@ class FitForm(forms.Form):
         strip=False,
         widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}),
         help_text="YAML or JSON: Pod, Deployment, StatefulSet, Job, CronJob, PyTorchJob, "
-        "MPIJob, RayCluster, JobSet; several documents allowed.",
+        "MPIJob, RayCluster, JobSet, Volcano Job; gangs sized by their own field, a Volcano "
+        "PodGroup or YuniKorn task groups; several documents allowed.",
     )
     upload = forms.FileField(required=False, label="or upload a file")
     pod = forms.CharField(

@@ -19,6 +19,13 @@ How many pods each kind runs at once, and which must start together (a gang):
   `minReplicas` x `numOfHosts` (the size KubeRay gives the PodGroup).
 - JobSet (jobset.x-k8s.io/v1alpha2): per `replicatedJobs[]`, `replicas` (default 1) times its
   Job's pods at once; a gang of all of them.
+- Volcano's Job (batch.volcano.sh/v1alpha1, `kind: Job` too): per `tasks[]`, `replicas`; a gang
+  of `spec.minAvailable`, which Volcano defaults to each task's `minAvailable` (or `replicas`)
+  added up, and refuses above the tasks' replicas.
+- Any kind whose pod template carries YuniKorn's task groups (annotation
+  `yunikorn.apache.org/task-groups`): a gang of their `minMember` added up; or names a Volcano
+  PodGroup of the manifest (annotation `scheduling.k8s.io/group-name`): a gang of its
+  `minMember` (`pools.core.fit.gangs`).
 
 Limits: at most 1 MB of text, 100 documents, 64 levels of nesting and 50,000 keys and values
 (YAML aliases expanded, so a "billion laughs" document is refused, not expanded). The fit
@@ -31,7 +38,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -46,6 +53,12 @@ from pools.core.fit.findings import (
     FieldProblem,
     Finding,
     ManifestError,
+)
+from pools.core.fit.gangs import (
+    POD_GROUP_NAME,
+    TaskGroup,
+    read_pod_group_sizes,
+    read_task_groups,
 )
 from pools.core.fit.pods import PodShape, read_pod_shape
 
@@ -66,6 +79,8 @@ class PodTemplate:
     location: Location
     replicas: int  # pods of this template wanted at once
     shape: PodShape
+    task_groups: tuple[TaskGroup, ...] = ()  # YuniKorn's, from the template's annotations
+    pod_group: str = ""  # the Volcano PodGroup its pods belong to (scheduling.k8s.io/group-name)
 
 
 @dataclass(frozen=True)
@@ -155,18 +170,37 @@ def read_objects(documents: list[Any], *, fmt: str = YAML) -> Manifest:
     problems: list[DocumentProblem] = []
     workloads: list[Workload] = []
     findings: list[Finding] = []
+    pod_groups = read_pod_group_sizes([o for d in documents for _, o in _objects(d)])
     for number, document in enumerate(documents, start=1):
         if document is None:
             continue
         for prefix, obj in _objects(document):
             read = _read_object(number, prefix, obj, findings)
             problems += read[1]
-            workloads += [read[0]] if read[0] else []
+            workloads += [_with_pod_group(read[0], pod_groups)] if read[0] else []
     if problems:
         raise ManifestError(problems)
     if not workloads:
         _fail(0, "", "no workload in the manifest: the fit check reads " + ", ".join(KINDS))
     return Manifest(tuple(documents), tuple(workloads), fmt, tuple(findings))
+
+
+def _with_pod_group(workload: Workload, sizes: Mapping[str, int]) -> Workload:
+    """The gang of a workload whose pods name a Volcano PodGroup (by annotation)."""
+    names = sorted({t.pod_group for t in workload.templates if t.pod_group})
+    if not names:
+        return workload
+    known = [sizes[name] for name in names if name in sizes]
+    if len(known) < len(names):
+        missing = ", ".join(n for n in names if n not in sizes)
+        message = (
+            f"{workload.label}: its pods belong to the Volcano PodGroup {missing} "
+            f"({POD_GROUP_NAME}), which is not in the manifest: its minMember is not known, so "
+            "no gang is checked. Paste the PodGroup with the workload."
+        )
+        finding = Finding("pod-group-not-found", WARNING, message, workload.document)
+        return replace(workload, findings=(*workload.findings, finding))
+    return replace(workload, gang_size=min(sum(known), workload.pods))
 
 
 def pod_shape(pod: Mapping[str, Any]) -> PodShape:
@@ -275,16 +309,46 @@ def _read_object(
     if not kind and not reader.problems:
         reader.problem(f.child(path, "kind"), "Required value: every object needs a kind")
     workload = None
-    if kind in KINDS and not reader.problems:
-        own: list[Finding] = [*_api_version_findings(kind, api_version, path)]
-        templates, gang = KINDS[kind](reader, obj, prefix, own)
+    read_kind = _kind_reader(kind, api_version)
+    if read_kind is not None and not reader.problems:
+        own: list[Finding] = []
+        if read_kind is KINDS.get(kind):
+            own += _api_version_findings(kind, api_version, path)
+        templates, gang = read_kind(reader, obj, prefix, own)
+        gang = _task_group_gang(templates, gang, label, own)
         own = [_in_document(finding, number) for finding in own]
         workload = Workload(
             number, kind, api_version, name, namespace, tuple(templates), gang, tuple(own)
         )
-    elif kind and kind not in KINDS:
+    elif kind and read_kind is None:
         findings.append(_skipped(number, label, kind))
     return workload, [DocumentProblem(number, label, p) for p in reader.problems]
+
+
+def _kind_reader(kind: str, api_version: str) -> Reader | None:
+    """The reader of a kind; a kind another API group also uses (Volcano's Job) by its group."""
+    for (group, group_kind), read in GROUP_KINDS.items():
+        if kind == group_kind and api_version.startswith(group):
+            return read
+    return KINDS.get(kind)
+
+
+def _task_group_gang(
+    templates: list[PodTemplate], gang: int, label: str, findings: list[Finding]
+) -> int:
+    """YuniKorn's gang: every task group's minMember, each group counted once."""
+    groups = {g.name: g.min_member for t in templates for g in t.task_groups}
+    if not groups:
+        return gang
+    members, pods = sum(groups.values()), sum(t.replicas for t in templates)
+    if members > pods:
+        message = (
+            f"{label}: YuniKorn's task groups ask for {members} members together, but it runs "
+            f"{pods} pod{'s' if pods != 1 else ''}: the placeholders for the rest hold their room "
+            "until they time out. The check takes a gang of all its pods."
+        )
+        findings.append(Finding("task-groups-larger-than-workload", WARNING, message))
+    return min(members, pods)
 
 
 def _path(location: Location) -> str:
@@ -311,6 +375,12 @@ NO_PODS = frozenset(
 
 
 def _skipped(number: int, label: str, kind: str) -> Finding:
+    if kind == "PodGroup":
+        message = (
+            f"document {number} ({label}) makes no pods; its minMember is the gang of the pods "
+            "that name it."
+        )
+        return Finding("no-pods", INFO, message, number)
     if kind in NO_PODS:
         return Finding(
             "no-pods", INFO, f"document {number} ({label}) makes no pods; not checked.", number
@@ -386,7 +456,33 @@ class _Walk:
             return
         location = (*template_at, "spec")
         shape = read_pod_shape(self.reader, template["spec"], _path(location), self.findings)
-        self.templates.append(PodTemplate(role, _path(location), location, replicas, shape))
+        meta_path = _path((*template_at, "metadata"))
+        meta = self.reader.mapping(template.get("metadata"), meta_path)
+        self.templates.append(
+            _template(self.reader, role, location, replicas, shape, meta, meta_path)
+        )
+
+
+def _template(
+    reader: FieldReader,
+    role: str,
+    location: Location,
+    replicas: int,
+    shape: PodShape,
+    meta: Mapping[str, Any],
+    meta_path: str,
+) -> PodTemplate:
+    """A pod template with what gang schedulers read from its metadata's annotations."""
+    annotations = reader.string_map(meta.get("annotations"), f.child(meta_path, "annotations"))
+    return PodTemplate(
+        role,
+        _path(location),
+        location,
+        replicas,
+        shape,
+        read_task_groups(reader, annotations, meta_path),
+        annotations.get(POD_GROUP_NAME, ""),
+    )
 
 
 def _pod(
@@ -397,7 +493,9 @@ def _pod(
         reader.problem(_path(location), "Required value: a Pod needs a spec")
         return [], 0
     shape = read_pod_shape(reader, obj["spec"], _path(location), findings)
-    return [PodTemplate("", _path(location), location, 1, shape)], 0
+    meta_path = _path((*base, "metadata"))
+    meta = reader.mapping(obj.get("metadata"), meta_path)
+    return [_template(reader, "", location, 1, shape, meta, meta_path)], 0
 
 
 def _replicated(
@@ -528,6 +626,44 @@ def _job_set(
         walk.template(name, job_spec, (*at, "template", "spec"), pods)
     return walk.templates, sum(t.replicas for t in walk.templates)
 
+
+def _volcano_job(
+    reader: FieldReader, obj: dict[str, Any], base: Location, findings: list[Finding]
+) -> tuple[list[PodTemplate], int]:
+    """Volcano's Job: its tasks, and the gang its admission webhook gives it."""
+    walk = _Walk(reader, findings, base)
+    spec = walk.mapping(obj, "spec", ())
+    tasks_at = (*base, "spec", "tasks")
+    tasks = reader.sequence(spec.get("tasks"), _path(tasks_at))
+    if not tasks and not reader.problems:
+        reader.problem(_path(tasks_at), "Required value: a Volcano Job needs at least one task")
+    defaults = 0  # what Volcano's webhook sets an unset minAvailable to
+    for position, task in enumerate(tasks):
+        at = ("spec", "tasks", position)
+        body = reader.mapping(task, _path((*base, *at)))
+        name = reader.string(body.get("name"), _path((*base, *at, "name"))) or f"task{position}"
+        replicas = walk.count(body, "replicas", at, 0)
+        defaults += walk.count(body, "minAvailable", at, replicas)
+        walk.template(name, body, at, replicas)
+    total = sum(t.replicas for t in walk.templates)
+    minimum = walk.count(spec, "minAvailable", ("spec",), 0) or defaults
+    if minimum > total and not reader.problems:
+        reader.problem(
+            _path((*base, "spec", "minAvailable")),
+            f"Invalid value: {minimum}: Volcano refuses a minAvailable above the tasks' "
+            f"replicas ({total})",
+        )
+    scheduler = reader.string(spec.get("schedulerName"), _path((*base, "spec", "schedulerName")))
+    message = (
+        f"{_path((*base, 'spec', 'schedulerName'))}: {scheduler or 'volcano'} places this Job's "
+        f"pods, {minimum} of them together; the verdict applies the default scheduler's filters, "
+        "which it may not apply the same way."
+    )
+    findings.append(Finding("other-scheduler", INFO, message))
+    return walk.templates, min(minimum, total)
+
+
+GROUP_KINDS: dict[tuple[str, str], Reader] = {("batch.volcano.sh/", "Job"): _volcano_job}
 
 KINDS: dict[str, Reader] = {
     "Pod": _pod,
