@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 from kubesim import apply, scheduling
 from kubesim.clock import Timers
 from kubesim.disruption import Disruption
+from kubesim.errors import GROUPS
 from kubesim.events import EventRecorder
 from kubesim.lifecycle import NodeLifecycle
 from kubesim.store import Entry, Store
 from kubesim.termination import DeleteOptions, Termination, check_before_delete
-from kubesim.validation import invalid_error, validate_node, validate_pod
+from kubesim.validation import invalid_error, validate_node, validate_pdb, validate_pod
 
 if TYPE_CHECKING:
     from kubesim.daemonsets import DaemonSetController
@@ -152,9 +153,12 @@ class Cluster:
             errors = validate_node(obj)
         elif resource == "pods":
             errors = validate_pod(obj)
+        elif resource == "poddisruptionbudgets":
+            errors = validate_pdb(obj)
         if errors:
             name = (obj.get("metadata") or {}).get("name") or ""
-            raise invalid_error(KINDS.get(resource, resource), name, errors)
+            group = GROUPS.get(resource, "")
+            raise invalid_error(KINDS.get(resource, resource), name, errors, group)
 
     # --- pods ---
     def create_pod(self, pod: dict[str, Any], *, dry_run: bool = False) -> Entry:

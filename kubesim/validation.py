@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,13 @@ _SUBDOMAIN_FMT = (
     "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
     "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
 )
+_PERCENT_RE = re.compile(r"^[0-9]+%$")
+_PERCENT_FMT = (
+    "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  "
+    "or '93%', regex used for validation is '[0-9]+%')"
+)
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+UNHEALTHY_POD_EVICTION_POLICIES = ("AlwaysAllow", "IfHealthyBudget")
 
 
 @dataclass(frozen=True)
@@ -202,6 +209,121 @@ def validate_pod(pod: dict[str, Any]) -> list[FieldError]:
     spec = pod.get("spec")
     if not isinstance(spec, dict) or not spec.get("containers"):
         errors.append(FieldError("spec.containers", "FieldValueRequired", "Required value"))
+    return errors
+
+
+def validate_pdb(pdb: dict[str, Any]) -> list[FieldError]:
+    """ValidatePodDisruptionBudgetSpec, in its order and words."""
+    spec = pdb.get("spec") or {}
+    min_available, max_unavailable = spec.get("minAvailable"), spec.get("maxUnavailable")
+    errors = []
+    if min_available is not None and max_unavailable is not None:
+        errors.append(
+            FieldError(
+                "spec",
+                "FieldValueInvalid",
+                f"Invalid value: {_go_json(_internal_pdb_spec(spec))}: "
+                "minAvailable and maxUnavailable cannot be both set",
+            )
+        )
+    for name, value in (("minAvailable", min_available), ("maxUnavailable", max_unavailable)):
+        if value is not None:
+            errors += _int_or_percent_problems(value, f"spec.{name}")
+    selector = spec.get("selector")
+    if isinstance(selector, dict):
+        errors += validate_labels(selector.get("matchLabels"), "spec.selector.matchLabels")
+        for index, requirement in enumerate(selector.get("matchExpressions") or []):
+            errors += _requirement_problems(requirement, f"spec.selector.matchExpressions[{index}]")
+    policy = spec.get("unhealthyPodEvictionPolicy")
+    if policy is not None and policy not in UNHEALTHY_POD_EVICTION_POLICIES:
+        supported = ", ".join(f'"{p}"' for p in UNHEALTHY_POD_EVICTION_POLICIES)
+        errors.append(
+            FieldError(
+                "spec.unhealthyPodEvictionPolicy",
+                "FieldValueNotSupported",
+                f"Unsupported value: {_quote(policy)}: supported values: {supported}",
+            )
+        )
+    return errors
+
+
+def _internal_pdb_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The internal policy.PodDisruptionBudgetSpec as json.Marshal prints it: Go field names
+    (the internal type has no JSON tags), in declaration order; the selector keeps its tags."""
+    selector = spec.get("selector")
+    if isinstance(selector, dict):
+        tagged: dict[str, Any] = {}
+        if selector.get("matchLabels"):
+            tagged["matchLabels"] = dict(sorted(selector["matchLabels"].items()))
+        if selector.get("matchExpressions"):
+            tagged["matchExpressions"] = [
+                {
+                    "key": r.get("key", ""),
+                    "operator": r.get("operator", ""),
+                    **({"values": r["values"]} if r.get("values") else {}),
+                }
+                for r in selector["matchExpressions"]
+            ]
+        selector = tagged
+    return {
+        "MinAvailable": spec.get("minAvailable"),
+        "Selector": selector,
+        "MaxUnavailable": spec.get("maxUnavailable"),
+        "UnhealthyPodEvictionPolicy": spec.get("unhealthyPodEvictionPolicy"),
+    }
+
+
+def _go_json(value: Any) -> str:
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _int_or_percent_problems(value: Any, path: str) -> list[FieldError]:
+    """ValidatePositiveIntOrPercent and IsNotMoreThan100Percent."""
+    if isinstance(value, str):
+        if not _PERCENT_RE.match(value):
+            return [invalid(path, value, _PERCENT_FMT)]
+        if int(value[:-1]) > 100:
+            return [invalid(path, value, "must not be greater than 100%")]
+        return []
+    if isinstance(value, int) and value < 0:
+        return [invalid(path, value, "must be greater than or equal to 0")]
+    return []
+
+
+def _requirement_problems(requirement: Any, path: str) -> list[FieldError]:
+    """ValidateLabelSelectorRequirement."""
+    if not isinstance(requirement, dict):
+        return []
+    errors = []
+    operator, values = requirement.get("operator") or "", requirement.get("values") or []
+    if operator in ("In", "NotIn"):
+        if not values:
+            errors.append(
+                FieldError(
+                    f"{path}.values",
+                    "FieldValueRequired",
+                    "Required value: must be specified when `operator` is 'In' or 'NotIn'",
+                )
+            )
+    elif operator in ("Exists", "DoesNotExist"):
+        if values:
+            errors.append(
+                FieldError(
+                    f"{path}.values",
+                    "FieldValueForbidden",
+                    "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                )
+            )
+    else:
+        errors.append(invalid(f"{path}.operator", operator, "not a valid selector operator"))
+    key = requirement.get("key") or ""
+    errors += [invalid(f"{path}.key", key, p) for p in _qualified_name_problems(key)]
+    for index, value in enumerate(values):
+        if isinstance(value, str):
+            errors += [
+                invalid(f"{path}.values[{index}]", value, p) for p in _label_value_problems(value)
+            ]
     return errors
 
 

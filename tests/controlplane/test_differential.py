@@ -149,6 +149,25 @@ REQUESTS: dict[str, tuple[str, str, Any, str]] = {
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": NODE}},
         "",
     ),
+    "a budget with both minAvailable and maxUnavailable abc%": (
+        "POST",
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        {
+            "metadata": {"name": "both"},
+            "spec": {
+                "minAvailable": 1,
+                "maxUnavailable": "abc%",
+                "selector": {"matchLabels": {"app": "x"}},
+            },
+        },
+        "",
+    ),
+    "a budget over 100%": (
+        "POST",
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        {"metadata": {"name": "over"}, "spec": {"minAvailable": "150%"}},
+        "",
+    ),
     "evict a pod that does not exist": (
         "POST",
         "/api/v1/namespaces/research/pods/nobody/eviction",

@@ -264,6 +264,68 @@ def test_the_generation_moves_with_the_spec(kubesim: Kubesim) -> None:
     assert read.status.observed_generation == 2 and read.status.desired_healthy == 3
 
 
+PERCENT = (
+    "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  "
+    "or '93%', regex used for validation is '[0-9]+%')"
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "causes"),
+    [
+        (
+            {"minAvailable": 1, "maxUnavailable": "abc%", "selector": CHAT},
+            [
+                (
+                    "spec",
+                    'Invalid value: {"MinAvailable":1,"Selector":{"matchLabels":'
+                    '{"app":"chat-serving"}},"MaxUnavailable":"abc%",'
+                    '"UnhealthyPodEvictionPolicy":null}: '
+                    "minAvailable and maxUnavailable cannot be both set",
+                ),
+                ("spec.maxUnavailable", f'Invalid value: "abc%": {PERCENT}'),
+            ],
+        ),
+        (
+            {"minAvailable": "150%"},
+            [("spec.minAvailable", 'Invalid value: "150%": must not be greater than 100%')],
+        ),
+        (
+            {
+                "maxUnavailable": -1,
+                "selector": {"matchExpressions": [{"key": "a", "operator": "In"}]},
+            },
+            [
+                ("spec.maxUnavailable", "Invalid value: -1: must be greater than or equal to 0"),
+                (
+                    "spec.selector.matchExpressions[0].values",
+                    "Required value: must be specified when `operator` is 'In' or 'NotIn'",
+                ),
+            ],
+        ),
+    ],
+)
+def test_an_invalid_budget_is_refused(
+    kubesim_shared: Kubesim, spec: dict[str, Any], causes: list[tuple[str, str]]
+) -> None:
+    """ValidatePodDisruptionBudgetSpec's 422, word for word (K6); nothing is stored."""
+    answer = http(
+        kubesim_shared,
+        "POST",
+        f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets",
+        {"metadata": {"name": "invalid"}, "spec": spec},
+    )
+    assert answer.status == 422
+    body = answer.json()
+    assert body["reason"] == "Invalid"
+    assert [(c["field"], c["message"]) for c in body["details"]["causes"]] == causes
+    listed = [f"{field}: {message}" for field, message in causes]
+    shown = listed[0] if len(listed) == 1 else "[" + ", ".join(listed) + "]"
+    assert body["message"] == f'PodDisruptionBudget.policy "invalid" is invalid: {shown}'
+    path = f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/invalid"
+    assert http(kubesim_shared, "GET", path).status == 404
+
+
 @needs_kubectl
 def test_kubectl_drain_is_held_by_a_budget(tls_kubesim: Kubesim) -> None:
     budget(tls_kubesim, "chat", {"minAvailable": "100%", "selector": CHAT})
