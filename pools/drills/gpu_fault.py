@@ -7,7 +7,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pools.core.insights.drills import FAULT_XID, GpuFaultObservation, gpu_fault_checks
+from pools.core.insights.drills import (
+    FAULT_XID,
+    GpuFaultObservation,
+    gpu_fault_checks,
+    jobs_on_node,
+)
 from pools.core.insights.readiness import Check
 from pools.drills.node_down import hold_problem
 from pools.drills.steps import DrillSteps, pending_for, pool_node_problem, spare_nodes
@@ -36,9 +41,10 @@ def validate(pool: Pool, node_name: str, hold_seconds: int) -> dict[str, str]:
 
 
 def _pods_on(node_name: str) -> list[str]:
-    """The node's pods now, read from the API server (the row is refreshed on the way)."""
+    """The node's job pods now, read from the API server (the row is refreshed on the way);
+    DaemonSet and static pods stay on the node by design and are not counted."""
     row = inventory_refresh_node(read_node(node_name))
-    return sorted(f"{p['namespace']}/{p['name']}" for p in (row.pods if row else []))
+    return jobs_on_node(row.pods if row else [])
 
 
 def begin(drill: Drill, now: datetime) -> dict[str, Any]:

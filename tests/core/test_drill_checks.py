@@ -11,6 +11,7 @@ from pools.core.insights.drills import (
     NodeJoinObservation,
     NodeShape,
     gpu_fault_checks,
+    jobs_on_node,
     joining_node,
     node_join_checks,
 )
@@ -123,3 +124,15 @@ def test_system_reserved_lists_each_node_with_what_it_lacks() -> None:
     assert passing.status == Status.PASS and "1 CPU on ok" in passing.detail
     assert "24.0 GiB on ok" in passing.detail
     assert system_reserved(nodes[3:]).status == Status.UNKNOWN
+
+
+def test_daemonset_and_static_pods_are_not_jobs_that_should_leave_a_faulty_node() -> None:
+    pods = [
+        {"namespace": "gpu-operator", "name": "nvidia-dcgm-exporter-x1", "owner_kind": "DaemonSet"},
+        {"namespace": "gpu-operator", "name": "nvidia-device-plugin-x1", "owner_kind": "DaemonSet"},
+        {"namespace": "kube-system", "name": "kube-proxy-n1", "owner_kind": "Node"},
+        {"namespace": "ml", "name": "train-0", "owner_kind": "Job"},
+        {"namespace": "ml", "name": "serve-1", "owner_kind": "ReplicaSet"},
+        {"namespace": "ml", "name": "bare", "owner_kind": ""},
+    ]
+    assert jobs_on_node(pods) == ["ml/bare", "ml/serve-1", "ml/train-0"]

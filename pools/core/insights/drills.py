@@ -4,13 +4,28 @@ node joining is recognised, and whether the cluster comes back as it was."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pools.core.insights.readiness import Check, Status
 from pools.core.labels import counted
 
 # No drill holds a node longer than this: an hour is a rehearsal, a day is an outage.
 MAX_HOLD_SECONDS = 3600
+# Pods that belong on their node whatever its GPUs do: a DaemonSet's (dcgm-exporter, the
+# device plugin, GPU Feature Discovery) and a static pod's mirror (owned by the Node).
+NODE_BOUND_OWNERS = frozenset({"DaemonSet", "Node"})
+
+
+def jobs_on_node(pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The node's pods that should leave it when a GPU faults, as namespace/name: not those a
+    DaemonSet runs on every node, nor static pods, which stay by design."""
+    return sorted(
+        f"{p['namespace']}/{p['name']}"
+        for p in pods
+        if p.get("owner_kind", "") not in NODE_BOUND_OWNERS
+    )
 
 
 @dataclass(frozen=True)
@@ -128,8 +143,9 @@ def gpu_fault_checks(o: GpuFaultObservation) -> list[Check]:
             "jobs_moved",
             "The jobs on the faulty node are moved off it",
             stayed == 0,
-            f"{counted(len(o.pods_before), 'pod')} on the node; none kept running on it.",
-            f"{counted(stayed, 'pod')} kept running on the node with the faulty GPU "
+            f"{counted(len(o.pods_before), 'job pod')} on the node; none kept running on it "
+            "(DaemonSet and static pods stay by design).",
+            f"{counted(stayed, 'job pod')} kept running on the node with the faulty GPU "
             f"({', '.join(o.pods_still)}): nothing reacts to the XID. A health check that "
             "cordons and drains a node on a fatal XID would move them.",
         ),
