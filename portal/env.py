@@ -274,6 +274,50 @@ def env_secret(
     return secret
 
 
+def env_file(name: str, environ_: dict[str, str] | None = None) -> str:
+    """The path of a file the process reads later (a CA bundle, a certificate), checked to be
+    readable now; empty when unset."""
+    value = _raw(name, environ_)
+    if value is None:
+        return ""
+    try:
+        with open(value, "rb"):
+            pass
+    except OSError as exc:
+        raise EnvError(name, f"cannot read {value}: {exc.strerror}") from None
+    return value
+
+
+# An HTTP header name (RFC 9110 token characters).
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# Set by the portal itself (from their own variables or by HTTP), never through a list.
+_RESERVED_HEADERS = {"authorization", "host", "content-length", "content-type", "cookie"}
+
+
+def env_headers(name: str, environ_: dict[str, str] | None = None) -> dict[str, str]:
+    """Extra HTTP headers as `Name=value` pairs, comma-separated (`X-Scope-OrgID=team-a`)."""
+    value = _raw(name, environ_)
+    if value is None:
+        return {}
+    headers: dict[str, str] = {}
+    for item in value.split(","):
+        header, sep, content = (part.strip() for part in item.partition("="))
+        if not sep or not content or not _HEADER_NAME.fullmatch(header):
+            raise EnvError(
+                name,
+                "expected comma-separated Name=value pairs like X-Scope-OrgID=team-a, got "
+                f"{item.strip()!r}",
+            )
+        if header.lower() in _RESERVED_HEADERS:
+            raise EnvError(name, f"{header} is not set here (got it in {name})")
+        if any(ord(c) < 32 or ord(c) == 127 for c in content):
+            raise EnvError(name, f"the value of {header} has a control character")
+        if header.lower() in (h.lower() for h in headers):
+            raise EnvError(name, f"{header} is given twice")
+        headers[header] = content
+    return headers
+
+
 def env_url(
     name: str,
     default: str | None,

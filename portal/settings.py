@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pools.core.names import label_key_problem
 from pools.guarded_cache import caches_setting
@@ -12,7 +13,9 @@ from portal.env import (
     env_choice,
     env_database,
     env_email,
+    env_file,
     env_float,
+    env_headers,
     env_hosts,
     env_int,
     env_link_template,
@@ -215,6 +218,33 @@ DEMO_PORT = env_port("DEMO_PORT", 8000)
 # --- Outside systems. ---
 PROMETHEUS_URL = env_url("PROMETHEUS_URL", None, schemes={"http", "https"})
 PROMETHEUS_TIMEOUT = env_float("PROMETHEUS_TIMEOUT", 2.0, minimum=0.1, maximum=60.0)
+# Prometheus behind authentication (a gateway, Mimir, Cortex, Thanos, a managed service):
+# a bearer token (its file is read again whenever it changes: a rotated token is used at
+# once) or basic auth, a CA bundle, a client certificate, and headers such as X-Scope-OrgID.
+PROMETHEUS_BEARER_TOKEN = env_secret("PROMETHEUS_BEARER_TOKEN")
+PROMETHEUS_BEARER_TOKEN_FILE = env_str("PROMETHEUS_BEARER_TOKEN_FILE", "")
+PROMETHEUS_USERNAME = env_str("PROMETHEUS_USERNAME", "")
+PROMETHEUS_PASSWORD = env_secret("PROMETHEUS_PASSWORD")
+PROMETHEUS_CA_BUNDLE = env_file("PROMETHEUS_CA_BUNDLE")
+PROMETHEUS_CLIENT_CERT = env_file("PROMETHEUS_CLIENT_CERT")
+PROMETHEUS_CLIENT_KEY = env_file("PROMETHEUS_CLIENT_KEY")
+PROMETHEUS_HEADERS = env_headers("PROMETHEUS_HEADERS")
+if bool(PROMETHEUS_USERNAME) != bool(PROMETHEUS_PASSWORD):
+    raise EnvError(
+        "PROMETHEUS_PASSWORD" if PROMETHEUS_USERNAME else "PROMETHEUS_USERNAME",
+        "basic auth needs both PROMETHEUS_USERNAME and PROMETHEUS_PASSWORD (or its _FILE)",
+    )
+if PROMETHEUS_USERNAME and PROMETHEUS_BEARER_TOKEN:
+    raise EnvError(
+        "PROMETHEUS_BEARER_TOKEN",
+        "set a bearer token or basic auth (PROMETHEUS_USERNAME), not both",
+    )
+if PROMETHEUS_CLIENT_KEY and not PROMETHEUS_CLIENT_CERT:
+    raise EnvError("PROMETHEUS_CLIENT_KEY", "needs PROMETHEUS_CLIENT_CERT, its certificate")
+if (PROMETHEUS_BEARER_TOKEN or PROMETHEUS_USERNAME) and "@" in urlsplit(
+    PROMETHEUS_URL or ""
+).netloc:
+    raise EnvError("PROMETHEUS_URL", "carries a user and password: give them one way only")
 DCGM_NODE_LABEL = env_prometheus_label("DCGM_NODE_LABEL", "Hostname")
 KUBECONFIG = env_str("KUBECONFIG", "")
 KUBE_CONTEXT = env_str("KUBE_CONTEXT", "")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -25,12 +26,13 @@ import urllib3
 from django.conf import settings
 from django.core.cache import cache
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
-from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from pools import observability
 from pools.core.collector import collector_paused
 from pools.core.redact import redact_url
+from pools.metrics.http import adapter as http_adapter
+from pools.metrics.http import prometheus_session
 from pools.metrics.results import InstantResult, RangeResult, RangeSeries, Sample
 from pools.metrics.vectors import NodeValue, node_values
 
@@ -111,24 +113,30 @@ def not_asked() -> str:
 def prometheus() -> PrometheusConnect:
     if not settings.PROMETHEUS_URL:
         raise MetricsError("PROMETHEUS_URL is not set")
-    return _connect(settings.PROMETHEUS_URL.rstrip("/"), settings.PROMETHEUS_TIMEOUT)
+    return _connect(prometheus_session(), settings.PROMETHEUS_TIMEOUT)
 
 
 @functools.cache
-def _connect(url: str, timeout: float) -> PrometheusConnect:
+def _connect(session: requests.Session, timeout: float) -> PrometheusConnect:
     # The library retries with backoff by default; a page must answer within its timeout,
-    # so a failure is reported at once and the page says metrics are unavailable.
-    return PrometheusConnect(url=url, timeout=timeout, retry=Retry(total=0))
+    # so a failure is reported at once and the page says metrics are unavailable. The
+    # session carries the authentication, TLS and headers (pools.metrics.http).
+    url = settings.PROMETHEUS_URL.rstrip("/")
+    client = PrometheusConnect(url=url, timeout=timeout, retry=Retry(total=0), session=session)
+    session.mount(url, http_adapter())  # the library's own adapter keeps ten connections
+    return client
 
 
 def prometheus_ready() -> None:
     """Raise MetricsError unless Prometheus answers."""
     try:
-        ready = prometheus().check_prometheus_connection()
+        response = prometheus_session().get(
+            f"{settings.PROMETHEUS_URL.rstrip('/')}/", timeout=settings.PROMETHEUS_TIMEOUT
+        )
     except requests.RequestException as exc:
-        raise MetricsError(f"Prometheus unreachable at {settings.PROMETHEUS_URL}: {exc}") from exc
-    if not ready:
-        raise MetricsError(f"Prometheus at {settings.PROMETHEUS_URL} answered an error")
+        raise MetricsError(f"{_explain(exc)}: {exc}") from exc
+    if not response.ok:
+        raise MetricsError(_refused(response.status_code, response.content))
 
 
 def _describe(exc: Exception) -> str:
@@ -151,11 +159,36 @@ def _is_timeout(exc: Exception) -> bool:
 def _explain(exc: Exception) -> str:
     if _is_timeout(exc):
         return _timed_out()
+    if isinstance(exc, requests.exceptions.SSLError):
+        return (
+            f"TLS with Prometheus at {settings.PROMETHEUS_URL} failed (check "
+            f"PROMETHEUS_CA_BUNDLE and PROMETHEUS_CLIENT_CERT): {_ssl_reason(exc)}"
+        )
     if isinstance(exc, requests.ConnectionError):
         return f"Prometheus unreachable at {settings.PROMETHEUS_URL}"
     if isinstance(exc, PrometheusApiClientException):
+        status = re.match(r"HTTP Status Code (\d+)", str(exc))
+        if status and int(status.group(1)) in (401, 403):
+            return _refused(int(status.group(1)), b"")
         return f"Prometheus answered an error: {exc}"
     return str(exc)
+
+
+def _ssl_reason(exc: Exception) -> str:
+    """The TLS library's own words (certificate verify failed, …), without urllib3's
+    wrapping of the whole URL."""
+    found = re.search(r"\[SSL[^\]]*\][^')\]]*", str(exc))
+    return found.group(0).strip() if found else str(exc)
+
+
+def _refused(status: int, content: bytes) -> str:
+    if status in (401, 403):
+        return (
+            f"Prometheus at {settings.PROMETHEUS_URL} refused the portal's credentials "
+            f"(HTTP {status}): check PROMETHEUS_BEARER_TOKEN (or its _FILE), or "
+            "PROMETHEUS_USERNAME and PROMETHEUS_PASSWORD"
+        )
+    return f"Prometheus at {settings.PROMETHEUS_URL} answered HTTP {status}: {content[:200]!r}"
 
 
 def cache_key(kind: str, *parts: object) -> str:
@@ -174,25 +207,14 @@ def _run_instant(promql: str, wait: float) -> list[Sample]:
     return [Sample(item.get("metric", {}), float(item["value"][1])) for item in raw]
 
 
-@functools.cache
-def _session(url: str) -> requests.Session:
-    """One keep-alive session a Prometheus, for the queries whose answer is decoded here
-    rather than by prometheus-api-client (which hands back generic JSON); no retries, as
-    there (_connect)."""
-    session = requests.Session()
-    adapter = HTTPAdapter(max_retries=Retry(total=0), pool_maxsize=16)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    return session
-
-
 def _instant_body(promql: str, wait: float) -> bytes:
     """Prometheus' answer to an instant query, undecoded; a non-200 answer raises as
     prometheus-api-client's would, so that pages say the same."""
     if not settings.PROMETHEUS_URL:
         raise MetricsError("PROMETHEUS_URL is not set")
     url = settings.PROMETHEUS_URL.rstrip("/")
-    response = _session(url).get(
+    # The same session as prometheus-api-client's: one pool, one authentication.
+    response = prometheus_session().get(
         f"{url}/api/v1/query",
         params={"query": promql, "timeout": f"{wait:.3f}"},
         timeout=wait,
