@@ -183,3 +183,29 @@ def test_the_owner_and_the_approvers_get_the_mail(settings) -> None:  # type: ig
     tasks.notify_email.apply(args=("loan_return_stuck", loan.pk))
     assert sorted(m.to[0] for m in mail.outbox) == ["abe@example.com", "rita@example.com"]
     assert "did not return every node" in mail.outbox[0].subject
+
+
+@pytest.mark.django_db
+def test_a_partly_failed_loan_returns_the_nodes_it_did_move() -> None:
+    now = timezone.now()
+    loan = lent(now)
+    # The second node's change failed: it never left mixed. The loan still lent the first.
+    loan.items.filter(node__name=NAMES[1]).update(state=MoveItem.State.FAILED, error="boom")
+    Node.objects.filter(name=NAMES[1]).update(
+        pool=Pool.objects.get(name="mixed"), pool_label="mixed"
+    )
+    MoveRequest.objects.filter(pk=loan.pk).update(state=State.PARTIALLY_FAILED)
+    (back,) = workflow.loans_return_due(now=now)
+    assert back.parent_id == loan.pk and back.destination.name == "mixed"
+    assert list(back.items.values_list("node__name", flat=True)) == [NAMES[0]]
+
+
+@pytest.mark.django_db
+def test_a_loans_unchanged_nodes_go_back_with_the_others() -> None:
+    """A node the loan found already labelled for its pool (someone relabelled it by hand,
+    or the answer to the PATCH was lost) was lent all the same: it goes back too."""
+    now = timezone.now()
+    loan = lent(now)
+    loan.items.filter(node__name=NAMES[1]).update(state=MoveItem.State.UNCHANGED)
+    (back,) = workflow.loans_return_due(now=now)
+    assert sorted(back.items.values_list("node__name", flat=True)) == NAMES

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from pools.core.insights.failures import Cause, classify, failed, xid_during_run
 from pools.core.insights.profiles import concurrency
-from pools.core.insights.queueing import queue_report
-from pools.core.insights.records import PodRecord, Window
+from pools.core.insights.queueing import NodeHistory, QueueCause, queue_report
+from pools.core.insights.records import NodeFacts, PodRecord, Window
+from pools.core.insights.replacement import node_traits
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
 from pools.core.insights.stats import percentile, spread
 from pools.core.insights.utilisation import idle_nodes_each_step, job_history
@@ -191,3 +192,34 @@ def test_readiness_messages_count_in_words_not_in_parentheses() -> None:
     overdue = loans_end([LoanFact(move_id=7, loan_until=None, nodes=1)], now=1000.0)
     assert overdue.detail == "1 loan past the end set and not returned."
     assert overdue.concerned == ["move #7 (1 node)"]
+
+
+def test_room_on_unassigned_nodes_is_not_room_in_another_pool() -> None:
+    """Unassigned nodes carry no pool's labels, so no pool's pod is steered there: a pod
+    that waited while only they had room waited for shortage, not for its node selection."""
+    window = Window(0.0, 10_000.0)
+    busy = record(pool="p", node="n1", gpus=8, created=0.0, scheduled=1.0, finished=None)
+    waited = record(pool="p", node="n1", gpus=8, created=100.0, scheduled=7300.0, finished=None)
+    nodes = [NodeHistory("n1", 8, "p"), NodeHistory("u1", 8, None)]
+    q = queue_report([busy, waited], nodes, "p", window)
+    assert q.queued == 1
+    assert (q.count(QueueCause.SHORTAGE), q.count(QueueCause.RESTRICTED)) == (1, 0)
+    # The same free node in another pool is room the pod's selection kept it from.
+    elsewhere = [NodeHistory("n1", 8, "p"), NodeHistory("q1", 8, "q")]
+    q = queue_report([busy, waited], elsewhere, "p", window)
+    assert (q.count(QueueCause.SHORTAGE), q.count(QueueCause.RESTRICTED)) == (0, 1)
+
+
+def test_the_driver_is_read_from_gfds_major_and_minor_when_nothing_else_says_it() -> None:
+    gfd = {"nvidia.com/cuda.driver.major": "535", "nvidia.com/cuda.driver.minor": "104"}
+    assert node_traits(NodeFacts("n1", "p", 8, labels=gfd))["driver"] == "535.104"
+    full = {**gfd, "nvidia.com/cuda.driver-version.full": "535.104.05"}
+    assert node_traits(NodeFacts("n1", "p", 8, labels=full))["driver"] == "535.104.05"
+    assert node_traits(NodeFacts("n1", "p", 8, labels=gfd, driver="550.54"))["driver"] == "550.54"
+
+
+@pytest.mark.parametrize("reason", ["PreemptionByScheduler", "PreemptionByKubeScheduler"])
+def test_a_pod_the_scheduler_preempted_failed_by_eviction(reason: str) -> None:
+    """Its container says only "Error", exit 137; its DisruptionTarget condition's reason,
+    which the pod's record keeps, says the scheduler evicted it."""
+    assert classify(record(reason=reason, exit_code=137)) == Cause.EVICTION
