@@ -256,9 +256,12 @@ GRAFANA_NODE_URL = env_link_template("GRAFANA_NODE_URL", "node")
 GRAFANA_POOL_URL = env_link_template("GRAFANA_POOL_URL", "pool")
 
 # Which readiness checks make /readyz answer 503 when they fail.
+# Only what makes a web pod useless takes it out of the Service: without the database
+# nothing can be shown; without Redis (the broker, the cache) every page still answers,
+# degraded and saying so, and a failed broker check on every pod would be a full outage.
 READYZ_REQUIRED = env_list(
     "READYZ_REQUIRED",
-    ["database", "broker"],
+    ["database"],
     choices={"database", "broker", "prometheus", "kubernetes", "pool_definitions"},
 )
 

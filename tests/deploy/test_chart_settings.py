@@ -138,3 +138,11 @@ def test_the_portal_accepts_the_charts_settings_and_passes_the_deploy_checks(ren
     assert result.returncode == 0, result.stdout + result.stderr
     # The pod's own IP is an allowed host, so probes and scrapes are not refused.
     assert "10.42.0.7" in env["DJANGO_ALLOWED_HOSTS"].split(",")
+
+
+def test_a_redis_outage_does_not_take_the_web_pods_out_of_the_service() -> None:
+    """The readiness probe fails only on what makes a web pod useless: the database. With
+    Redis down the pages answer, degraded; requiring the broker would empty the Service."""
+    assert config_data(default_docs())["READYZ_REQUIRED"] == "database"
+    chosen = render(sets=("config.readyzRequired={database,broker,pool_definitions}",))
+    assert config_data(chosen)["READYZ_REQUIRED"] == "database,broker,pool_definitions"
