@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from django.core.cache import cache
 
+from pools.metrics import node_figures
 from pools.metrics.dcgm import metric_labels
 from pools.metrics.node_figures import REFRESH_AHEAD_AT, NodeFigureCache
 from pools.metrics.queries import node_figure_queries
@@ -84,13 +85,22 @@ def test_without_a_cache_lifetime_every_ask_is_a_round(
 
 
 class CountingPrometheus(http.server.ThreadingHTTPServer):
-    """Answers every instant query with an empty vector after a pause, counting how many it
-    is answering at once: how the portal spreads its queries, which a real Prometheus
-    answering in a millisecond does not show."""
+    """Answers every instant query with an empty vector, counting how many it is answering
+    at once: how the portal spreads its queries, which a real Prometheus answering in a
+    millisecond does not show.
+
+    What it counts does not depend on the machine's load. While `hold` is set, it keeps
+    each answer until a second query is in (at most HOLD_SECONDS), so queries asked at once
+    are seen at once however slowly their threads start; and a query stops counting before
+    its answer is sent, so queries asked one after another are never seen together, however
+    slowly the server's threads finish."""
+
+    HOLD_SECONDS = 10.0
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.busy = self.most = self.answered = 0
+        self.hold = True
         super().__init__(("127.0.0.1", 0), _Answer)
 
     def most_at_once(self) -> int:
@@ -103,19 +113,21 @@ class _Answer(http.server.BaseHTTPRequestHandler):
     server: CountingPrometheus
 
     def do_GET(self) -> None:
-        with self.server.lock:
-            self.server.busy += 1
-            self.server.most = max(self.server.most, self.server.busy)
-        time.sleep(0.05)
+        server = self.server
+        with server.lock:
+            server.busy += 1
+            server.most = max(server.most, server.busy)
+            server.lock.notify_all()
+            if server.hold:
+                server.lock.wait_for(lambda: server.most > 1, timeout=server.HOLD_SECONDS)
+            server.busy -= 1
+            server.answered += 1
         body = b'{"status":"success","data":{"resultType":"vector","result":[]}}'
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-        with self.server.lock:
-            self.server.busy -= 1
-            self.server.answered += 1
 
     def log_message(self, *args: object) -> None:
         pass
@@ -129,28 +141,44 @@ def counting() -> Iterator[CountingPrometheus]:
     server.shutdown()
 
 
+class _Clock:
+    """The time module, `ahead` seconds later (what the figures' age is read with)."""
+
+    def __init__(self, ahead: float) -> None:
+        self.ahead = ahead
+        self.monotonic = time.monotonic
+        self.sleep = time.sleep
+
+    def time(self) -> float:
+        return time.time() + self.ahead
+
+
 def test_a_page_asks_at_once_and_the_refresh_ahead_one_after_another(
     shared_cache: None,
     counting: CountingPrometheus,
     settings,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A page waiting for the figures asks every query at once; nobody waits for a refresh
     ahead, which asks them one after another, leaving the machine's other cores to the
     pages when Prometheus shares it."""
     settings.PROMETHEUS_URL = f"http://127.0.0.1:{counting.server_port}"
-    settings.METRICS_CACHE_SECONDS = 3
+    settings.PROMETHEUS_TIMEOUT = 30  # the page's wait: the held answers come well within it
+    settings.METRICS_CACHE_SECONDS = 60
     one_round = len(node_figure_queries(metric_labels(), hot_celsius=85, idle_window="1h"))
     figures = NodeFigureCache()
     first = figures.get_versioned()[2]
     # Empty answers: no recorded series, so a second round asks the raw expressions (and
-    # later rounds go straight to them).
-    # At once: on a loaded machine not every thread reaches the server within one answer's
-    # pause, but more than one does (in turn, it would be exactly one).
+    # later rounds go straight to them). Asked in turn, no query would ever meet another.
     assert counting.most_at_once() > 1 and counting.answered == 2 * one_round
-    time.sleep(3 * REFRESH_AHEAD_AT + 0.1)  # past the head start, within the lifetime
+    counting.hold = False
+    # The figures' clock moved past the head start, still within their lifetime: no sleep
+    # whose length a loaded machine could stretch past the lifetime.
+    clock = _Clock(REFRESH_AHEAD_AT * settings.METRICS_CACHE_SECONDS + 1)
+    monkeypatch.setattr(node_figures, "time", clock)
     assert figures.get_versioned()[2] == first  # served at once; the refresh runs behind
-    deadline = time.monotonic() + 10
-    while figures.get_versioned()[2] == first and time.monotonic() < deadline:
-        time.sleep(0.05)
+    hung = time.monotonic() + 120  # only against a refresh that never comes
+    while figures.get_versioned()[2] == first and time.monotonic() < hung:
+        time.sleep(0.05)  # the refresh's end, however long the machine takes
     assert counting.answered == 3 * one_round
     assert counting.most_at_once() == 1
