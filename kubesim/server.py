@@ -19,7 +19,18 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from kubesim import apply, discovery, errors, openapi, options, patching, protobuf, rbac, writes
+from kubesim import (
+    admission,
+    apply,
+    discovery,
+    errors,
+    openapi,
+    options,
+    patching,
+    protobuf,
+    rbac,
+    writes,
+)
 from kubesim.cluster import KINDS, Cluster, GpuOverride
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
@@ -678,11 +689,13 @@ class Handler(BaseHTTPRequestHandler):
             body["metadata"].pop(system, None)
         if request.resource == "poddisruptionbudgets":
             body["status"] = dict(PDB_ZERO_STATUS)  # the strategy resets status on create
+        if request.resource == "nodes":
+            # Fields are owned as the client sent them; admission's additions are no one's.
+            body = apply.record_update(None, body, self._manager(opts), self._now())
+            admission.admit_node(body)
         self.api.cluster.validate(request.resource, body)
         if request.resource == "pods":
             return self.api.cluster.create_pod(body, dry_run=opts.dry_run), code
-        if request.resource == "nodes":
-            body = apply.record_update(None, body, self._manager(opts), self._now())
         return self._store.create(request.resource, body, dry_run=opts.dry_run), code
 
     def _manager(self, opts: options.WriteOptions) -> str:
@@ -796,6 +809,7 @@ class Handler(BaseHTTPRequestHandler):
         )
         if current is None:
             new.setdefault("metadata", {})["name"] = request.name
+            admission.admit_node(new)
             self.api.cluster.validate("nodes", new)
             return self._store.create("nodes", new, dry_run=opts.dry_run), 201
         writes.check_update("nodes", "Node", current.obj, new, uid_precondition=False)

@@ -55,6 +55,34 @@ def test_a_cordon_gets_the_unschedulable_taint_in_its_own_write(kubesim: Kubesim
     assert taints(kubesim) == []
 
 
+def test_a_node_created_through_the_api_is_admitted_not_ready(kubesim_shared: Kubesim) -> None:
+    """TaintNodesByCondition's taint and the defaulted status on the create's answer (K5);
+    the lifecycle controller then keeps the taint only while Ready is False."""
+    core = kubesim_shared.core()
+    created = core.create_node({"metadata": {"name": "bare-node"}})
+    assert [(t.key, t.effect) for t in created.spec.taints] == [
+        ("node.kubernetes.io/not-ready", "NoSchedule")
+    ]
+    assert created.status.daemon_endpoints.kubelet_endpoint.port == 0
+    assert created.status.node_info.kubelet_version == ""
+    assert taints(kubesim_shared, "bare-node") == []  # no Ready condition: nothing to taint
+    down = core.create_node(
+        {
+            "metadata": {"name": "down-node"},
+            "spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}]},
+            "status": {
+                "capacity": {"nvidia.com/gpu": "8"},
+                "conditions": [{"type": "Ready", "status": "False"}],
+            },
+        }
+    )
+    assert [t.key for t in down.spec.taints] == ["gpu", "node.kubernetes.io/not-ready"]
+    assert down.status.allocatable == {"nvidia.com/gpu": "8"}
+    assert ("node.kubernetes.io/not-ready", "NoSchedule") in taints(kubesim_shared, "down-node")
+    for name in ("bare-node", "down-node"):
+        core.delete_node(name)
+
+
 def test_not_ready_gets_no_schedule_now_and_no_execute_after_a_delay(kubesim: Kubesim) -> None:
     set_ready(kubesim, "False")
     assert taints(kubesim) == [("node.kubernetes.io/not-ready", "NoSchedule")]
