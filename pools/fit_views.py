@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 from pools.core.fit.workloads import JSON
 from pools.errors import WorkflowError
-from pools.fitcheck.pending import pending_pod_names, pending_pods
+from pools.fitcheck.pending import (
+    PENDING_SORT_LABELS,
+    PENDING_SORTS,
+    pending_groups,
+    pending_pod_names,
+    pending_pods,
+)
 from pools.fitcheck.service import FitCheck, PodRef, fit_check_run
 from pools.forms import FitForm
 from pools.roles import Capability, require
@@ -61,5 +68,16 @@ def _download(check: FitCheck, pool: str) -> HttpResponse:
 
 @require(Capability.VIEW)
 def pending(request: HttpRequest) -> HttpResponse:
+    sort = request.GET.get("sort", "wait")
+    status = 200
+    if sort not in PENDING_SORTS:
+        messages.error(request, f"sort: one of {', '.join(PENDING_SORTS)}, not {sort!r}.")
+        sort, status = "wait", 400
     pods = pending_pods(now=timezone.now())
-    return render(request, "pools/pending.html", {"pending": pods})
+    context = {
+        "groups": pending_groups(pods, sort=sort),
+        "pending_total": len(pods),
+        "sort": sort,
+        "sorts": list(PENDING_SORT_LABELS.items()),
+    }
+    return render(request, "pools/pending.html", context, status=status)

@@ -23,7 +23,7 @@ from pools.core import charts, figures, links, palette
 from pools.core.snippets import scheduling_block
 from pools.errors import MetricsUnavailable
 from pools.filters import NodeFilter, page_queryset
-from pools.fitcheck.pending import pending_pods, pool_intruders
+from pools.fitcheck.pending import pending_groups, pending_pods, pool_intruders
 from pools.forms import PoolForm
 from pools.models import AuditEvent, Node, Pool
 from pools.roles import Capability, has_capability, require
@@ -146,7 +146,9 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         context["snippet"] = scheduling_block(
             pool.spec(), pool_key=settings.POOL_LABEL_KEY, gpu_models=[model] if model else None
         )
-        context["pending"] = pending_pods(now=timezone.now(), pool=pool)
+        pending = pending_pods(now=timezone.now(), pool=pool)
+        context["groups"] = pending_groups(pending)
+        context["pending_total"] = len(pending)
         context["intruders"] = pool_intruders(pool)
     return render(request, "pools/pool.html", context, status=status)
 

@@ -19,6 +19,7 @@ from pools.core.fit.check import PodVerdict, evaluate_pod
 from pools.core.fit.pods import PodShape
 from pools.core.fit.scheduling import Taint, Toleration, untolerated_taint
 from pools.core.fit.workloads import pod_shape
+from pools.core.insights.scheduling import wanted_pool
 from pools.fitcheck.cluster import FitCluster, fit_cluster
 from pools.fitcheck.service import pod_manifest
 from pools.models import GpuPod, Node, Pool
@@ -35,6 +36,64 @@ class PendingPod:
     reason_from: str  # SCHEDULER or FIT_CHECK
     fits_now: bool  # the fit check finds a node with room now (the scheduler has not bound it)
     lands_in: tuple[str, ...]  # pools with a node that would take it now
+    pool: str = ""  # the one pool it asks for by selector or affinity ("": none, or several)
+
+
+@dataclass(frozen=True)
+class PendingGroup:
+    """The pods waiting for the same pool for the same reason (a Job's 30 pods say one
+    message 30 times): the page shows it once, with how many, and the pods under it."""
+
+    pool: str
+    reason: str
+    reason_from: str
+    pods: tuple[PendingPod, ...]  # longest wait first
+
+    @property
+    def count(self) -> int:
+        return len(self.pods)
+
+    @property
+    def gpus(self) -> int:
+        return sum(p.pod.gpus for p in self.pods)
+
+    @property
+    def longest(self) -> timedelta:
+        return self.pods[0].waited
+
+    @property
+    def shortest(self) -> timedelta:
+        return self.pods[-1].waited
+
+    @property
+    def oldest(self) -> datetime:
+        return self.pods[0].pod.created_at
+
+    @property
+    def newest(self) -> datetime:
+        return self.pods[-1].pod.created_at
+
+
+# How the groups can be ordered: the longest wait first (the default), the most pods first,
+# or by pool; ties by longest wait, then pool and reason, so the order is stable.
+PENDING_SORT_LABELS = {"wait": "longest wait", "count": "most pods", "pool": "pool"}
+PENDING_SORTS = {
+    "wait": lambda g: (-g.longest, g.pool, g.reason),
+    "count": lambda g: (-g.count, -g.longest, g.pool, g.reason),
+    "pool": lambda g: (g.pool == "", g.pool, -g.longest, g.reason),
+}
+
+
+def pending_groups(pending: list[PendingPod], *, sort: str = "wait") -> list[PendingGroup]:
+    """`pending` grouped by the pool the pods ask for and their reason, in `sort` order."""
+    by_key: dict[tuple[str, str, str], list[PendingPod]] = {}
+    for item in pending:
+        by_key.setdefault((item.pool, item.reason, item.reason_from), []).append(item)
+    groups = [
+        PendingGroup(pool, reason, reason_from, tuple(sorted(pods, key=lambda p: -p.waited)))
+        for (pool, reason, reason_from), pods in by_key.items()
+    ]
+    return sorted(groups, key=PENDING_SORTS[sort])
 
 
 def pending_pods(
@@ -69,6 +128,7 @@ def pending_pods(
             SCHEDULER if row.unschedulable_message else FIT_CHECK,
             verdict.fits,
             lands,
+            wanted_pool(row.node_selector, row.affinity, cluster.pool_key),
         )
         if pool is None or wants_pool(row, pool.name, cluster.pool_key) or pool.name in lands:
             result.append(item)
