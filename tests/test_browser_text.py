@@ -5,6 +5,7 @@ at a phone's width words and label keys stay whole."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -95,3 +96,31 @@ def test_the_longest_reason_wraps_on_every_page_that_shows_it(
             text, width, scroll = page.evaluate(WIDEST_TEXT, WORD[:40])
             assert text > 0, f"{path}: the text is not shown"
             assert text <= width and scroll <= width, (path, viewport, text, width, scroll)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_live_part_that_ended_says_when_as_the_pages_write_times(
+    live_server: Any, signed_in: Any, settings: Any
+) -> None:
+    settings.LIVE_REFRESH_SECONDS = 1
+    page = signed_in
+    move = workflow.move_request_create(
+        requested_by=user_in("requesters", "rita"),
+        node_names=["a100-reserve-000"],
+        destination=Pool.objects.get(name="training"),
+        reason="more capacity",
+        now=timezone.now(),
+    )
+    page.goto(f"{live_server.url}/moves/{move.pk}/")
+    workflow.move_decide(
+        move=move,
+        user=user_in("requesters", "rita"),
+        action=workflow.Action.CANCEL,
+        reason="",
+        until=None,
+        now=timezone.now(),
+    )
+    page.wait_for_selector("#move-live[data-live-stopped]", timeout=20_000)
+    said = page.locator("[data-live-age]").inner_text()
+    # Y-m-d H:i:s, as the server writes times, not the browser's locale ("7:20:46 PM").
+    assert re.fullmatch(r"Final: updated at \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}", said), said

@@ -5,6 +5,18 @@
 // data-live-stopped when done), so the two stay independent.
 (function () {
   "use strict";
+  // The time as the server writes it (Y-m-d H:i:s, in the portal's time zone, which the
+  // page carries), not in the browser's locale: one way of writing dates on every page.
+  var zone = document.documentElement.getAttribute("data-time-zone") || "UTC";
+  function stamp(ms) {
+    var parts = {};
+    new Intl.DateTimeFormat("en-GB", {
+      timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23"
+    }).formatToParts(new Date(ms)).forEach(function (p) { parts[p.type] = p.value; });
+    return parts.year + "-" + parts.month + "-" + parts.day + " " +
+      parts.hour + ":" + parts.minute + ":" + parts.second;
+  }
   function ago(seconds) {
     if (seconds < 60) { return seconds + " s ago"; }
     if (seconds < 3600) { return Math.floor(seconds / 60) + " min ago"; }
@@ -19,7 +31,7 @@
     element.parentNode.insertBefore(label, element);
     function show() {
       if (element.hasAttribute("data-live-stopped")) {
-        label.textContent = "Final: updated at " + new Date(updated).toLocaleTimeString();
+        label.textContent = "Final: updated at " + stamp(updated);
         label.classList.remove("live-age-stale");
         label.setAttribute("data-stale", "false");
         return;
