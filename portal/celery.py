@@ -5,7 +5,7 @@ import logging.config
 import os
 from typing import Any
 
-from celery import Celery, signals
+from celery import Celery, bootsteps, signals
 
 from pools import log_context
 from portal.env import settings_or_exit
@@ -24,6 +24,40 @@ def _settings_or_exit(**_: object) -> None:
 
 
 app.autodiscover_tasks()
+
+
+class _Heartbeat(bootsteps.StartStopStep):
+    """The worker's liveness (pools.heartbeat): a timer of the worker's own event loop
+    renews HEARTBEAT_FILE, so a worker whose loop hangs stops renewing it and its probe
+    has it restarted. Task processes run apart: a long task does not stop the heartbeat
+    (its time limits end it)."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        super().__init__(worker, **kwargs)
+        self.timer_ref: Any = None
+
+    def start(self, worker: Any) -> None:
+        from django.conf import settings
+
+        from pools.heartbeat import Heartbeat
+
+        if not settings.HEARTBEAT_FILE:
+            return
+        heartbeat = Heartbeat(settings.HEARTBEAT_FILE, 0)
+        heartbeat.renew()
+        self.timer_ref = worker.timer.call_repeatedly(
+            settings.HEARTBEAT_SECONDS, heartbeat.renew, priority=10
+        )
+
+    def stop(self, worker: Any) -> None:
+        if self.timer_ref is not None:
+            self.timer_ref.cancel()
+            self.timer_ref = None
+
+
+app.steps["worker"].add(_Heartbeat)
 
 # Tasks that change nodes are declared with these options (see pools/tasks.py): the message
 # is acknowledged only after the task returns, and a worker killed mid-task gives it back.

@@ -210,6 +210,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60, maximum=604_800),
 }
 CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULER = "portal.beat:HeartbeatScheduler"
+# Liveness: the worker, beat and the inventory watcher renew this file from their main
+# loop every HEARTBEAT_SECONDS; `python -m pools.heartbeat FILE MAX_AGE` is their probe.
+HEARTBEAT_FILE = env_str("HEARTBEAT_FILE", "")
+if HEARTBEAT_FILE and not Path(HEARTBEAT_FILE).is_absolute():
+    raise EnvError("HEARTBEAT_FILE", f"expected an absolute path, got {HEARTBEAT_FILE!r}")
+HEARTBEAT_SECONDS = env_float("HEARTBEAT_SECONDS", 10.0, minimum=0.1, maximum=300.0)
 CELERY_TASK_ALWAYS_EAGER = False
 
 # The port `make demo` serves the portal on (scripts/demo.py reads it with the same rule).

@@ -36,6 +36,7 @@ from pools.core.collector import collector_paused
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import pod_requests
 from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
+from pools.heartbeat import Heartbeat
 from pools.inventory.lease import (
     holder_name,
     lease_acquire,
@@ -58,10 +59,16 @@ from pools.inventory.rows import (
     nodes_present,
     pod_labels,
 )
-from pools.kube.errors import KubeError
+from pools.kube.errors import KubeError, KubeUnavailable
 from pools.kube.nodes import Raw, core_api
 from pools.kube.read_ahead import read_ahead
-from pools.kube.watching import RESOURCES, WatchExpired, list_pages, watch_events
+from pools.kube.watching import (
+    RESOURCES,
+    OpenStreams,
+    WatchExpired,
+    list_pages,
+    watch_events,
+)
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +119,7 @@ class WatchState:
     pod_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     received: dict[str, float] = field(default_factory=dict)
     relist: set[str] = field(default_factory=set)  # resources to list again
+    streams: OpenStreams = field(default_factory=OpenStreams)  # ended at once for a re-list
     listed: bool = False  # the nodes were listed since the last take
     lock: threading.Lock = field(default_factory=threading.Lock)
     changed: threading.Event = field(default_factory=threading.Event)
@@ -344,7 +352,7 @@ def follow(resource: str, state: WatchState, leading: threading.Event) -> None:
             if resource in state.relist or not state.versions.get(resource):
                 state.relist.discard(resource)
                 _relist(resource, state, leading)
-            for event in watch_events(resource, state.versions[resource]):
+            for event in watch_events(resource, state.versions[resource], state.streams):
                 if not leading.is_set() or resource in state.relist:
                     break
                 _apply(resource, state, event)
@@ -355,6 +363,8 @@ def follow(resource: str, state: WatchState, leading: threading.Event) -> None:
             log.info("%s: listing again", exc)
             state.relist.add(resource)
         except Exception as exc:  # noqa: BLE001 -- KubeError, or the database away: resume later
+            if isinstance(exc, KubeUnavailable) and resource in state.relist:
+                continue  # the stream was ended on purpose, for a re-list: list at once
             level = logging.WARNING if isinstance(exc, KubeError) else logging.ERROR
             log.log(level, "watching %s: %s; resuming in %.1fs", resource, exc, backoff)
             close_old_connections()
@@ -374,6 +384,7 @@ class Leader:
     renewed: float = 0.0
     flushed: float = 0.0
     lost: threading.Event = field(default_factory=threading.Event)
+    heartbeat: Heartbeat = field(default_factory=lambda: process_heartbeat())
 
     def run(self) -> None:
         self.leading.set()
@@ -385,6 +396,7 @@ class Leader:
                 threading.Thread(target=target, args=args, daemon=True, name=name).start()
             while not self.stop.is_set():
                 self.state.changed.wait(FLUSH_SECONDS)
+                self.heartbeat.renew()  # from this loop: a hung flush stops it
                 self.still_leading()
                 if self.state.changed.is_set():
                     self.stop.wait(max(0.0, self.flushed + FLUSH_SECONDS - time.monotonic()))
@@ -405,8 +417,12 @@ class Leader:
                     break
                 self.renewed = time.monotonic()
                 if relist_taken(self.holder):
-                    log.info("a full sync asked for a re-list")
                     self.state.relist |= {"nodes", "pods"}
+                    ended = self.state.streams.interrupt("nodes", "pods")
+                    log.info(
+                        "a full sync asked for a re-list; watch streams ended for it: %s",
+                        ", ".join(ended) or "none open",
+                    )
             except Exception as exc:  # noqa: BLE001 -- the database busy or away: try again
                 log.warning("renewing the inventory lease: %s", exc)
                 close_old_connections()
@@ -435,6 +451,11 @@ class Leader:
         self.flushed = time.monotonic()
 
 
+def process_heartbeat() -> Heartbeat:
+    """The watcher's liveness file (HEARTBEAT_FILE; none when unset)."""
+    return Heartbeat(settings.HEARTBEAT_FILE, settings.HEARTBEAT_SECONDS)
+
+
 def watch_inventory(stop: threading.Event) -> None:
     """Wait for the lease, then lead until `stop` is set or the lease is lost (then wait
     again); give the lease back on the way out."""
@@ -450,17 +471,19 @@ def watch_inventory(stop: threading.Event) -> None:
     # the initial sync's 26 s of CPU.
     gc.freeze()
     waiting = False
+    heartbeat = process_heartbeat()
     try:
         while not stop.is_set():
             try:
                 if lease_acquire(holder, seconds):
                     log.info("%s holds the inventory lease", holder)
                     waiting = False
-                    Leader(holder, stop).run()
+                    Leader(holder, stop, heartbeat=heartbeat).run()
                     continue
                 if not waiting:
                     log.info("waiting for the inventory lease held by %s", lease_holder())
                     waiting = True
+                heartbeat.renew()  # a watcher waiting its turn is alive too
                 stop.wait(seconds / 3)
             except LeaseLost as exc:
                 log.warning("%s: %s", holder, exc)

@@ -101,8 +101,9 @@ OIDC_GROUPS_CLAIM: {{ .groupsClaim | quote }}
 {{/*
 The environment of every portal container: the ConfigMap, then each secret by reference.
 Call with (dict "root" $ "configMap" "<name>"), adding "metrics" "dir" for a process group
-that counts metrics (the web), "metrics" "port" for one that also serves them itself, and
-"kubernetes" false for a pod that mounts no token (the web).
+that counts metrics (the web), "metrics" "port" for one that also serves them itself, 
+"kubernetes" false for a pod that mounts no token (the web), and "heartbeat" true for a
+process whose liveness is its heartbeat file (worker, beat, watcher).
 */}}
 {{- define "portal.env" -}}
 {{- $root := .root -}}
@@ -145,6 +146,10 @@ env:
   {{- end }}
   {{- if $root.Values.oidc.enabled }}
   {{- include "portal.secretEnv" (dict "name" "OIDC_RP_CLIENT_SECRET" "ref" $s.oidcClientSecret "path" "secrets.oidcClientSecret") | nindent 2 }}
+  {{- end }}
+  {{- if .heartbeat }}
+  - name: HEARTBEAT_FILE
+    value: /tmp/heartbeat
   {{- end }}
   {{- with $root.Values.extraEnv }}
   {{- toYaml . | nindent 2 }}
@@ -195,4 +200,24 @@ imagePullSecrets:
 - name: tmp
   emptyDir:
     sizeLimit: {{ .Values.tmpSizeLimit }}
+{{- end -}}
+
+{{/*
+The liveness of a process without HTTP (worker, beat, watcher): it renews /tmp/heartbeat
+from its own main loop every HEARTBEAT_SECONDS (10); the probe fails once the file is older
+than maxAge, and the kubelet restarts a hung process. Call with (dict "maxAge" N).
+*/}}
+{{- define "portal.heartbeatProbes" -}}
+startupProbe:
+  exec:
+    command: [python, -m, pools.heartbeat, /tmp/heartbeat, {{ .maxAge | quote }}]
+  periodSeconds: 10
+  timeoutSeconds: 10
+  failureThreshold: 30
+livenessProbe:
+  exec:
+    command: [python, -m, pools.heartbeat, /tmp/heartbeat, {{ .maxAge | quote }}]
+  periodSeconds: 30
+  timeoutSeconds: 10
+  failureThreshold: 2
 {{- end -}}
