@@ -48,7 +48,7 @@ def qualified(resource: str) -> str:
     return f"{plural}.{group}" if group else resource
 
 
-def _details(resource: str, name: str) -> dict[str, Any]:
+def details(resource: str, name: str) -> dict[str, Any]:
     plural, group = _QUALIFIED.get(resource, (resource, ""))
     details: dict[str, Any] = {"name": name} if name else {}
     if group:
@@ -59,7 +59,7 @@ def _details(resource: str, name: str) -> dict[str, Any]:
 
 def not_found(resource: str, name: str) -> ApiError:
     return ApiError(
-        404, "NotFound", f'{qualified(resource)} "{name}" not found', _details(resource, name)
+        404, "NotFound", f'{qualified(resource)} "{name}" not found', details(resource, name)
     )
 
 
@@ -68,7 +68,7 @@ def already_exists(resource: str, name: str) -> ApiError:
         409,
         "AlreadyExists",
         f'{qualified(resource)} "{name}" already exists',
-        _details(resource, name),
+        details(resource, name),
     )
 
 
@@ -82,7 +82,7 @@ def conflict(resource: str, name: str, detail: str = OPTIMISTIC_LOCK) -> ApiErro
         409,
         "Conflict",
         f'Operation cannot be fulfilled on {qualified(resource)} "{name}": {detail}',
-        _details(resource, name),
+        details(resource, name),
     )
 
 

@@ -36,7 +36,7 @@ from kubesim.errors import ApiError
 from kubesim.faults import Faults
 from kubesim.rbac import READ_VERBS, Attributes, Rbac
 from kubesim.selectors import field_selector, label_selector
-from kubesim.store import Entry
+from kubesim.store import Entry, entry
 from kubesim.termination import DeleteOptions
 from kubesim.watch import TableEncoder, WatchStream, rows_with_objects
 
@@ -823,7 +823,18 @@ class Handler(BaseHTTPRequestHandler):
         gone = self.api.cluster.delete(
             request.resource, request.namespace, request.name or "", delete_options
         )
-        return gone, code
+        if request.resource == "pods":
+            return gone, code  # the pod registry answers with the object (ReturnDeletedObject)
+        meta = gone.obj["metadata"]
+        details = {**errors.details(request.resource, meta["name"]), "uid": meta.get("uid")}
+        status = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": details,
+        }
+        return entry(status), code
 
     @staticmethod
     def _keep_other_half(

@@ -179,7 +179,7 @@ REQUESTS: dict[str, tuple[str, str, Any, str]] = {
 }
 
 # Requests whose answers still differ on kubesim's own server (docs/kubesim.md says why).
-KNOWN_DIFFERENCES: set[str] = {"delete the bare node"}
+KNOWN_DIFFERENCES: set[str] = set()
 
 
 def what_the_portal_reads(name: str, answer: Answer) -> tuple[object, ...]:

@@ -200,7 +200,7 @@ def test_audit_log_records_each_request_in_the_real_format(kubesim: Kubesim) -> 
 
 def test_create_and_delete_nodes(kubesim: Kubesim) -> None:
     core = kubesim.core()
-    core.create_node(
+    created = core.create_node(
         client.V1Node(
             metadata=client.V1ObjectMeta(
                 name="gpu-extra", labels={"nvidia.com/gpu.product": "NVIDIA-L4"}
@@ -211,6 +211,14 @@ def test_create_and_delete_nodes(kubesim: Kubesim) -> None:
         core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name="gpu-extra")))
     assert caught.value.status == 409
     assert "AlreadyExists" in caught.value.body
-    core.delete_node("gpu-extra")
+    # The node registry answers a DELETE with a Status, not the object (only pods do).
+    answer = core.delete_node("gpu-extra")
+    assert answer == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": "gpu-extra", "kind": "nodes", "uid": created.metadata.uid},
+    }
     with pytest.raises(ApiException):
         core.read_node("gpu-extra")
