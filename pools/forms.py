@@ -220,6 +220,8 @@ class FitForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if self.errors:  # a field refused (a file too large) was given: say only what is wrong
+            return data
         given = [k for k in ("manifest", "upload", "pod") if data.get(k)]
         if len(given) != 1:
             raise forms.ValidationError(

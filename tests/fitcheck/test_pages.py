@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from pools.core.fit.workloads import MAX_VALUES
 from pools.fitcheck.pending import FIT_CHECK, SCHEDULER, pending_pods, pool_intruders
+from pools.forms import FitForm
 from pools.models import GpuPod, Pool
 from tests.api.conftest import api
 from tests.factories import demo_inventory
@@ -270,3 +271,16 @@ def test_fit_page_says_no_node_has_the_model_and_offers_no_fix(demo):  # type: i
     # Nor can one be downloaded.
     download = viewer().post("/fit/", {"manifest": manifest, "download": "training"})
     assert "Content-Disposition" not in download
+
+
+def test_an_oversized_upload_says_only_its_size(demo):  # type: ignore[no-untyped-def]
+    big = SimpleUploadedFile("job.yaml", b"#" * (FitForm.MAX_UPLOAD_BYTES + 1))
+    response = viewer().post("/fit/", {"upload": big})
+    assert response.status_code == 400
+    form = response.context["form"]
+    assert form.errors["upload"] == [
+        f"The file is {FitForm.MAX_UPLOAD_BYTES + 1} bytes; the fit check reads at most "
+        f"{FitForm.MAX_UPLOAD_BYTES}."
+    ]
+    assert form.non_field_errors() == []
+    assert "Give one of" not in response.content.decode()
