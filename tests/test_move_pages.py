@@ -311,3 +311,20 @@ def test_extend_without_a_valid_date_keeps_the_loan(
     assert said in html and "needs a reason" not in html
     loan.refresh_from_db()
     assert loan.loan_until == end and loan.loan_return_requested_at is None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("policy", "said", "unsaid"),
+    [
+        ("drain-first", "its GPU pods evicted", "running pods finish where they are"),
+        ("leave-running", "running pods finish where they are", "its GPU pods evicted"),
+    ],
+)
+def test_the_preview_notes_only_the_drain_policy_chosen(
+    inventory: dict[str, Node], policy: str, said: str, unsaid: str
+) -> None:
+    form = {**FORM, "drain_policy": policy, "preview": "1"}
+    html = client_for("requesters", "rita").post("/moves/new/", form).content.decode()
+    assert f'data-drain-note="{policy}"' in html
+    assert said in html and unsaid not in html
