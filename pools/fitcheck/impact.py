@@ -19,11 +19,13 @@ from pools.core.fit.cluster import ClusterSnapshot, FitNode, NodePod, PoolCapaci
 from pools.core.fit.pods import PodShape
 from pools.core.fit.scheduling import NO_EXECUTE, Taint, untolerated_taint
 from pools.core.fit.workloads import pod_shape
+from pools.core.insights.records import NodeFacts
+from pools.core.insights.replacement import node_traits
 from pools.core.labels import counted
 from pools.fitcheck.cluster import OTHER_PODS, FitCluster, fit_cluster, gpu_node_pod
 from pools.fitcheck.pending import wants_pool
 from pools.fitcheck.service import pod_manifest
-from pools.models import GpuPod, MoveRequest
+from pools.models import GpuPod, MoveRequest, Node
 from pools.workflow.plan import MovePlan, PlannedNode
 
 EVICTED = "evicted"
@@ -100,7 +102,50 @@ def move_impact(plan: MovePlan, *, drain_policy: str) -> MoveImpact:
     ]
     warnings = _queue_warning(cluster, plan.destination.name, pending, started)
     warnings += _gang_warnings(after, sources, fates)
+    warnings += _mix_warnings(plan)
     return MoveImpact(fates, started, changes, warnings)
+
+
+# What a node's GPU and driver are read from: GPU Feature Discovery's labels (the same
+# traits the replacement difficulty compares), so the warning needs no Prometheus.
+MIXED_TRAITS = {"gpu_model": "GPU model", "driver": "driver version"}
+
+
+def _mix_warnings(plan: MovePlan) -> list[str]:
+    """The moved nodes bring a GPU model or a driver the destination's nodes do not have:
+    a job asking for any GPU may land on either, a job pinned to one model finds fewer
+    nodes, and capacity lent between pools only helps where node specs match. Said whatever
+    the destination accepts (a pool that lists accepted models refuses others outright)."""
+    moved = {p.node.name for p in plan.nodes}
+    staying = (
+        Node.objects.present()
+        .filter(pool=plan.destination)
+        .exclude(name__in=moved)
+        .only("name", "gpu_model", "labels")
+    )
+    there = [_traits(n) for n in staying]
+    if not there:
+        return []  # an empty pool takes whatever comes first
+    warnings = []
+    for trait, title in MIXED_TRAITS.items():
+        have = {t[trait] for t in there if t[trait]}
+        bringing: dict[str, list[str]] = defaultdict(list)
+        for p in plan.nodes:
+            value = _traits(p.node)[trait]
+            if value and have and value not in have:
+                bringing[value].append(p.node.name)
+        for value, names in sorted(bringing.items()):
+            warnings.append(
+                f"{plan.destination.name} would mix {title}s: {', '.join(names)} "
+                f"{'brings' if len(names) == 1 else 'bring'} {value}, its nodes have "
+                f"{', '.join(sorted(have))}. Jobs asking for any GPU land on either, and "
+                "capacity moves between pools only help where node specs match."
+            )
+    return warnings
+
+
+def _traits(node: Node) -> dict[str, str]:
+    return node_traits(NodeFacts(node.name, None, 0, node.gpu_model, node.labels or {}))
 
 
 def _fates(planned: PlannedNode, pods: Sequence[GpuPod], drain_policy: str) -> list[PodFate]:

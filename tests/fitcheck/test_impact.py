@@ -11,7 +11,7 @@ from django.utils import timezone
 from pools import workflow
 from pools.fitcheck.impact import EVICTED, LEFT, move_impact
 from pools.models import Pool
-from tests.factories import demo_inventory
+from tests.factories import demo_inventory, gpu_node
 from tests.fitcheck.rows import TOLERATE_TRAINING, TRAINING_AFFINITY, gpu_pod
 from tests.moves_helpers import user_in
 
@@ -174,3 +174,60 @@ def test_a_noexecute_destination_taint_evicts_the_pods_that_do_not_tolerate_it(d
         ),
         "research/tolerant": (LEFT, ""),
     }
+
+
+def test_a_move_that_mixes_gpu_models_into_a_pool_is_warned(demo):  # type: ignore[no-untyped-def]
+    # The default pools accept any model: nothing refuses the H100 in an A100 pool.
+    assert Pool.objects.get(name="training").accepted_gpu_models == []
+    impact = impact_of(["h100-infer-000"], "training", "leave-running")
+    (warning,) = [w for w in impact.warnings if "would mix" in w]
+    assert warning.startswith(
+        "training would mix GPU models: h100-infer-000 brings NVIDIA-H100-80GB-HBM3, its "
+        "nodes have NVIDIA-A100-SXM4-80GB."
+    )
+    # Same model, no warning; into an empty pool, nothing to mix with.
+    assert not [
+        w
+        for w in impact_of(["a100-reserve-000"], "training", "leave-running").warnings
+        if "would mix" in w
+    ]
+    html = (
+        client_for_requester()
+        .post(
+            "/moves/new/",
+            {
+                "nodes": "h100-infer-000",
+                "destination": "training",
+                "reason": "more",
+                "drain_policy": "leave-running",
+                "drain_deadline_minutes": "30",
+                "preview": "1",
+            },
+        )
+        .content.decode()
+    )
+    assert "training would mix GPU models" in html
+
+
+def test_a_move_that_mixes_drivers_into_a_pool_is_warned(demo):  # type: ignore[no-untyped-def]
+    driver = "nvidia.com/cuda.driver-version.full"
+    gpu_node("a100-drv-000", "training", extra_labels={driver: "535.104.05"})
+    gpu_node("a100-drv-001", "mixed", extra_labels={driver: "550.54.15"})
+    gpu_node("a100-drv-002", "mixed", extra_labels={driver: "535.104.05"})
+    mixing = [
+        w for w in impact_of(["a100-drv-001"], "training", "leave-running").warnings if "mix" in w
+    ]
+    assert mixing == [
+        "training would mix driver versions: a100-drv-001 brings 550.54.15, its nodes have "
+        "535.104.05. Jobs asking for any GPU land on either, and capacity moves between pools "
+        "only help where node specs match."
+    ]
+    assert not [
+        w for w in impact_of(["a100-drv-002"], "training", "leave-running").warnings if "mix" in w
+    ]
+
+
+def client_for_requester() -> Client:
+    client = Client()
+    client.force_login(user_in("requesters", "rita"))
+    return client
