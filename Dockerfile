@@ -10,6 +10,9 @@ WORKDIR /app
 RUN groupadd --system --gid 10001 portal \
     && useradd --system --uid 10001 --gid 10001 --home-dir /app --no-create-home \
        --shell /usr/sbin/nologin portal
+# compose's simulator profile writes its kubeconfig here, into a named volume: a new
+# volume takes this directory's owner, so the portal user can write it.
+RUN install -d -o 10001 -g 10001 -m 0755 /kube
 
 COPY requirements.txt ./
 RUN pip install --no-cache-dir -r requirements.txt

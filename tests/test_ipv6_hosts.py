@@ -34,9 +34,9 @@ def test_an_ipv6_address_is_allowed_as_its_host_header_writes_it() -> None:
     ]
 
 
-def free_ipv6_port() -> int:
-    with socket.socket(socket.AF_INET6) as sock:
-        sock.bind(("::1", 0))
+def free_port_on(host: str) -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
@@ -50,11 +50,14 @@ def status(url: str, **headers: str) -> int:
 
 
 @contextlib.contextmanager
-def gunicorn_on_ipv6(workdir: Path, **env: str) -> Iterator[str]:
-    port = free_ipv6_port()
-    log = workdir / "web-ipv6.log"
+def gunicorn_at(workdir: Path, host: str, **env: str) -> Iterator[str]:
+    """gunicorn bound to `host` (an IPv6 address or IPv4), its URL once it accepts
+    connections (whatever it answers: the test asks)."""
+    port = free_port_on(host)
+    bind = f"[{host}]" if ":" in host else host
+    log = workdir / "web.log"
     argv = [sys.executable, "-m", "gunicorn", "portal.wsgi:application"]
-    argv += ["--bind", f"[::1]:{port}", "--workers", "1", "--no-control-socket"]
+    argv += ["--bind", f"{bind}:{port}", "--workers", "1", "--no-control-socket"]
     process = subprocess.Popen(
         argv,
         cwd=ROOT,
@@ -63,12 +66,12 @@ def gunicorn_on_ipv6(workdir: Path, **env: str) -> Iterator[str]:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    url = f"http://[::1]:{port}"
+    url = f"http://{bind}:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
             with contextlib.suppress(OSError):
-                socket.create_connection(("::1", port), timeout=1).close()
+                socket.create_connection((host, port), timeout=1).close()
                 break
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"gunicorn did not start: {log.read_text()}")
@@ -87,8 +90,9 @@ def gunicorn_on_ipv6(workdir: Path, **env: str) -> Iterator[str]:
 @pytest.mark.django_db(transaction=True)
 def test_probes_and_scrapes_by_the_pods_ipv6_address_answer(tmp_path: Path) -> None:
     # As the chart writes it once the kubelet has expanded $(POD_IP).
-    with gunicorn_on_ipv6(
+    with gunicorn_at(
         tmp_path,
+        "::1",
         DJANGO_ALLOWED_HOSTS="gpu-portal.example.com,::1",
         METRICS_TOKEN=TOKEN,
         READYZ_REQUIRED="database",
