@@ -124,3 +124,46 @@ def test_a_live_part_that_ended_says_when_as_the_pages_write_times(
     said = page.locator("[data-live-age]").inner_text()
     # Y-m-d H:i:s, as the server writes times, not the browser's locale ("7:20:46 PM").
     assert re.fullmatch(r"Final: updated at \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}", said), said
+
+
+# For each element matched: its text, how many lines it takes, and its width.
+LINES = """(selector) => [...document.querySelectorAll(selector)].map(e => {
+  const range = document.createRange(); range.selectNodeContents(e);
+  const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+  return [e.textContent, tops.size, e.getBoundingClientRect().width]; })"""
+# Every word of the matched elements' text, as laid out: (text, lines it takes). A word is
+# a piece between the line-break opportunities the page gives (<wbr>), so a text node.
+WORDS = """(selector) => [...document.querySelectorAll(selector)].flatMap(e => {
+  const walk = document.createTreeWalker(e, NodeFilter.SHOW_TEXT); const out = [];
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    const range = document.createRange(); range.selectNodeContents(n);
+    out.push([n.textContent,
+              new Set([...range.getClientRects()].map(r => Math.round(r.top))).size]);
+  } return out; })"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_at_a_phones_width_fit_verdicts_read_as_lines_and_label_keys_stay_whole(
+    live_server: Any, signed_in: Any
+) -> None:
+    from tests.fitcheck.test_service import TRAINING_POD
+
+    page = signed_in
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server.url}/fit/")
+    page.fill("#id_manifest", TRAINING_POD)
+    page.click("#fit-form button[type=submit]")
+    page.wait_for_selector("#fit-result")
+    for text, lines, width in page.evaluate(LINES, "#fit-result code.scheduler-message"):
+        # A sentence a line can hold 30 characters or more, not 9 (390 px, less the margins).
+        assert len(text) / lines >= 30, (text, lines, width)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+    page.goto(f"{live_server.url}/nodes/a100-reserve-000/")
+    # Each key's words (its text between dots and slashes) on one line each: a key may wrap
+    # at a dot or a slash, never inside a word ("nvi dia .co m/m ig.").
+    words = page.evaluate(WORDS, "table.kv.labels code")
+    assert "nvidia." in [text for text, _ in words]  # nvidia.com/gpu.product, in words
+    split = [(text, lines) for text, lines in words if lines > 1]
+    assert split == [], split
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 from django import template
+from django.utils.html import conditional_escape
+from django.utils.safestring import mark_safe
 
 from pools.core import labels
 from pools.xid import xid_meaning as _xid_meaning
@@ -102,3 +105,11 @@ def epoch(seconds: float | None) -> str:
     if seconds is None:
         return "—"
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+@register.filter
+def breakable(text: object) -> str:
+    """The text escaped, with a line-break opportunity after each dot and slash: a label
+    key (`nvidia.com/gpu.product`) wraps between its parts on a phone, not inside them."""
+    escaped = str(conditional_escape(text))
+    return mark_safe(re.sub(r"([./])", r"\1<wbr>", escaped))  # noqa: S308 (escaped above)
