@@ -29,9 +29,12 @@ class Kubesim:
     audit_log: Path
     process: subprocess.Popen[bytes]
     tls: bool
+    # The kubeconfig context of an account that may read nodes and pods and write nothing.
+    readonly_context: str = "kubesim-readonly"
+    readonly_user: str = "kubesim-viewer"
 
     def api_client(self, *, read_only: bool = False) -> client.ApiClient:
-        context = "kubesim-readonly" if read_only else "kubesim"
+        context = self.readonly_context if read_only else "kubesim"
         return config.new_client_from_config(config_file=str(self.kubeconfig), context=context)
 
     def core(self, *, read_only: bool = False) -> client.CoreV1Api:

@@ -44,6 +44,12 @@ class RealCluster:
     tls: bool = True
     backend: str = "kubernetes"
     audit_from: int = 0  # the audit log's size at the last reset
+    # The kubeconfig context of an account that may read nodes and pods and write nothing.
+    readonly_context: str = "readonly"
+
+    @property
+    def readonly_user(self) -> str:
+        return self.plane.tokens["readonly"].user
 
     @property
     def url(self) -> str:
@@ -58,7 +64,7 @@ class RealCluster:
         return self.plane.audit_log
 
     def api_client(self, *, read_only: bool = False) -> client.ApiClient:
-        context = "readonly" if read_only else "admin"
+        context = self.readonly_context if read_only else "admin"
         return config.new_client_from_config(config_file=str(self.kubeconfig), context=context)
 
     def core(self, *, read_only: bool = False) -> client.CoreV1Api:
@@ -100,10 +106,11 @@ class RealCluster:
         raise AssertionError("unreachable")
 
     def audit_events(self) -> list[dict[str, Any]]:
-        """What the portal and the test sent (the admin user, and service accounts outside
-        kube-system such as the chart's), in kubesim's audit shape: the kubelets' heartbeats
-        and the control plane's own requests are left out. The API server writes a
-        request's event as its response goes out: read until the log stands still."""
+        """What the portal and the test sent (the admin and read-only users, and service
+        accounts outside kube-system such as the chart's), in kubesim's audit shape: the
+        kubelets' heartbeats and the control plane's own requests are left out. The API
+        server writes a request's event as its response goes out: read until the log
+        stands still."""
         size = -1
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline and self.audit_log.stat().st_size != size:
@@ -116,7 +123,7 @@ class RealCluster:
         return [e for e in events if self._sent_by_a_client(e.get("user", {}).get("username", ""))]
 
     def _sent_by_a_client(self, user: str) -> bool:
-        if user == self.plane.tokens["admin"].user:
+        if user in (self.plane.tokens["admin"].user, self.readonly_user):
             return True
         return user.startswith("system:serviceaccount:") and not user.startswith(
             "system:serviceaccount:kube-system:"

@@ -20,7 +20,7 @@ import datetime
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from kubernetes import client, watch
@@ -31,6 +31,7 @@ from kubesim.kubelet import owners
 from kubesim.kubelet.mirror import TERMINAL, MirrorCluster
 from kubesim.scenario import Scenario, node_object, pod_object
 from kubesim.seeding import placed_pod
+from kubesim.termination import Termination
 
 log = logging.getLogger("kubesim.kubelet")
 
@@ -100,7 +101,7 @@ class Kubelet:
         except ApiException as error:
             if error.status != 409:
                 raise
-        self._post_status(name)
+        self.post_status(name)
         self._renew_lease(name)
 
     def scenario_pods(self) -> dict[tuple[str, str], dict[str, Any]]:
@@ -139,13 +140,16 @@ class Kubelet:
             self._create_pod(pod)
         return len(missing)
 
-    def ensure_owners(self, timeout: float = 60) -> int:
-        """The scenario's owners (`kubesim.kubelet.owners`), created where missing; returns
-        once their controllers have adopted every scenario pod."""
+    def ensure_owners(self, timeout: float = 60, existing: Collection[owners.OwnerKey] = ()) -> int:
+        """The scenario's owners (`kubesim.kubelet.owners`), created where missing (those in
+        `existing` are known to be there); returns once their controllers have adopted every
+        scenario pod."""
         apis = {"apps": client.AppsV1Api(self.api), "batch": client.BatchV1Api(self.api)}
         wanted = self.scenario_pods()
         created = 0
         for key, pods in owners.owners_of(wanted).items():
+            if key in existing:
+                continue
             group, body = owners.owner_object(key, pods)
             create = (
                 apis["apps"].create_namespaced_replica_set
@@ -194,7 +198,7 @@ class Kubelet:
 
     # -- heartbeats ---------------------------------------------------------------------
 
-    def _post_status(self, name: str, *, full: bool = True) -> None:
+    def post_status(self, name: str, *, full: bool = True) -> None:
         """The node's status: whole when it registers (or is reset), its conditions alone on
         a heartbeat, so what someone else wrote of the status (a test acting as an admin
         reserving resources) is not put back."""
@@ -235,7 +239,7 @@ class Kubelet:
                 try:
                     self._renew_lease(name)
                     if post_status:
-                        self._post_status(name, full=False)
+                        self.post_status(name, full=False)
                 except ApiException as error:
                     log.warning("heartbeat of %s: %s %s", name, error.status, error.reason)
             if post_status:
@@ -252,7 +256,7 @@ class Kubelet:
             status="True", reason="KubeletReady", message="kubelet is posting ready status"
         )
         ready["lastTransitionTime"] = now_rfc3339()
-        self._post_status(name)
+        self.post_status(name)
         self._renew_lease(name)
 
     # -- pods ---------------------------------------------------------------------------
@@ -303,8 +307,10 @@ class Kubelet:
         if meta.get("deletionTimestamp"):
             if uid not in self._ending:
                 self._ending.add(uid)
+                # A workload that exits sooner on SIGTERM says so, as on kubesim's server.
                 grace = int(meta.get("deletionGracePeriodSeconds") or 0)
-                self.after(grace, uid, lambda: self._finish_deletion(pod))
+                stops = Termination.stop_after(pod, grace)
+                self.after(stops, uid, lambda: self._finish_deletion(pod))
             return
         if status.get("phase") in TERMINAL or uid in self._started:
             return

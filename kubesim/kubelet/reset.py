@@ -7,6 +7,9 @@ switches (lost nodes, GPU overrides, silenced exporters) off."""
 from __future__ import annotations
 
 import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client
@@ -20,26 +23,36 @@ SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease", OPERATOR_N
 CONTROLLER_TAINTS = "node.kubernetes.io/"
 
 
+# The node lifecycle controller copies these from their `kubernetes.io/` labels onto every
+# node (deprecated, still reconciled): a reset that took them off would be undone at once.
+RECONCILED_LABELS = {
+    "beta.kubernetes.io/os": "kubernetes.io/os",
+    "beta.kubernetes.io/arch": "kubernetes.io/arch",
+}
+
+
 def reset(kubelet: Kubelet, timeout: float = 60) -> dict[str, int]:
+    """Each step reads with one list and writes only what differs, so a reset after a test
+    that changed nothing is a dozen requests, not one round of writes per node."""
     core = client.CoreV1Api(kubelet.api)
     kubelet.mirror.gpu_overrides.clear()
     kubelet.mirror.exporter_disabled.clear()
     for name in sorted(kubelet.lost - kubelet.never_ready):
         kubelet.recover(name)
-    restored = sum(_restore_node(core, kubelet, name) for name in kubelet.nodes)
-    strangers = [
-        n.metadata.name for n in core.list_node().items if n.metadata.name not in kubelet.nodes
-    ]
+    current = {n.metadata.name: n for n in core.list_node().items}
+    restored = sum(_restore_node(core, kubelet, name, current.get(name)) for name in kubelet.nodes)
+    strangers = sorted(set(current) - set(kubelet.nodes))
     for name in strangers:
         _gone(core.delete_node, name)
     wanted = kubelet.scenario_pods()
+    found = Found.listed(kubelet.api)
     deleted = 0
     for namespace in {n.metadata.name for n in core.list_namespace().items} - SYSTEM_NAMESPACES:
-        deleted += _clear_namespace(kubelet, namespace, wanted)
+        deleted += _clear_namespace(kubelet, namespace, wanted, found)
     _wait_pods_gone(core, wanted, timeout)
     _wait_namespaces_gone(core, kubelet.namespaces, timeout)
     created = kubelet.create_missing_pods()
-    kubelet.ensure_owners(timeout)
+    kubelet.ensure_owners(timeout, existing=found.kept_owners)
     _wait_nodes_settled(core, kubelet, timeout)
     return {
         "nodes_restored": restored,
@@ -49,31 +62,80 @@ def reset(kubelet: Kubelet, timeout: float = 60) -> dict[str, int]:
     }
 
 
+@dataclass
+class Found:
+    """What the cluster holds outside the system namespaces, by namespace, from one list of
+    each kind; `kept_owners` gathers the scenario's owners a reset leaves in place."""
+
+    pods: dict[str, list[Any]]
+    budgets: dict[str, list[Any]]
+    workloads: dict[str, list[tuple[str, Any, Callable[..., Any]]]]
+    kept_owners: set[owners.OwnerKey] = field(default_factory=set)
+
+    @classmethod
+    def listed(cls, api: client.ApiClient) -> Found:
+        core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+        batch, policy = client.BatchV1Api(api), client.PolicyV1Api(api)
+        workloads: dict[str, list[tuple[str, Any, Callable[..., Any]]]] = defaultdict(list)
+        for kind, lister, deleter in (
+            (
+                "Deployment",
+                apps.list_deployment_for_all_namespaces,
+                apps.delete_namespaced_deployment,
+            ),
+            (
+                "ReplicaSet",
+                apps.list_replica_set_for_all_namespaces,
+                apps.delete_namespaced_replica_set,
+            ),
+            (
+                "DaemonSet",
+                apps.list_daemon_set_for_all_namespaces,
+                apps.delete_namespaced_daemon_set,
+            ),
+            (
+                "StatefulSet",
+                apps.list_stateful_set_for_all_namespaces,
+                apps.delete_namespaced_stateful_set,
+            ),
+            ("Job", batch.list_job_for_all_namespaces, batch.delete_namespaced_job),
+        ):
+            for item in lister().items:
+                workloads[item.metadata.namespace].append((kind, item, deleter))
+        return cls(
+            pods=_by_namespace(core.list_pod_for_all_namespaces().items),
+            budgets=_by_namespace(policy.list_pod_disruption_budget_for_all_namespaces().items),
+            workloads=workloads,
+        )
+
+
+def _by_namespace(items: list[Any]) -> dict[str, list[Any]]:
+    grouped: dict[str, list[Any]] = defaultdict(list)
+    for item in items:
+        grouped[item.metadata.namespace].append(item)
+    return grouped
+
+
 def _clear_namespace(
-    kubelet: Kubelet, namespace: str, wanted: dict[tuple[str, str], dict[str, Any]]
+    kubelet: Kubelet, namespace: str, wanted: dict[tuple[str, str], dict[str, Any]], found: Found
 ) -> int:
     """What a test left in `namespace`: its budgets and workloads, and, when any of the
     scenario's pods there was touched (evicted, replaced, ended), every workload and pod of
     the namespace, made again afterwards. The namespace too, when the scenario did not make
     it. The number of pods deleted."""
-    api = kubelet.api
-    core, apps, batch = client.CoreV1Api(api), client.AppsV1Api(api), client.BatchV1Api(api)
-    policy = client.PolicyV1Api(api)
-    pods = core.list_namespaced_pod(namespace).items
+    core, policy = client.CoreV1Api(kubelet.api), client.PolicyV1Api(kubelet.api)
+    pods = found.pods.get(namespace, [])
     here = {key for key in wanted if key[0] == namespace}
     intact = {(namespace, p.metadata.name) for p in pods if _untouched(p, wanted)}
     dirty = intact != here or len(pods) != len(intact)
     scenario_owners = {(k[1], k[2]) for k in owners.owners_of(wanted) if k[0] == namespace}
-    for budget in policy.list_namespaced_pod_disruption_budget(namespace).items:
+    for budget in found.budgets.get(namespace, []):
         _gone(policy.delete_namespaced_pod_disruption_budget, budget.metadata.name, namespace)
-    for kind, lister, deleter in (
-        ("Deployment", apps.list_namespaced_deployment, apps.delete_namespaced_deployment),
-        ("ReplicaSet", apps.list_namespaced_replica_set, apps.delete_namespaced_replica_set),
-        ("Job", batch.list_namespaced_job, batch.delete_namespaced_job),
-    ):
-        for found in lister(namespace).items:
-            if dirty or (kind, found.metadata.name) not in scenario_owners:
-                _gone(deleter, found.metadata.name, namespace, propagation_policy="Background")
+    for kind, item, deleter in found.workloads.get(namespace, []):
+        if dirty or (kind, item.metadata.name) not in scenario_owners:
+            _gone(deleter, item.metadata.name, namespace, propagation_policy="Background")
+        else:
+            found.kept_owners.add((namespace, kind, item.metadata.name))
     if not dirty:
         return 0
     for pod in pods:
@@ -92,11 +154,26 @@ def _untouched(pod: Any, wanted: dict[tuple[str, str], dict[str, Any]]) -> bool:
     )
 
 
-def _restore_node(core: client.CoreV1Api, kubelet: Kubelet, name: str) -> int:
+def _restore_node(core: client.CoreV1Api, kubelet: Kubelet, name: str, current: Any) -> int:
+    """The node as the scenario made it: created again (with its status and Lease) if a
+    test deleted it, its status posted again if a test rewrote its capacity, and its labels,
+    taints and schedulability put back. 1 if anything was written."""
     scenario = kubelet.nodes[name]
-    kubelet.register_node(name)  # back if a test deleted it; its true status either way
-    current = core.read_node(name)
+    if current is None:
+        kubelet.register_node(name)
+        current = core.read_node(name)
+        written = 1
+    else:
+        written = 0
+        if _resources(current) != _resources(scenario):
+            kubelet.post_status(name)
+            written = 1
     labels = dict(scenario["metadata"]["labels"])
+    labels |= {
+        copy: labels[source]
+        for copy, source in RECONCILED_LABELS.items()
+        if source in labels and copy in (current.metadata.labels or {})
+    }
     extra = {k: None for k in (current.metadata.labels or {}) if k not in labels}
     kept = [
         {"key": t.key, "value": t.value, "effect": t.effect}
@@ -111,18 +188,26 @@ def _restore_node(core: client.CoreV1Api, kubelet: Kubelet, name: str) -> int:
     unschedulable = bool(scenario["spec"].get("unschedulable"))
     same = (
         (current.metadata.labels or {}) == labels
-        and [(t.key, t.effect) for t in current.spec.taints or []]
-        == [(t["key"], t["effect"]) for t in taints]
+        and [(t.key, t.value, t.effect) for t in current.spec.taints or []]
+        == [(t["key"], t.get("value"), t["effect"]) for t in taints]
         and bool(current.spec.unschedulable) == unschedulable
     )
     if same:
-        return 0
+        return written
     body = {
         "metadata": {"labels": {**labels, **extra}},
         "spec": {"taints": taints or None, "unschedulable": unschedulable or None},
     }
     core.patch_node(name, body)
     return 1
+
+
+def _resources(node: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """(capacity, allocatable) of a node as read, or as the scenario registers it."""
+    if isinstance(node, dict):
+        status = node["status"]
+        return dict(status.get("capacity") or {}), dict(status.get("allocatable") or {})
+    return dict(node.status.capacity or {}), dict(node.status.allocatable or {})
 
 
 def _force_delete(core: client.CoreV1Api, pod: Any) -> None:
