@@ -10,6 +10,7 @@ splitter) and says what ended a stream: `WatchExpired` (410 Gone: list again) or
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,34 @@ READ_TIMEOUT = WATCH_SECONDS + 30
 
 class WatchExpired(KubeError):
     """410 Gone: the resourceVersion is older than the server's history; list again."""
+
+
+class OpenStreams:
+    """The watch streams open now, by resource, so another thread can end one at once (a
+    re-list is wanted): on a quiet cluster a stream may carry no event for a minute, and
+    the loop reading it would notice only then. `shutdown` of the response's socket is
+    urllib3's way to interrupt a read blocked in another thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[str, Any] = {}
+
+    def opened(self, resource: str, response: Any) -> None:
+        with self._lock:
+            self._open[resource] = response
+
+    def closed(self, resource: str, response: Any) -> None:
+        with self._lock:
+            if self._open.get(resource) is response:
+                del self._open[resource]
+
+    def interrupt(self, *resources: str) -> list[str]:
+        """End the open streams of `resources`; the resources whose stream was open."""
+        with self._lock:
+            open_now = {r: self._open[r] for r in resources if r in self._open}
+        for response in open_now.values():
+            response.shutdown()
+        return sorted(open_now)
 
 
 @dataclass(frozen=True)
@@ -72,9 +101,12 @@ def list_pages(resource: str, page_size: int | None = None) -> Iterator[Page]:
             return
 
 
-def watch_events(resource: str, resource_version: str) -> Iterator[dict[str, Any]]:
+def watch_events(
+    resource: str, resource_version: str, streams: OpenStreams | None = None
+) -> Iterator[dict[str, Any]]:
     """The events after `resource_version` (ADDED, MODIFIED, DELETED, BOOKMARK), until the
-    server ends the stream. Raises WatchExpired on 410, KubeUnavailable when cut off."""
+    server ends the stream (or `streams` interrupts it). Raises WatchExpired on 410,
+    KubeUnavailable when cut off."""
     try:
         response = _call(resource)(
             watch=True,
@@ -90,6 +122,8 @@ def watch_events(resource: str, resource_version: str) -> Iterator[dict[str, Any
         raise translate(exc, doing=f"watching {resource}") from exc
     except Exception as exc:
         raise translate(exc, doing=f"watching {resource}") from exc
+    if streams is not None:
+        streams.opened(resource, response)
     try:
         yield from _events(resource, response)
     except KubeError:
@@ -97,6 +131,8 @@ def watch_events(resource: str, resource_version: str) -> Iterator[dict[str, Any
     except Exception as exc:  # the connection dropped mid-stream
         raise KubeUnavailable(f"watching {resource}: the stream broke: {exc}") from exc
     finally:
+        if streams is not None:
+            streams.closed(resource, response)
         response.close()
         response.release_conn()
 
