@@ -15,6 +15,8 @@ from pools.models import AuditEvent, MoveRequest, Pool
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
 
+pytestmark = pytest.mark.both_backends
+
 NODE = "a100-infer-003"
 PODS = ["chat-serving-a100-infer-003-0", "chat-serving-a100-infer-003-1"]  # the budget keeps
 

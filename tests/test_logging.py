@@ -28,7 +28,7 @@ from tests.test_moves_e2e import approve, request_move
 from tests.web_process import Web, gunicorn
 from tests.workers import celery_worker
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 SECRET = "hunter2-0123456789"
 LEADING = ["timestamp", "level", "logger", "message"]
 

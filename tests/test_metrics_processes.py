@@ -25,7 +25,7 @@ from tests.test_moves_e2e import approve, patches_by_node, request_move
 from tests.web_process import gunicorn
 from tests.workers import ROOT, celery_worker
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 UNMATCHED = {"view": "unmatched", "method": "GET", "status": "4xx"}
 
 

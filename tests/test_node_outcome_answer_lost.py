@@ -13,6 +13,8 @@ from tests.kube.test_patcher import applied_then_timed_out
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.mark.django_db
 def test_a_node_patched_before_the_api_hung_is_recorded_done_with_the_planned_diff(

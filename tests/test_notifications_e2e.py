@@ -22,7 +22,7 @@ from tests.moves_helpers import FINAL, user_in, wait_for_state
 from tests.servers import RedisServer, wait_for
 from tests.workers import celery_worker
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 
 
 class Receiver:

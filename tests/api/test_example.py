@@ -16,6 +16,8 @@ from tests.moves_helpers import user_in
 from tests.servers import RedisServer
 from tests.workers import celery_worker
 
+pytestmark = pytest.mark.both_backends
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -17,7 +17,7 @@ from tests.api.conftest import api
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_backends]
 NODE = "a100-train-001"
 DOWN = {"kind": "node_down", "pool": "training", "node": NODE}
 
@@ -29,6 +29,10 @@ def synced(cluster: Kubesim, settings) -> Kubesim:  # type: ignore[no-untyped-de
     return cluster
 
 
+@pytest.mark.kubesim_only(
+    "a GPU-fault drill injects its XID through kubesim's API server; a real one refuses it "
+    "(test_a_gpu_fault_drill_is_refused_by_a_real_api_server)"
+)
 def test_a_pool_admin_starts_a_drill_and_anyone_reads_it(synced: Kubesim, token_for) -> None:  # type: ignore[no-untyped-def]
     body = {"kind": "gpu_fault", "pool": "training", "node": NODE, "hold_seconds": 60}
     started = api(token_for("pool-admins")).post("/api/v1/drills/", body, "application/json")
@@ -56,6 +60,19 @@ def test_a_pool_admin_starts_a_drill_and_anyone_reads_it(synced: Kubesim, token_
     one = viewer.get(f"/api/v1/drills/{drill['id']}/")
     assert one.status_code == 200 and one.json()["ends_at"] == drill["ends_at"]
     assert viewer.get("/api/v1/drills/999999/").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "backend", [pytest.param("kubernetes", marks=pytest.mark.kubernetes)], indirect=True
+)
+def test_a_gpu_fault_drill_is_refused_by_a_real_api_server(synced: Kubesim, token_for) -> None:  # type: ignore[no-untyped-def]
+    """A real API server has no fault endpoint: the drill is refused at once with why, and
+    nothing is recorded (no drill left running to block the pool's other drills)."""
+    body = {"kind": "gpu_fault", "pool": "training", "node": NODE, "hold_seconds": 60}
+    refused = api(token_for("pool-admins")).post("/api/v1/drills/", body, "application/json")
+    assert refused.status_code == 400
+    assert "this cluster cannot inject GPU faults" in refused.content.decode()
+    assert not Drill.objects.exists() and not AuditEvent.objects.exists()
 
 
 def test_a_new_node_drill_gets_its_own_node(synced: Kubesim, token_for) -> None:  # type: ignore[no-untyped-def]

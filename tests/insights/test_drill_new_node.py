@@ -19,7 +19,7 @@ from pools.models import AuditEvent, Drill, Node, Pool
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_backends]
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ def test_an_account_that_may_not_create_nodes_errors_the_drill_and_changes_nothi
     portal: Kubesim,
     settings,  # type: ignore[no-untyped-def]
 ) -> None:
-    settings.KUBE_CONTEXT = "kubesim-readonly"  # as the chart's role without newNodeDrills
+    settings.KUBE_CONTEXT = portal.readonly_context  # as the chart's role without newNodeDrills
     drill = start()
     done = drills.drill_begin(drill.pk, now=timezone.now())
     assert done is not None and done.state == Drill.State.ERRORED

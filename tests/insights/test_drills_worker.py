@@ -16,7 +16,7 @@ from tests.kubesim_process import Kubesim
 from tests.servers import RedisServer, wait_for
 from tests.workers import celery_worker
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 SYNC_SECONDS = 20
 
 

@@ -16,6 +16,9 @@ from pools.kube.nodes import read_node
 from pools.kube.patcher import PatchConflict, apply_pool, plan
 from pools.models import Pool
 from tests.kubesim_process import Kubesim
+from tests.servers import wait_for
+
+pytestmark = pytest.mark.both_backends
 
 
 def specs() -> tuple[dict[str, PoolSpec], list[PoolSpec]]:
@@ -81,6 +84,7 @@ def test_the_plan_reads_and_sends_nothing(cluster: Kubesim) -> None:
     assert cluster.count("patch") == 0
 
 
+@pytest.mark.kubesim_only("injects 409 conflicts into chosen PATCHes")
 @pytest.mark.django_db
 def test_a_concurrent_writer_causing_409_is_handled(cluster: Kubesim) -> None:
     by_name, pools = specs()
@@ -98,6 +102,7 @@ def test_a_concurrent_writer_causing_409_is_handled(cluster: Kubesim) -> None:
     assert "kubesim.io/concurrent-writer" in node.metadata.annotations  # the other write kept
 
 
+@pytest.mark.kubesim_only("marks a node NotReady just before a write, through the API server")
 @pytest.mark.django_db
 def test_system_taints_survive_the_409_they_cause_untouched(cluster: Kubesim) -> None:
     """The node lifecycle controller taints a node between our read and our PATCH: the
@@ -119,6 +124,10 @@ def test_a_cordoned_nodes_unschedulable_taint_keeps_its_time(cluster: Kubesim) -
     by_name, pools = specs()
     core = cluster.core()
     core.patch_node("gpu-new-000", {"spec": {"unschedulable": True}})
+    # A real cluster's node lifecycle controller adds the taint a moment after the cordon.
+    wait_for(
+        lambda: core.read_node("gpu-new-000").spec.taints, timeout=30, what="the cordon's taint"
+    )
     (system,) = core.read_node("gpu-new-000").spec.taints
     apply_pool("gpu-new-000", by_name["training"], pools)
     after = {t.key: t for t in core.read_node("gpu-new-000").spec.taints}
@@ -126,6 +135,7 @@ def test_a_cordoned_nodes_unschedulable_taint_keeps_its_time(cluster: Kubesim) -
     assert after["node.kubernetes.io/unschedulable"].time_added == system.time_added
 
 
+@pytest.mark.kubesim_only("injects 409 conflicts into every PATCH")
 @pytest.mark.django_db
 def test_endless_conflicts_give_up_with_a_clear_error(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
     settings.PATCH_MAX_CONFLICTS = 2
@@ -159,6 +169,7 @@ def at(timestamp: str) -> datetime:
     return datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+@pytest.mark.kubesim_only("injects 5xx and 429 answers into the API server")
 @pytest.mark.django_db
 @pytest.mark.parametrize("status", [503, 429, 500])
 def test_transient_errors_are_retried_then_succeed(
@@ -187,6 +198,7 @@ def test_transient_errors_are_retried_then_succeed(
         assert len(waits) == 3 and min(waits) >= 1.0, waits
 
 
+@pytest.mark.kubesim_only("injects 503 answers into the API server")
 @pytest.mark.django_db
 def test_transient_errors_give_up_after_the_bound(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
     settings.PATCH_MAX_RETRIES = 2
@@ -201,6 +213,7 @@ def test_transient_errors_give_up_after_the_bound(cluster: Kubesim, settings) ->
     assert cluster.count("patch") == 3
 
 
+@pytest.mark.kubesim_only("drops the API server's connection mid-request")
 @pytest.mark.django_db
 def test_a_dropped_connection_is_retried(cluster: Kubesim) -> None:
     by_name, pools = specs()
@@ -212,15 +225,15 @@ def test_a_dropped_connection_is_retried(cluster: Kubesim) -> None:
 
 @pytest.mark.django_db
 def test_403_fails_at_once_with_the_servers_message(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
-    settings.KUBE_CONTEXT = "kubesim-readonly"
+    settings.KUBE_CONTEXT = cluster.readonly_context
     by_name, pools = specs()
     with pytest.raises(KubeRefused) as caught:
         apply_pool("gpu-new-000", by_name["training"], pools)
     assert caught.value.status == 403
     assert str(caught.value) == (
         'patching node gpu-new-000: API server answered 403 Forbidden: nodes "gpu-new-000" is '
-        'forbidden: User "kubesim-viewer" cannot patch resource "nodes" in API group "" at the '
-        "cluster scope"
+        f'forbidden: User "{cluster.readonly_user}" cannot patch resource "nodes" in API group '
+        '"" at the cluster scope'
     )
     assert cluster.count("patch") == 1  # no retry of a permanent error
 
