@@ -1,9 +1,12 @@
 """Least privilege, proved: the chart's own ServiceAccount, ClusterRole and ClusterRoleBinding
-(rendered by the real helm) loaded into kubesim, and the portal run with that account's
-token alone. The inventory sync and the moves (leave-running and drain-first, by a real
-Celery worker) succeed; a write outside the role is refused with 403 and the API server's
-message; `kubectl auth can-i --list` shows exactly the role's rules. If the portal needed a
-verb the role lacks, the moves or the sync would fail here: fix the chart, not this test."""
+(rendered by the real helm) loaded into kubesim and into the real API server, and the
+portal run with that account's token alone. The inventory sync, the watcher, the moves
+(leave-running and drain-first, by a real Celery worker), a drill, break-glass and the
+readiness check succeed, and together call exactly the rules the role grants (the API
+server's audit log says which); a write outside the role is refused with 403 and the API
+server's message; `kubectl auth can-i --list` shows exactly the role's rules. If the portal
+needed a verb the role lacks, this fails: fix the chart, not this test; if a rule is never
+called, this fails too: remove it."""
 
 from __future__ import annotations
 
@@ -11,11 +14,13 @@ import json
 import re
 from collections.abc import Iterator
 from datetime import timedelta
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from django.core.management import call_command
 from django.utils import timezone
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -24,6 +29,7 @@ from pools import drills
 from pools.errors import InvalidInput
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, Drill, MoveRequest, Node, Pool
+from portal.readiness import check_kubernetes
 from tests.deploy.chart import NAMESPACE, default_docs, of_kind
 from tests.kubesim.conftest import kubectl, needs_kubectl
 from tests.kubesim_process import Kubesim, kubesim_server
@@ -31,6 +37,7 @@ from tests.moves_helpers import FINAL, user_in, wait_for_state
 from tests.real_cluster import BACKENDS, RealCluster
 from tests.servers import RedisServer
 from tests.test_moves_e2e import approve, request_move, wait_out_terminating_pods
+from tests.test_watch_inventory import eventually, listed, watcher
 from tests.workers import celery_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -130,11 +137,19 @@ def used(event: Doc) -> tuple[str, str, str]:
     return (ref.get("apiGroup", ""), resource, event["verb"])
 
 
-def test_the_sync_and_both_kinds_of_move_run_with_the_charts_account_alone(
+def test_everything_the_portal_does_runs_with_the_charts_account_and_uses_every_rule(
     as_the_portal: Kubesim, redis: RedisServer, tmp_path: Path
 ) -> None:
+    """The inventory sync, the watcher, both kinds of move (by a real Celery worker), a
+    node-down drill, break-glass and the readiness check, with the chart's account alone:
+    none is refused, and together they call every rule the role grants, no fewer (a rule
+    never called is a privilege to remove) and no more."""
     report = inventory_sync()
     assert report.gpu_nodes == Node.objects.count() > 0
+
+    with watcher(tmp_path) as watching:  # LIST then WATCH nodes and pods, as its own process
+        eventually(lambda: listed(watching), "the watcher's first listing")
+
     leave = request_move(["a100-reserve-000"], "training")
     drain = request_move(
         ["a100-infer-004"], "mixed", drain_policy="drain-first", drain_deadline_seconds=30
@@ -150,19 +165,38 @@ def test_the_sync_and_both_kinds_of_move_run_with_the_charts_account_alone(
     admin = as_the_portal.core()
     assert admin.read_node("a100-reserve-000").metadata.labels["gpu-pool"] == "training"
     assert admin.read_node("a100-infer-004").metadata.labels["gpu-pool"] == "mixed"
+
+    # A node-down drill: the node cordoned, then uncordoned (run here, not by the beat).
+    now = timezone.now()
+    drill = Drill.objects.create(
+        pool=Pool.objects.get(name="training"),
+        kind=Drill.Kind.NODE_DOWN,
+        node_name="a100-train-001",
+        hold_seconds=10,
+        started_by=user_in("pool-admins", "rbac-driller"),
+        ends_at=now + timedelta(seconds=130),
+    )
+    assert drills.drill_begin(drill.pk, now=now) is not None
+    assert admin.read_node("a100-train-001").spec.unschedulable is True
+    finished = drills.drill_finish(drill.pk, now=timezone.now())
+    assert finished is not None and finished.error == "", finished.error
+    assert not admin.read_node("a100-train-001").spec.unschedulable
+
+    # Break-glass: one node into a pool outside the workflow.
+    user_in("pool-admins", "rbac-breaker")
+    call_command("assign_node", "gpu-new-000", "inference", user="rbac-breaker", stdout=StringIO())
+    assert admin.read_node("gpu-new-000").metadata.labels["gpu-pool"] == "inference"
+
+    # The readiness check of a process with a cluster (the worker's, the watcher's).
+    assert check_kubernetes().startswith("API server v")
+
     events = requests_by_the_portal(as_the_portal)
     assert [e for e in events if e["responseStatus"]["code"] in (401, 403)] == []
     (role,) = of_kind(default_docs(), "ClusterRole")
-    calls = {used(e) for e in events}
-    # Every kind of call the portal made, and the role allows each.
-    assert {
-        ("", "nodes", "list"),
-        ("", "pods", "list"),
-        ("", "nodes", "get"),
-        ("", "nodes", "patch"),
-        ("", "pods/eviction", "create"),
-    } <= calls
-    assert calls <= granted(role)
+    calls = {used(e) for e in events if e.get("objectRef")}
+    assert calls == granted(role)
+    # Outside the API's resources, only the version (kubesim's audit log leaves it out).
+    assert {e["requestURI"].rstrip("/") for e in events if not e.get("objectRef")} <= {"/version"}
 
 
 def forbidden(call) -> Doc:  # type: ignore[no-untyped-def]
