@@ -2,8 +2,9 @@
 
 Starts Redis, Prometheus, the cluster simulator (kubesim), a Celery worker and beat, and the
 web server on 127.0.0.1:8000 (DEMO_PORT), all from `.demo/` (DEMO_STATE_DIR). Ctrl-C,
-SIGTERM or SIGHUP, to the demo or to its whole process group, stops every child it started
-and frees every port. A second run reuses the database and the demo users.
+SIGTERM or SIGHUP, to the demo or to its whole process group — or SIGINT or SIGHUP to the
+`make` that runs it — stops every child it started and frees every port. A second run
+reuses the database and the demo users.
 """
 
 from __future__ import annotations
@@ -199,6 +200,60 @@ def stop_on_signals() -> Iterator[None]:
     finally:
         for each, handler in previous.items():
             signal.signal(each, handler)
+
+
+class MakeWatch:
+    """`make demo` run by a supervisor, or stopped by a terminal's job control, gets SIGINT
+    (or SIGHUP) on make's own process, not on its group. GNU make forwards only SIGTERM to
+    its recipe: for the others it resets the signal to its default and waits for the demo,
+    which never hears of it, forever. So while make is the parent, the demo watches it —
+    the signals make catches (/proc/<make>/status, SigCgt) and whether it is still there —
+    and stops as if the signal had come to the demo itself."""
+
+    WATCHED = (signal.SIGINT, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.parent = os.getppid()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="make-watch")
+
+    @staticmethod
+    def caught(pid: int) -> int | None:
+        """The mask of the signals `pid` catches; None once it is gone."""
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return None
+        line = next((x for x in status.splitlines() if x.startswith("SigCgt:")), "")
+        return int(line.split()[1], 16) if line else None
+
+    def start(self) -> None:
+        try:
+            name = Path(f"/proc/{self.parent}/comm").read_text().strip()
+        except OSError:
+            return  # no /proc: nothing to watch with
+        if name in ("make", "gmake"):
+            self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def _run(self) -> None:
+        before = self.caught(self.parent) or 0
+        while not self.stopping.wait(0.2):
+            now = self.caught(self.parent)
+            if os.getppid() != self.parent or now is None:
+                self._stop_with(signal.SIGHUP)  # make is gone: nothing will stop the demo
+                return
+            for each in self.WATCHED:
+                bit = 1 << (each - 1)
+                if before & bit and not now & bit:  # make is handling it: pass it on
+                    self._stop_with(each)
+                    return
+
+    def _stop_with(self, signum: signal.Signals) -> None:
+        if not self.stopping.is_set():
+            os.kill(os.getpid(), signum)  # the main thread's handler stops the children
 
 
 def demo_environment(config: DemoConfig) -> dict[str, str]:
@@ -411,7 +466,9 @@ def run(config: DemoConfig) -> None:
     env = demo_environment(config)
     children = Children(config.logs)
     backfill = Backfill(config)
+    make = MakeWatch()
     with stop_on_signals():
+        make.start()
         try:
             manage = [PYTHON, "manage.py"]
             subprocess.run(
@@ -429,6 +486,7 @@ def run(config: DemoConfig) -> None:
             say(f"\ndemo: {stop} received, stopping every child")
         finally:
             ignore_stop_signals()  # nothing may interrupt the stopping itself
+            make.stop()
             backfill.stop()
             children.stop_all()
 

@@ -77,8 +77,10 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("demo-state")
 
 
-@pytest.fixture
-def demo(state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
+@contextlib.contextmanager
+def running(argv: list[str], state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
+    """`argv` (the demo, or a make that runs it) started, serving; and at the end nothing
+    left behind, whatever the test did."""
     ports = {name: free_port() for name in PORT_VARIABLES}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PORTAL_"))}
     env.update({name: str(port) for name, port in ports.items()})
@@ -87,7 +89,7 @@ def demo(state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
     with log.open("wb") as out:
         # Its own process group, as `make demo` has in a terminal.
         process = subprocess.Popen(
-            [sys.executable, "scripts/demo.py"],
+            argv,
             cwd=ROOT,
             env=env,
             stdout=out,
@@ -119,6 +121,23 @@ def demo(state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
         for pid in alive(running.started):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def demo(state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
+    with running([sys.executable, "scripts/demo.py"], state_dir, tmp_path) as started:
+        yield started
+
+
+@pytest.fixture
+def make_demo(state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
+    """The demo run by GNU make, as `make demo` runs it (the recipe's last line, without
+    the install steps before it)."""
+    make = require_program("make")
+    makefile = tmp_path / "Makefile"
+    makefile.write_text(f"demo:\n\t{sys.executable} {ROOT / 'scripts' / 'demo.py'}\n")
+    with running([make, "-f", str(makefile), "demo"], state_dir, tmp_path) as started:
+        yield started
 
 
 @pytest.mark.parametrize(
@@ -155,6 +174,23 @@ def test_a_signal_to_the_group_stops_every_child_and_frees_every_port(
     busy = {name: port for name, port in demo.ports.items() if port_open(port)}
     assert busy == {}, demo.output()
     assert f"demo: {signum.name} received, stopping every child" in demo.output()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
+def test_a_signal_to_makes_own_process_stops_every_child_and_frees_every_port(
+    make_demo: Demo, signum: signal.Signals
+) -> None:
+    """Supervisors and terminals' job control signal the process they started, `make`, not
+    its group. GNU make passes on only SIGTERM: for these it waits for the demo, which
+    must see that by itself."""
+    started = make_demo.started
+    assert len(started) >= 8, make_demo.output()  # make, the demo and the demo's children
+    os.kill(make_demo.process.pid, signum)
+    make_demo.process.wait(timeout=60)
+    assert alive(started) == set(), make_demo.output()
+    busy = {name: port for name, port in make_demo.ports.items() if port_open(port)}
+    assert busy == {}, make_demo.output()
+    assert f"demo: {signum.name} received, stopping every child" in make_demo.output()
 
 
 def test_a_malformed_port_is_one_line() -> None:
