@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubesim import apply, scheduling
+from kubesim.admission import admit_pod
 from kubesim.clock import Timers
 from kubesim.disruption import Disruption
 from kubesim.errors import GROUPS
@@ -163,7 +164,7 @@ class Cluster:
     # --- pods ---
     def create_pod(self, pod: dict[str, Any], *, dry_run: bool = False) -> Entry:
         """Store a new pod (the dict becomes the store's: callers pass a fresh one)."""
-        pod_defaults(pod)
+        admit_pod(pod)
         pod.setdefault("status", {})
         node_name = pod["spec"].get("nodeName")
         with self.store.lock:
@@ -355,30 +356,6 @@ class Cluster:
         current = self.store.get("nodes", None, node["metadata"]["name"])
         node = apply.record_update(current.obj, node, manager, self.store.clock.rfc3339())
         return self.store.replace("nodes", node, expected_rv=None)
-
-
-# Defaults the API server fills in on a new pod (the v1 defaulting functions and the
-# ServiceAccount admission plugin); selectors and graceful deletion read them.
-POD_SPEC_DEFAULTS: dict[str, Any] = {
-    "restartPolicy": "Always",
-    "terminationGracePeriodSeconds": 30,
-    "dnsPolicy": "ClusterFirst",
-    "serviceAccountName": "default",
-    "serviceAccount": "default",
-    "securityContext": {},
-    "schedulerName": "default-scheduler",
-    "enableServiceLinks": True,
-    "priority": 0,
-}
-
-
-def pod_defaults(pod: dict[str, Any]) -> None:
-    spec = pod.setdefault("spec", {})
-    for key, value in POD_SPEC_DEFAULTS.items():
-        # Shared values are safe: stored objects are replaced on write, never changed.
-        spec.setdefault(key, value)
-    if spec.get("serviceAccountName") != spec.get("serviceAccount"):
-        spec["serviceAccount"] = spec["serviceAccountName"]
 
 
 def _static_signature(pod: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubesim import scheduling
-from kubesim.cluster import pod_defaults
+from kubesim.admission import admit_pod
 from kubesim.errors import ApiError
 from kubesim.store import Entry
 
@@ -346,7 +346,7 @@ class DaemonSetController:
             },
         }
         pod["status"]["podIP"] = self.cluster._pod_ip(pod)
-        pod_defaults(pod)  # what the API server fills in on the controller's create
+        admit_pod(pod)  # what the API server fills in on the controller's create
         return pod
 
     # --- status ---

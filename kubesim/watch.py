@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kubesim import discovery, errors
+from kubesim.admission import NODE_STATUS_ZERO
 from kubesim.store import entry
 
 if TYPE_CHECKING:
@@ -27,29 +28,11 @@ if TYPE_CHECKING:
 
 BOOKMARK_FREQUENCY = 60.0
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
-_NODE_INFO = [
-    "machineID",
-    "systemUUID",
-    "bootID",
-    "kernelVersion",
-    "osImage",
-    "containerRuntimeVersion",
-    "kubeletVersion",
-    "kubeProxyVersion",
-    "operatingSystem",
-    "architecture",
-]
 # A bookmark's object is the kind's zero value with only a resourceVersion: Go serialises
 # its non-pointer structs and non-omitempty fields too.
 EMPTY_BODIES: dict[str, dict[str, Any]] = {
     "pods": {"spec": {"containers": None}, "status": {}},
-    "nodes": {
-        "spec": {},
-        "status": {
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
-            "nodeInfo": {k: "" for k in _NODE_INFO},
-        },
-    },
+    "nodes": {"spec": {}, "status": NODE_STATUS_ZERO},
     "poddisruptionbudgets": {
         "spec": {},
         "status": {

@@ -41,7 +41,12 @@ def test_an_untainted_node_has_no_taints_field(kubesim: Kubesim) -> None:
             "spec": {"containers": [{"name": "m", "image": "i", "env": []}], "tolerations": []},
         },
     )
-    assert created.metadata.labels is None and created.spec.tolerations is None
+    assert created.metadata.labels is None
+    # The only tolerations are the ones DefaultTolerationSeconds adds.
+    assert {t.key for t in created.spec.tolerations} == {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    }
     raw = http(kubesim, "GET", "/api/v1/namespaces/default/pods/bare").json()
     assert "labels" not in raw["metadata"] and "env" not in raw["spec"]["containers"][0]
     # Empty structs stay, as Go serialises them.

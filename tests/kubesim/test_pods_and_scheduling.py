@@ -10,6 +10,8 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.kubesim_process import Kubesim
 
+GPU = "nvidia.com/gpu"
+
 
 def gpu_pod(
     name: str,
@@ -96,6 +98,58 @@ def test_pending_pod_carries_the_schedulers_reasons(kubesim_shared: Kubesim) -> 
     assert "4 node(s) had untolerated taint {workload-training: true}" in condition.message
     assert "11 node(s) didn't match Pod's node affinity/selector" in condition.message
     assert "1 Insufficient nvidia.com/gpu" in condition.message  # the drifted node is full
+
+
+def test_a_new_pod_is_defaulted_as_the_api_server_defaults_it(kubesim_shared: Kubesim) -> None:
+    """The v1 defaulting functions and the Priority plugin (K7, as test_k7_... proves on
+    the real control plane)."""
+    core = kubesim_shared.core()
+    pod = {
+        "metadata": {"name": "defaults", "namespace": "default"},
+        "spec": {
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"limits": {GPU: "1"}}},
+                {"name": "side", "image": "busybox:1", "ports": [{"containerPort": 80}]},
+            ],
+            "tolerations": [{"operator": "Exists"}],
+        },
+    }
+    created = core.create_namespaced_pod("default", pod)
+    main, side = created.spec.containers
+    assert main.resources.requests == {GPU: "1"}
+    assert (main.image_pull_policy, side.image_pull_policy) == ("Always", "IfNotPresent")
+    assert main.termination_message_path == "/dev/termination-log"
+    assert main.termination_message_policy == "File"
+    assert side.ports[0].protocol == "TCP"
+    assert created.spec.preemption_policy == "PreemptLowerPriority"
+    # It tolerates everything: DefaultTolerationSeconds adds nothing.
+    assert [(t.key, t.operator) for t in created.spec.tolerations] == [(None, "Exists")]
+    core.delete_namespaced_pod("defaults", "default", grace_period_seconds=0)
+
+
+def test_tolerations_for_not_ready_and_unreachable_are_added(kubesim_shared: Kubesim) -> None:
+    """DefaultTolerationSeconds: 300 s of each, unless the pod tolerates it already (K7)."""
+    core = kubesim_shared.core()
+    pod = {
+        "metadata": {"name": "tolerations", "namespace": "default"},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox:1"}],
+            "tolerations": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 10,
+                }
+            ],
+        },
+    }
+    created = core.create_namespaced_pod("default", pod)
+    assert [(t.key, t.effect, t.toleration_seconds) for t in created.spec.tolerations] == [
+        ("node.kubernetes.io/not-ready", "NoExecute", 10),
+        ("node.kubernetes.io/unreachable", "NoExecute", 300),
+    ]
+    core.delete_namespaced_pod("tolerations", "default", grace_period_seconds=0)
 
 
 def test_scheduler_binds_by_affinity_tolerations_and_free_gpus(kubesim: Kubesim) -> None:
