@@ -375,10 +375,13 @@ def test_from_a_pending_pod_to_its_fit_check(
     page.fill("#id_password", "walk-the-pools-1")
     page.click("button[type=submit]")
     page.wait_for_url(f"{live_server.url}/pending/")
-    row = page.locator('[data-pod="ml-training/big-train"]')
-    assert "Insufficient nvidia.com/gpu" in row.inner_text()
+    # The pod is listed under its group: the pool it asks for and its reason, said once.
+    pod = page.locator('[data-pod="ml-training/big-train"]')
+    group = page.locator("tr[data-pending-group]", has=pod)
+    assert group.get_attribute("data-pending-group") == "training"
+    assert "Insufficient nvidia.com/gpu" in group.inner_text()
 
-    row.locator("text=Fit check").click()
+    pod.locator("text=Fit check").click()
     page.wait_for_url("**/fit/?pod=ml-training/big-train")
     training = page.locator('#fit-result tr[data-pool="training"]')
     assert "0/5 nodes are available: 5 Insufficient nvidia.com/gpu." in training.inner_text()
