@@ -734,9 +734,12 @@ class Handler(BaseHTTPRequestHandler):
                 subresource=request.subresource or "",
             )
         expected = expected or new["metadata"].get("resourceVersion") or None
-        return self._store.replace(  # type: ignore[no-any-return]
+        stored: Entry = self._store.replace(
             request.resource, new, expected_rv=expected, dry_run=opts.dry_run
         )
+        if not opts.dry_run:
+            self.api.cluster.termination.released(request.resource, current, stored)
+        return stored
 
     def _patch_type(self) -> str | None:
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
@@ -816,6 +819,8 @@ class Handler(BaseHTTPRequestHandler):
         new = self._keep_other_half(request, current.obj, new)
         self.api.cluster.validate("nodes", new)
         stored = self._store.replace("nodes", new, expected_rv=None, dry_run=opts.dry_run)
+        if not opts.dry_run:
+            self.api.cluster.termination.released("nodes", current, stored)
         return stored, 200
 
     def _delete(self, request: Request, opts: options.WriteOptions, code: int) -> tuple[Entry, int]:
@@ -823,9 +828,11 @@ class Handler(BaseHTTPRequestHandler):
         gone = self.api.cluster.delete(
             request.resource, request.namespace, request.name or "", delete_options
         )
-        if request.resource == "pods":
-            return gone, code  # the pod registry answers with the object (ReturnDeletedObject)
         meta = gone.obj["metadata"]
+        if request.resource == "pods" or meta.get("finalizers"):
+            # The pod registry answers with the object (ReturnDeletedObject); any registry
+            # answers with it while finalizers hold the deletion.
+            return gone, code
         details = {**errors.details(request.resource, meta["name"]), "uid": meta.get("uid")}
         status = {
             "kind": "Status",

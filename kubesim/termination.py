@@ -96,24 +96,17 @@ class Termination:
         """Delete, or start deleting; the object as the API server answers the DELETE."""
         store = self.store
         with store.lock:
+            current = store.get(resource, namespace, name)
+            check_preconditions(resource, current, options.uid, options.resource_version)
             if resource != "pods":
-                return store.delete(
-                    resource,
-                    namespace,
-                    name,
-                    dry_run=options.dry_run,
-                    uid=options.uid,
-                    resource_version=options.resource_version,
-                )
-            current = store.get("pods", namespace, name)
-            check_preconditions("pods", current, options.uid, options.resource_version)
+                return self._finish(resource, current, dry_run=options.dry_run)
             pod = current.obj
             meta = pod["metadata"]
             if meta.get("deletionTimestamp"):
                 return self._delete_again(current, options)
             period = self.grace_period(pod, options.grace_period)
             if period == 0:
-                return store.delete("pods", namespace, name, dry_run=options.dry_run)
+                return self._finish("pods", current, dry_run=options.dry_run)
             now = store.clock.now()
             terminating = copy.deepcopy(pod)
             terminating["metadata"]["deletionTimestamp"] = store.clock.rfc3339(now + period)
@@ -148,18 +141,42 @@ class Termination:
             return float(period)
         return max(0.0, min(stops, float(period)))
 
+    def _finish(self, resource: str, current: Entry, *, dry_run: bool = False) -> Entry:
+        """The deletion itself: the object goes now, unless finalizers hold it. A held
+        object stays with a deletionTimestamp and deletionGracePeriodSeconds 0 until an
+        update removes its last finalizer (`released`)."""
+        meta = current.obj["metadata"]
+        if not meta.get("finalizers"):
+            return self.store.delete(resource, meta.get("namespace"), meta["name"], dry_run=dry_run)
+        if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") == 0:
+            return current  # held already
+        held = copy.deepcopy(current.obj)
+        held["metadata"]["deletionTimestamp"] = self.store.clock.rfc3339()
+        held["metadata"]["deletionGracePeriodSeconds"] = 0
+        if dry_run:
+            return entry(held)
+        return self.store.replace(resource, held, expected_rv=None)  # type: ignore[no-any-return]
+
+    def released(self, resource: str, old: Entry, new: Entry) -> None:
+        """An update that removes the last finalizer of an object being deleted, once its
+        grace period is over, deletes it (the registry's shouldDeleteDuringUpdate)."""
+        before, after = old.obj["metadata"], new.obj["metadata"]
+        if after.get("finalizers") or not before.get("finalizers"):
+            return
+        if before.get("deletionTimestamp") and not before.get("deletionGracePeriodSeconds"):
+            self.store.delete(resource, after.get("namespace"), after["name"])
+
     def _delete_again(self, current: Entry, options: DeleteOptions) -> Entry:
         """A delete of a terminating pod (BeforeDelete): may only shorten the grace period."""
         meta = current.obj["metadata"]
-        namespace, name = meta.get("namespace"), meta["name"]
         period_now = meta.get("deletionGracePeriodSeconds")
         if not period_now:
-            return self.store.delete("pods", namespace, name, dry_run=options.dry_run)
+            return self._finish("pods", current, dry_run=options.dry_run)
         wanted = options.grace_period
         if wanted is None or wanted >= period_now:
             return current  # graceful deletion already under way
         if wanted <= 0:
-            return self.store.delete("pods", namespace, name, dry_run=options.dry_run)
+            return self._finish("pods", current, dry_run=options.dry_run)
         ends = parse_rfc3339(meta["deletionTimestamp"]) - period_now + wanted
         shorter = copy.deepcopy(current.obj)
         shorter["metadata"]["deletionTimestamp"] = self.store.clock.rfc3339(ends)
@@ -187,7 +204,6 @@ class Termination:
         found = self.store.objects["pods"].get(key)
         if found is None or found.obj["metadata"].get("uid") != uid:
             return
-        meta = found.obj["metadata"]
-        if not meta.get("deletionTimestamp"):
+        if not found.obj["metadata"].get("deletionTimestamp"):
             return
-        self.store.delete("pods", meta.get("namespace"), meta["name"])
+        self._finish("pods", found)

@@ -49,6 +49,47 @@ def test_a_deleted_pod_terminates_for_its_grace_period(kubesim: Kubesim) -> None
     assert gone(core)
 
 
+def test_a_finalizer_holds_a_deleted_pod(kubesim: Kubesim) -> None:
+    """After the grace period the kubelet's final delete leaves the pod, with its
+    deletionTimestamp, until an update removes the finalizer (K4, test_k4_... on the real
+    control plane)."""
+    core = kubesim.core()
+    pod = {
+        "metadata": {"name": "held", "finalizers": ["example.com/hold"]},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox:1"}],
+            "nodeName": NODE,
+            "terminationGracePeriodSeconds": 1,
+        },
+    }
+    core.create_namespaced_pod(NAMESPACE, pod)
+    core.delete_namespaced_pod("held", NAMESPACE)
+    kubesim.control("clock", {"advance": 5})
+    held = core.read_namespaced_pod("held", NAMESPACE)
+    assert held.metadata.deletion_timestamp is not None
+    assert held.metadata.deletion_grace_period_seconds == 0
+    # Deleting it again changes nothing; neither does an update that keeps a finalizer.
+    again = core.delete_namespaced_pod("held", NAMESPACE, grace_period_seconds=0)
+    assert again.metadata.resource_version == held.metadata.resource_version
+    core.patch_namespaced_pod("held", NAMESPACE, {"metadata": {"labels": {"a": "b"}}})
+    assert not gone(core, "held")
+    core.patch_namespaced_pod("held", NAMESPACE, {"metadata": {"finalizers": None}})
+    assert gone(core, "held")
+
+
+def test_a_finalizer_holds_a_deleted_node(kubesim: Kubesim) -> None:
+    core = kubesim.core()
+    core.create_node({"metadata": {"name": "held-node", "finalizers": ["example.com/hold"]}})
+    answer = core.delete_node("held-node")
+    # Not deleted yet: the answer is the object, marked, not a Status.
+    assert answer["kind"] == "Node" and answer["metadata"]["deletionGracePeriodSeconds"] == 0
+    assert core.read_node("held-node").metadata.deletion_timestamp is not None
+    core.patch_node("held-node", {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as caught:
+        core.read_node("held-node")
+    assert caught.value.status == 404
+
+
 def test_the_grace_period_comes_from_the_request_then_the_pod(kubesim: Kubesim) -> None:
     core = kubesim.core()
     pod = core.read_namespaced_pod(POD, NAMESPACE)
