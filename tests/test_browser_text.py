@@ -167,3 +167,19 @@ def test_at_a_phones_width_fit_verdicts_read_as_lines_and_label_keys_stay_whole(
     split = [(text, lines) for text, lines in words if lines > 1]
     assert split == [], split
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pools_longest_name_wraps_on_the_pages_that_show_it(
+    live_server: Any, signed_in: Any
+) -> None:
+    name = "Reserve" * (Pool._meta.get_field("display_name").max_length // len("Reserve"))
+    Pool.objects.filter(name="mixed").update(display_name=name)
+    page = signed_in
+    for viewport in (DESKTOP, PHONE):
+        page.set_viewport_size(viewport)
+        for path in ["/", "/pools/", "/pools/mixed/", "/nodes/a100-reserve-000/"]:
+            page.goto(f"{live_server.url}{path}")
+            text, width, scroll = page.evaluate(WIDEST_TEXT, name[:40])
+            assert text > 0, f"{path}: the name is not shown"
+            assert text <= width and scroll <= width, (path, viewport, text, width, scroll)
