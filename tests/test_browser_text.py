@@ -183,3 +183,17 @@ def test_a_pools_longest_name_wraps_on_the_pages_that_show_it(
             text, width, scroll = page.evaluate(WIDEST_TEXT, name[:40])
             assert text > 0, f"{path}: the name is not shown"
             assert text <= width and scroll <= width, (path, viewport, text, width, scroll)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tokens_longest_name_wraps(live_server: Any, signed_in: Any) -> None:
+    from pools.models import ApiToken
+    from pools.tokens import token_create
+
+    name = "pipeline" * (ApiToken._meta.get_field("name").max_length // len("pipeline"))
+    token_create(user=User.objects.get(username="ada"), name=name)
+    page = signed_in
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server.url}/tokens/")
+    text, width, scroll = page.evaluate(WIDEST_TEXT, name[:40])
+    assert 0 < text <= width and scroll <= width, (text, width, scroll)
