@@ -23,7 +23,7 @@ test: $(INSTALLED)
 	$(BIN)/python -m controlplane build
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	scripts/with-postgres.sh $(BIN)/pytest -rs -n 2 --dist loadgroup
+	scripts/with-postgres.sh $(BIN)/pytest -rs -n 2 --dist loadfile
 
 screenshots: $(INSTALLED)
 	SAVE_SCREENSHOTS=1 $(BIN)/pytest -q tests/test_browser.py

@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from django.apps import apps
 from django.conf import settings
+from xdist.scheduler import LoadScopeScheduling
 
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.real_cluster import BACKENDS, RealCluster, real_cluster
@@ -94,7 +96,7 @@ def kubesim_shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubesim
 
 # Stops the real control plane before the end of the session (see pytest_runtest_teardown).
 STOP_REAL_CLUSTER = pytest.StashKey[Callable[[], None]]()
-# The xdist group of every test on the real control plane: one process runs them all.
+# The xdist unit of every test on the real control plane: one process runs them all.
 REAL_CLUSTER_GROUP = "real-control-plane"
 
 
@@ -110,31 +112,63 @@ def real_cluster_session(
         yield plane
 
 
-def _on_real_cluster(item: pytest.Item) -> bool:
+def on_real_cluster(nodeid: str) -> bool:
+    """Whether a test runs on the real control plane, from its id alone (the xdist
+    controller that schedules the tests sees nothing else): a module of tests/controlplane/,
+    or a test whose parameters name the `kubernetes` backend."""
+    return nodeid.startswith("tests/controlplane/") or bool(REAL_BACKEND_ID.search(nodeid))
+
+
+REAL_BACKEND_ID = re.compile(r"\[(?:[^\]]*-)?kubernetes(?:-[^\]]*)?\]$")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The scheduler below knows the real control plane's tests by their ids: a test marked
+    `kubernetes` whose id does not say so would run in another process, which would start a
+    second control plane. Refused here, naming the test."""
+    wrong = [i.nodeid for i in items if on_real_cluster(i.nodeid) != _marked_real(i)]
+    if wrong:
+        raise pytest.UsageError(
+            "the `kubernetes` mark and the test id disagree (a real-control-plane test's id "
+            f"names the kubernetes backend or lies in tests/controlplane/): {wrong[:5]}"
+        )
+
+
+def _marked_real(item: pytest.Item) -> bool:
     return item.get_closest_marker("kubernetes") is not None
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `--dist loadgroup` (make test), the tests of one file go to one process, as with
-    loadfile, except those on the real control plane: they form one group, so one process
-    starts it (about 20 s and 650 MiB) instead of each, and runs them one after another.
-    xdist sends the largest groups first, so this long one starts at once."""
-    if not getattr(config.option, "loadgroup", False):
-        return
-    for item in items:
-        group = REAL_CLUSTER_GROUP if _on_real_cluster(item) else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+class FileOrRealClusterScheduling(LoadScopeScheduling):
+    """`--dist loadfile`, except that every test on the real control plane forms one unit:
+    one process starts the control plane (about 20 s and 650 MiB) instead of each, runs
+    those tests one after another, and stops it after them. xdist hands out the largest
+    units first, so this long one starts at once. (xdist's own loadgroup does not group
+    under pytest 9: it renames `item._nodeid`, which pytest 9 no longer reads.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return REAL_CLUSTER_GROUP if on_real_cluster(nodeid) else nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    if config.getvalue("dist") != "loadfile":
+        return None
+    return FileOrRealClusterScheduling(config, log)
+
+
+def pytest_configure_node(node: object) -> None:
+    """Tells each worker that its real-control-plane tests come as one unit."""
+    node.workerinput["real_cluster_grouped"] = True  # type: ignore[attr-defined]
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """The process that ran the real control plane's group stops it once the group is done:
+    """The process that ran the real control plane's unit stops it once the unit is done:
     idle, its five processes still take a good part of one of the machine's two cores from
-    every test that follows. Only under loadgroup, where the group runs without a break."""
-    if not getattr(item.config.option, "loadgroup", False) or nextitem is None:
+    every test that follows. Only where the unit runs without a break (make test)."""
+    grouped = getattr(item.config, "workerinput", {}).get("real_cluster_grouped", False)
+    if not grouped or nextitem is None:
         return
-    if _on_real_cluster(item) and not _on_real_cluster(nextitem):
+    if on_real_cluster(item.nodeid) and not on_real_cluster(nextitem.nodeid):
         stop = item.config.stash.get(STOP_REAL_CLUSTER, None)
         if stop is not None:
             stop()

@@ -14,6 +14,9 @@ from controlplane.build import failure_summary, kubernetes_go_mod, version_ldfla
 from controlplane.launch import ControlPlaneError, Ports
 from controlplane.release import KUBERNETES_VERSION, ReleaseError, release
 
+# With the real control plane's other tests: they run in one process (tests/conftest.py).
+pytestmark = pytest.mark.kubernetes
+
 UPSTREAM = """module k8s.io/kubernetes
 
 go 1.26.0
