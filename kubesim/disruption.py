@@ -14,8 +14,11 @@ a budget whose status is older than its spec (retry after 10 s) or that allows n
 disruption, lets an unready pod go when the budget is otherwise healthy, and records each
 approved eviction in the budget's status before deleting the pod gracefully.
 
-kubesim runs no ReplicaSet or Deployment controllers: a controller's scale is the number of
-pods it owns now, and an evicted pod is not replaced.
+kubesim runs no ReplicaSet or Deployment controllers, so an evicted pod is not replaced; a
+controller's scale is the most pods it has owned at once (there is no scaling in kubesim,
+so that is the replicas a real controller keeps, and replaces evicted pods up to). The
+expected count does not drop after an eviction, and the budget allows no second one
+until the missing pod is back, as on a real cluster.
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ class Disruption:
         self.by_namespace: dict[str, set[str]] = {}
         self.paused = False  # a stalled controller, so a test can see a stale status
         self._rechecks: dict[str, float] = {}
+        # Per controller uid: the pods it owns now, and the most it has owned (its scale).
+        self._owned_now: dict[str, int] = {}
+        self._scales: dict[str, int] = {}
 
     @property
     def store(self):  # type: ignore[no-untyped-def]
@@ -78,6 +84,8 @@ class Disruption:
         """A store listener: which budgets a write may have changed."""
         meta = new.obj["metadata"]
         namespace = meta.get("namespace") or ""
+        if resource == "pods" and (old is None or type_ == "DELETED"):
+            self._count_owned(new.obj, -1 if type_ == "DELETED" else 1)
         if resource == PDB:
             key = key_of(namespace, meta["name"])
             names = self.by_namespace.setdefault(namespace, set())
@@ -160,11 +168,23 @@ class Disruption:
         return sum(scales.values())
 
     def _owned(self, namespace: str | None, uid: str) -> int:
-        return sum(
+        """The controller's scale: the most pods it has owned (after a restart from saved
+        state, at least the pods it owns now)."""
+        now = sum(
             1
             for e in self.cluster.pods_in(namespace)
             if (controller_of(e.obj) or {}).get("uid") == uid
         )
+        return max(now, self._scales.get(uid, 0))
+
+    def _count_owned(self, pod: dict[str, Any], change: int) -> None:
+        owner = controller_of(pod)
+        if owner is None:
+            return
+        uid = str(owner.get("uid"))
+        owned = self._owned_now[uid] = self._owned_now.get(uid, 0) + change
+        if owned > self._scales.get(uid, 0):
+            self._scales[uid] = owned
 
     def _sync_one(self, found: Entry) -> bool:
         pdb = found.obj

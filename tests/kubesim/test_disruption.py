@@ -166,6 +166,47 @@ def test_an_approved_eviction_is_recorded_in_the_budget(kubesim: Kubesim) -> Non
     assert "needs 9 healthy pods and has 9 currently" in second.body.decode()
 
 
+def test_the_expected_count_stays_at_the_controllers_scale_after_an_eviction(
+    kubesim: Kubesim,
+) -> None:
+    """maxUnavailable 1 over a ReplicaSet's ten pods: once the evicted pod is gone, the
+    budget still expects ten and allows nothing until a replacement is Ready (K1, as
+    test_k1_... proves on the real control plane)."""
+    budget(kubesim, "chat", {"maxUnavailable": 1, "selector": CHAT})
+    first = "chat-serving-a100-infer-000-0"
+    replacement = kubesim.core().read_namespaced_pod(first, NS)
+    assert evict(kubesim, first).status == 201
+    kubesim.control("clock", {"advance": 60})  # its grace period is over: it is gone
+    status = status_of(kubesim, "chat")
+    assert (status["expectedPods"], status["currentHealthy"], status["desiredHealthy"]) == (
+        10,
+        9,
+        9,
+    )
+    answer = evict(kubesim, "chat-serving-a100-infer-001-0")
+    assert answer.status == 429
+    assert "needs 9 healthy pods and has 9 currently" in answer.body.decode()
+    # The ReplicaSet's replacement, once Ready, makes room for the next eviction.
+    meta = replacement.metadata
+    owners = kubesim.api_client().sanitize_for_serialization(meta.owner_references)
+    kubesim.core().create_namespaced_pod(
+        NS,
+        {
+            "metadata": {
+                "name": "chat-serving-replacement",
+                "labels": meta.labels,
+                "ownerReferences": owners,
+            },
+            "spec": {
+                "nodeName": replacement.spec.node_name,
+                "containers": [{"name": "main", "image": "registry.example/chat-serving:1.0"}],
+            },
+        },
+    )
+    assert status_of(kubesim, "chat")["expectedPods"] == 10
+    assert evict(kubesim, "chat-serving-a100-infer-001-0").status == 201
+
+
 def test_two_budgets_for_one_pod_answer_500(kubesim: Kubesim) -> None:
     budget(kubesim, "one", {"minAvailable": 1, "selector": CHAT})
     budget(kubesim, "two", {"maxUnavailable": 5, "selector": CHAT})
