@@ -24,6 +24,7 @@ RUN DJANGO_DEBUG=false DJANGO_SECRET_KEY=collectstatic-only DJANGO_ALLOWED_HOSTS
     python manage.py collectstatic --noinput \
     && python -m compileall -q /app/portal /app/pools
 
-USER portal
+# Numeric, so that a cluster's runAsNonRoot check can verify it without /etc/passwd.
+USER 10001:10001
 EXPOSE 8000
 CMD ["gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "4", "--worker-tmp-dir", "/dev/shm", "--no-control-socket", "--access-logfile", "-"]

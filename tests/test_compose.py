@@ -63,7 +63,7 @@ def test_prometheus_config_keeps_exported_labels() -> None:
 def test_dockerfile_runs_as_non_root_and_installs_the_pinned_set() -> None:
     text = (ROOT / "Dockerfile").read_text()
     assert "pip install --no-cache-dir -r requirements.txt" in text
-    assert re.search(r"^USER portal$", text, re.MULTILINE)
+    assert re.search(r"^USER 10001:10001$", text, re.MULTILINE)  # numeric: portal, 10001
     assert "FROM python:3.11" in text
 
 

@@ -34,7 +34,9 @@ def test_the_image_user_has_the_numeric_ids_the_chart_runs_as() -> None:
     assert re.search(rf"groupadd .*--gid {gid} {name}\b", DOCKERFILE)
     assert (uid, gid) == (values["runAsUser"], values["runAsGroup"])
     assert uid >= 10000  # clear of the host's own users
-    assert INSTRUCTIONS[index_of(r"^USER ")] == f"USER {name}"
+    # Numeric: a runAsNonRoot check verifies it without the image's /etc/passwd.
+    assert INSTRUCTIONS[index_of(r"^USER ")] == f"USER {uid}:{gid}"
+    assert name == "portal"
 
 
 def test_static_files_are_collected_at_build_time_as_root() -> None:
@@ -57,3 +59,14 @@ def test_the_build_context_leaves_out_secrets_and_local_state() -> None:
         if line.strip() and not line.startswith("#")
     }
     assert {".env", ".demo", ".venv", ".git", "db.sqlite3"} <= ignored
+
+
+def test_the_image_carries_no_tests_benchmarks_or_docs() -> None:
+    ignored = {
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {"tests", "bench", "docs", "controlplane", "scripts"} <= ignored
+    # What the image runs stays: the portal, and kubesim for compose's simulator profile.
+    assert not {"pools", "portal", "kubesim", "templates", "static"} & ignored
