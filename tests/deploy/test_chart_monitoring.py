@@ -201,7 +201,16 @@ def test_only_the_web_pods_accept_connections_on_their_http_port() -> None:
         assert not selects(web_policy, pod_labels(docs, component)), component
     (rule,) = web_policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
-    assert len(rule["from"]) == 2
+    # The two sources given, and the release's own `helm test` pod.
+    assert len(rule["from"]) == 3
+    assert rule["from"][2] == {
+        "podSelector": {
+            "matchLabels": {
+                "app.kubernetes.io/instance": "rel",
+                "app.kubernetes.io/component": "helm-test",
+            }
+        }
+    }
 
 
 def test_a_network_policy_without_destinations_is_refused_naming_them() -> None:

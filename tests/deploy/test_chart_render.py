@@ -71,6 +71,7 @@ def test_default_values_render_exactly_the_core_objects() -> None:
         ("Deployment", f"{name}-beat"),
         ("ConfigMap", f"{name}-migrations"),
         ("Job", f"{name}-migrations"),
+        ("Pod", f"{name}-test-web"),  # helm test
     }
 
 
@@ -84,5 +85,6 @@ def test_every_option_on_adds_exactly_the_optional_objects() -> None:
         ("NetworkPolicy", f"{name}-web"),
         ("ServiceMonitor", name),
         ("PrometheusRule", name),
+        ("HorizontalPodAutoscaler", f"{name}-web"),
     }
     assert default <= everything

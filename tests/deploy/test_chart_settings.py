@@ -87,7 +87,8 @@ def test_ingress_hosts_become_allowed_hosts_and_trusted_origins() -> None:
     for where, container in containers(docs):
         env = {item["name"]: item for item in container["env"]}
         assert env["DJANGO_ALLOWED_HOSTS"]["value"] == (
-            "gpu-portal.internal.example.com,gpu-portal.example.com,$(POD_IP)"
+            "gpu-portal.internal.example.com,gpu-portal.example.com,"
+            f"{RELEASE}-gpu-pool-portal.gpu-portal.svc,$(POD_IP)"
         ), where
 
 

@@ -43,14 +43,39 @@ app.kubernetes.io/part-of: gpu-pool-portal
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* The helm test pod's labels: the release's, but not the portal pods' selector. */}}
+{{- define "portal.testLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gpu-pool-portal
+app.kubernetes.io/component: helm-test
+{{- end -}}
+
 {{- define "portal.componentSelector" -}}
 {{ include "portal.selectorLabels" .root }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "portal.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* A pod template's labels: its component's, then podLabels (never the chart's own). */}}
+{{- define "portal.podLabels" -}}
+{{ include "portal.componentLabels" . }}
+{{- range $key, $value := .root.Values.podLabels }}
+{{- if or (hasPrefix "app.kubernetes.io/" $key) (hasPrefix "helm.sh/" $key) }}
+{{- fail (printf "podLabels.%s: the chart sets app.kubernetes.io/* and helm.sh/* labels itself" $key) }}
+{{- end }}
+{{ $key }}: {{ $value | quote }}
+{{- end }}
+{{- end -}}
+
 
 {{/* The non-secret settings, shared by the ConfigMap and the migration hook's copy. */}}
 {{- define "portal.configData" -}}
@@ -90,6 +115,11 @@ OIDC_GROUPS_CLAIM: {{ .groupsClaim | quote }}
 {{- join "," (uniq (concat .Values.config.allowedHosts $hosts)) -}}
 {{- end -}}
 
+{{/* The Service's in-cluster name: the helm test and in-cluster clients call it. */}}
+{{- define "portal.serviceHost" -}}
+{{- printf "%s.%s.svc" (include "portal.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
 {{- define "portal.csrfTrustedOrigins" -}}
 {{- $origins := list -}}
 {{- if .Values.ingress.enabled -}}
@@ -119,7 +149,7 @@ env:
       fieldRef:
         fieldPath: status.podIP
   - name: DJANGO_ALLOWED_HOSTS
-    value: {{ printf "%s,$(POD_IP)" (include "portal.ingressHosts" $root) | trimPrefix "," | quote }}
+    value: {{ printf "%s,%s,$(POD_IP)" (include "portal.ingressHosts" $root) (include "portal.serviceHost" $root) | trimPrefix "," | quote }}
   {{- if and (hasKey . "kubernetes") (not .kubernetes) }}
   # No token is mounted in this pod: the process has no cluster (the ConfigMap's
   # KUBE_IN_CLUSTER is for the worker and the watcher).
