@@ -163,16 +163,6 @@ def gone(message: str) -> ApiError:
     return ApiError(410, "Expired", message)
 
 
-def too_many_requests(retry_after: int) -> ApiError:
-    return ApiError(
-        429,
-        "TooManyRequests",
-        "Too many requests, please try again later.",
-        {"retryAfterSeconds": retry_after},
-        {"Retry-After": str(retry_after)},
-    )
-
-
 def internal_error(message: str) -> ApiError:
     return ApiError(500, "InternalError", f"Internal error occurred: {message}")
 

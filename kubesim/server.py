@@ -313,7 +313,7 @@ class Handler(BaseHTTPRequestHandler):
             verb = self._verb = request.verb
             self._authorize(user, request)
             if self._inject_fault(verb, request.resource):
-                code = 0
+                code = 0  # answered (and audited) already, or dropped
                 return
             code = self._dispatch(method, request)
         except ApiError as error:
@@ -391,7 +391,15 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return True
         if outcome == 429:
-            raise errors.too_many_requests(1)
+            # Priority and fairness refuses before any handler runs, with http.Error: plain
+            # text, and the dropped-requests tracker's Retry-After (1 s until it backs off).
+            self._send(
+                429,
+                b"Too many requests, please try again later.\n",
+                {"X-Content-Type-Options": "nosniff", "Retry-After": "1"},
+                content_type="text/plain; charset=utf-8",
+            )
+            return True
         if outcome == 503:
             raise errors.service_unavailable()
         if outcome == 410:

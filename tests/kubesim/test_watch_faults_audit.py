@@ -88,9 +88,11 @@ def test_injected_429_carries_retry_after(kubesim: Kubesim) -> None:
     kubesim.control("faults", {"fail_next": [{"status": 429, "count": 1, "verb": "patch"}]})
     with pytest.raises(ApiException) as caught:
         kubesim.core().patch_node("gpu-new-000", {"metadata": {"labels": {"a": "1"}}})
+    # Priority and fairness's refusal: plain text, not a Status (K8).
     assert caught.value.status == 429
     assert caught.value.headers["Retry-After"] == "1"
-    assert "TooManyRequests" in caught.value.body
+    assert caught.value.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert caught.value.body == "Too many requests, please try again later.\n"
 
 
 def test_the_clients_own_retry_of_a_get_honours_retry_after(kubesim: Kubesim) -> None:
