@@ -6,7 +6,9 @@ What each does, as the kubelet and the GPU device plugin do it:
   node status; the TaintNodesByCondition admission adds `not-ready:NoSchedule` at creation
   and the node lifecycle controller takes it off once Ready;
 - renews a Lease in `kube-node-lease` every `LEASE_RENEW_SECONDS` (the node lifecycle
-  controller's heartbeat) and posts the Ready condition every `STATUS_SECONDS`;
+  controller's heartbeat), the nodes' renewals spread over the interval as independent
+  kubelets' are, and posts the Ready condition every `STATUS_SECONDS` (both can be made
+  longer for thousands of nodes: `Heartbeats`);
 - starts the pods bound to its nodes (status Running, as the kubelet's status manager
   writes it), ends a pod that asks for it (`kubesim.io/run-seconds`: Succeeded, or Failed
   with `kubesim.io/exit-reason`), and completes a graceful deletion once the grace period
@@ -17,10 +19,13 @@ What each does, as the kubelet and the GPU device plugin do it:
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client, watch
@@ -46,6 +51,17 @@ EXIT_REASON = "kubesim.io/exit-reason"  # e.g. OOMKilled, Error; absent: Complet
 KUBELET_VERSION = "v1.37.2"
 
 
+@dataclass(frozen=True)
+class Heartbeats:
+    """How often each node renews its Lease and posts its Ready condition, and how long a
+    Lease holds. The defaults are a kubelet's (`nodeLeaseDurationSeconds` 40, renewed at a
+    quarter of it); one Python process playing thousands of kubelets renews less often."""
+
+    lease_renew_seconds: float = LEASE_RENEW_SECONDS
+    lease_duration_seconds: int = LEASE_DURATION_SECONDS
+    status_seconds: float = STATUS_SECONDS
+
+
 def now_rfc3339() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -55,8 +71,18 @@ def now_micro() -> str:
 
 
 class Kubelet:
-    def __init__(self, api: client.ApiClient, scenario: Scenario) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        scenario: Scenario,
+        *,
+        heartbeats: Heartbeats | None = None,
+        workers: int = 1,
+    ) -> None:
         self.api = api
+        self.heartbeats = heartbeats or Heartbeats()
+        # Registration and the scenario's pods in this many threads (1: one after another).
+        self.workers = workers
         self.core = client.CoreV1Api(api)
         self.leases = client.CoordinationV1Api(api)
         self.scenario = scenario
@@ -70,6 +96,10 @@ class Kubelet:
         self._timers: list[tuple[float, str, Callable[[], None]]] = []
         self._started: set[str] = set()  # pod UIDs whose Running status was posted
         self._ending: set[str] = set()  # pod UIDs with an end scheduled
+        # Nodes whose registration is done: the heartbeats renew these alone, and run while
+        # thousands of others still register (each kubelet renews from its own start).
+        self.registered: set[str] = set()
+        self._heartbeats: threading.Thread | None = None
 
     # -- registration -------------------------------------------------------------------
 
@@ -82,6 +112,7 @@ class Kubelet:
         ]
 
     def register(self) -> None:
+        names = []
         for node, group in self.scenario_nodes():
             name = node["metadata"]["name"]
             node["metadata"].pop("creationTimestamp", None)
@@ -91,7 +122,19 @@ class Kubelet:
             if not group.ready:
                 self.never_ready.add(name)  # it never reports: the controller decides
                 self.lost.add(name)
-            self.register_node(name)
+            names.append(name)
+        self._each(self.register_node, names)
+
+    def _each(self, action: Callable[[Any], None], items: Iterable[Any]) -> None:
+        """`action` on every item, in `workers` threads (in order in this one when 1); the
+        first error is raised."""
+        if self.workers <= 1:
+            for item in items:
+                action(item)
+            return
+        with ThreadPoolExecutor(self.workers) as pool:
+            for _ in pool.map(action, items):
+                pass
 
     def register_node(self, name: str) -> None:
         """Create the node (or find it), post its status and renew its Lease, as a kubelet
@@ -103,6 +146,7 @@ class Kubelet:
                 raise
         self.post_status(name)
         self._renew_lease(name)
+        self.registered.add(name)
 
     def scenario_pods(self) -> dict[tuple[str, str], dict[str, Any]]:
         """The scenario's pods by (namespace, name): bound ones on their nodes, pending ones
@@ -136,16 +180,27 @@ class Kubelet:
             for p in self.core.list_pod_for_all_namespaces().items
         }
         missing = [pod for key, pod in self.scenario_pods().items() if key not in present]
-        for pod in missing:
-            self._create_pod(pod)
+        if self.workers > 1:
+            # Each namespace once, before its pods: in threads, a pod may not wait on it.
+            for namespace in sorted({p["metadata"]["namespace"] for p in missing}):
+                self.ensure_namespace(namespace)
+            self._each(self._create_pod_in_namespace, missing)
+        else:
+            for pod in missing:
+                self._create_pod(pod)
         return len(missing)
 
-    def ensure_owners(self, timeout: float = 60, existing: Collection[owners.OwnerKey] = ()) -> int:
+    def ensure_owners(
+        self, timeout: float | None = None, existing: Collection[owners.OwnerKey] = ()
+    ) -> int:
         """The scenario's owners (`kubesim.kubelet.owners`), created where missing (those in
         `existing` are known to be there); returns once their controllers have adopted every
-        scenario pod."""
+        scenario pod. The controllers adopt a pod a PATCH, at their client's rate (20 a
+        second by default): the default timeout grows with the pods past a minute."""
         apis = {"apps": client.AppsV1Api(self.api), "batch": client.BatchV1Api(self.api)}
         wanted = self.scenario_pods()
+        if timeout is None:
+            timeout = max(60.0, len(wanted) / 10)
         created = 0
         for key, pods in owners.owners_of(wanted).items():
             if key in existing:
@@ -170,19 +225,25 @@ class Kubelet:
         return created
 
     def _adopted(self, wanted: dict[tuple[str, str], dict[str, Any]]) -> bool:
+        # Plain JSON: the client's models cost seconds of CPU a list at tens of thousands of
+        # pods, and this list is read five times a second.
+        listed = json.loads(self.core.list_pod_for_all_namespaces(_preload_content=False).data)
         owned = {
-            (p.metadata.namespace, p.metadata.name)
-            for p in self.core.list_pod_for_all_namespaces().items
-            if any(o.controller for o in p.metadata.owner_references or [])
+            (p["metadata"]["namespace"], p["metadata"]["name"])
+            for p in listed["items"]
+            if any(o.get("controller") for o in p["metadata"].get("ownerReferences") or [])
         }
         return all(
             key in owned for key, pod in wanted.items() if pod["metadata"].get("ownerReferences")
         )
 
     def _create_pod(self, pod: dict[str, Any]) -> None:
+        self.ensure_namespace(pod["metadata"]["namespace"])
+        self._create_pod_in_namespace(pod)
+
+    def _create_pod_in_namespace(self, pod: dict[str, Any]) -> None:
         pod = owners.orphan(pod)  # its owner adopts it once the owner exists
         namespace = pod["metadata"]["namespace"]
-        self.ensure_namespace(namespace)
         try:
             self.core.create_namespaced_pod(namespace, pod)
         except ApiException as error:
@@ -219,7 +280,7 @@ class Kubelet:
             "metadata": {"name": name, "namespace": "kube-node-lease"},
             "spec": {
                 "holderIdentity": name,
-                "leaseDurationSeconds": LEASE_DURATION_SECONDS,
+                "leaseDurationSeconds": self.heartbeats.lease_duration_seconds,
                 "renewTime": now_micro(),
             },
         }
@@ -232,10 +293,20 @@ class Kubelet:
             self.leases.create_namespaced_lease("kube-node-lease", body)
 
     def heartbeat_forever(self) -> None:
+        """A round every `lease_renew_seconds`, each node's renewal at its own point of the
+        round, as kubelets on their own machines renew at unrelated times: one burst of
+        thousands of renewals would queue behind itself and reach the last nodes late. A
+        round that cannot keep up runs its late renewals at once and says so."""
+        every = self.heartbeats.lease_renew_seconds
         last_status = time.monotonic()
-        while not self.stop.wait(LEASE_RENEW_SECONDS):
-            post_status = time.monotonic() - last_status >= STATUS_SECONDS
-            for name in list(self.nodes):
+        round_start = time.monotonic() + every
+        while not self.stop.wait(max(0.0, round_start - time.monotonic())):
+            post_status = time.monotonic() - last_status >= self.heartbeats.status_seconds
+            names = [name for name in self.nodes if name in self.registered]
+            for index, name in enumerate(names):
+                due = round_start + every * index / len(names)
+                if self.stop.wait(max(0.0, due - time.monotonic())):
+                    return
                 try:
                     self._renew_lease(name)
                     if post_status:
@@ -244,6 +315,10 @@ class Kubelet:
                     log.warning("heartbeat of %s: %s %s", name, error.status, error.reason)
             if post_status:
                 last_status = time.monotonic()
+            late = time.monotonic() - (round_start + every)
+            if late > 0:
+                log.warning("a round of %d heartbeats took %.1f s too long", len(names), late)
+            round_start = max(round_start + every, time.monotonic())
 
     def lose(self, name: str) -> None:
         """The node's kubelet stops reporting (power, network, a kernel panic)."""
@@ -389,16 +464,23 @@ class Kubelet:
                 except Exception:
                     log.exception("kubelet action for %s failed", key)
 
+    def start_heartbeats(self) -> threading.Thread:
+        """The heartbeats' thread, started once (before `register` when registering takes
+        longer than the controllers' grace: the first nodes would be lost meanwhile)."""
+        if self._heartbeats is None:
+            self._heartbeats = threading.Thread(target=self.heartbeat_forever, daemon=True)
+            self._heartbeats.start()
+        return self._heartbeats
+
     def run(self) -> list[threading.Thread]:
         threads = [
             threading.Thread(target=self.watch_forever, args=("nodes",), daemon=True),
             threading.Thread(target=self.watch_forever, args=("pods",), daemon=True),
-            threading.Thread(target=self.heartbeat_forever, daemon=True),
             threading.Thread(target=self.timers_forever, daemon=True),
         ]
         for thread in threads:
             thread.start()
-        return threads
+        return [*threads[:2], self.start_heartbeats(), threads[2]]
 
 
 def running_status(pod: dict[str, Any], host_ip: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ kubelets and their DCGM exporter, against the API server the kubeconfig names.""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import secrets
 import signal
@@ -14,10 +15,16 @@ from pathlib import Path
 from kubernetes import config
 
 from kubesim.dcgm import Exporter, serve_forever_in_thread, write_targets_file
-from kubesim.kubelet.agent import Kubelet
+from kubesim.kubelet.agent import (
+    LEASE_DURATION_SECONDS,
+    LEASE_RENEW_SECONDS,
+    STATUS_SECONDS,
+    Heartbeats,
+    Kubelet,
+)
 from kubesim.kubelet.operator import install_gpu_operator
 from kubesim.kubelet.serve import make_server
-from kubesim.scenario import ScenarioError, generated_scenario, load_scenario
+from kubesim.scenario import Scenario, ScenarioError, generated_scenario, load_scenario
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,6 +40,42 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     kubelet.add_argument(
         "--ready-file", type=Path, help="written once the nodes are registered and pods seeded"
     )
+    kubelet.add_argument(
+        "--pods-per-node",
+        type=int,
+        help="with --nodes: at most this many of the generated scenario's pods a node",
+    )
+    kubelet.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="register the nodes and create the scenario's pods in this many threads",
+    )
+    beats = kubelet.add_argument_group(
+        "heartbeats", "a kubelet's defaults; one process playing thousands of nodes spreads them"
+    )
+    beats.add_argument("--lease-renew-seconds", type=float, default=LEASE_RENEW_SECONDS)
+    beats.add_argument("--lease-duration-seconds", type=int, default=LEASE_DURATION_SECONDS)
+    beats.add_argument(
+        "--status-seconds",
+        type=float,
+        default=STATUS_SECONDS,
+        help="how often each node posts its Ready condition besides its Lease",
+    )
+
+
+def fewer_pods(scenario: Scenario, per_node: int) -> Scenario:
+    """The scenario with at most `per_node` pods of each node group's (a generated cluster
+    of thousands of nodes is mostly its pods to create, schedule and adopt)."""
+    groups = []
+    for group in scenario.groups:
+        pods, left = [], per_node
+        for spec in group.pods:
+            if left > 0:
+                pods.append(dataclasses.replace(spec, count=min(spec.count, left)))
+                left -= pods[-1].count
+        groups.append(dataclasses.replace(group, pods=pods))
+    return dataclasses.replace(scenario, groups=groups)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,11 +85,28 @@ def run(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(f"kubesim: bad scenario: {exc}", file=sys.stderr)
         return 2
+    if args.pods_per_node is not None:
+        if not args.nodes or args.pods_per_node < 0:
+            print("kubesim: --pods-per-node takes --nodes and a count >= 0", file=sys.stderr)
+            return 2
+        scenario = fewer_pods(scenario, args.pods_per_node)
+    if args.workers < 1 or args.lease_renew_seconds <= 0 or args.status_seconds <= 0:
+        print("kubesim: --workers and the heartbeat intervals must be positive", file=sys.stderr)
+        return 2
+    if args.lease_duration_seconds <= args.lease_renew_seconds:
+        print(
+            "kubesim: --lease-duration-seconds must exceed --lease-renew-seconds", file=sys.stderr
+        )
+        return 2
     if not args.kubeconfig.exists():
         print(f"kubesim: no kubeconfig at {args.kubeconfig}", file=sys.stderr)
         return 2
     api = config.new_client_from_config(config_file=str(args.kubeconfig), context=args.context)
-    kubelet = Kubelet(api, scenario)
+    heartbeats = Heartbeats(
+        args.lease_renew_seconds, args.lease_duration_seconds, args.status_seconds
+    )
+    kubelet = Kubelet(api, scenario, heartbeats=heartbeats, workers=args.workers)
+    kubelet.start_heartbeats()
     kubelet.register()
     install_gpu_operator(api, kubelet)
     kubelet.run()
