@@ -94,6 +94,63 @@ def gpu_uuid(node: str, index: int) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
+def util_integral(
+    load: str, phase: float, start: float, end: float, util_override: float | None
+) -> float:
+    """The integral of `utilisation` over [start, end] (%·s), in closed form."""
+    if end <= start:
+        return 0.0
+    if util_override is not None:
+        return max(0.0, min(100.0, util_override)) * (end - start)
+    theta = phase * 6.28
+    if load == "training":
+        return 93 * (end - start) - 5 * 60 * (
+            math.cos(end / 60 + theta) - math.cos(start / 60 + theta)
+        )
+    if load == "inference":
+        return 45 * (end - start) - 30 * 300 * (
+            math.cos(end / 300 + theta) - math.cos(start / 300 + theta)
+        )
+    return 0.0
+
+
+def power_range(model: str) -> tuple[float, float]:
+    """(idle, full) board power (W) of a GPU model; the draw is linear in utilisation."""
+    tdp = TDP[next((f for f in TDP if f in model), "A100")]
+    return tdp * 0.15, float(tdp)
+
+
+@dataclass(frozen=True)
+class Meter:
+    """What a GPU's counters hold at `at`: the energy it used since boot (mJ) and its NVLink
+    traffic. Each scrape adds the span since the last under the GPU's load then, so both
+    only grow, and at the rate its own power draw and utilisation give."""
+
+    at: float
+    energy_mj: float
+    nvlink: float
+
+
+def meter_after(
+    previous: Meter | None,
+    load: str,
+    model: str,
+    phase: float,
+    util_override: float | None,
+    boot: float,
+    now: float,
+) -> Meter:
+    """The meter at `now`; a GPU seen first counts from boot as if under its load now."""
+    base = previous or Meter(boot, 0.0, 0.0)
+    if now <= base.at:
+        return base
+    idle, full = power_range(model)
+    used = util_integral(load, phase, base.at, now, util_override)
+    joules = idle * (now - base.at) + (full - idle) * used / 100
+    traffic = used * (4000 if load == "training" else 50)
+    return Meter(now, base.energy_mj + joules * 1000, base.nvlink + traffic)
+
+
 def utilisation(load: str, phase: float, now: float) -> float:
     """GPU utilisation (%) of a GPU under `load` at `now`; `phase` is the GPU's own offset."""
     if load == "training":
@@ -131,7 +188,7 @@ def sample(
     now: float,
     util_override: float | None,
     xid: int | None,
-    boot: float,
+    meter: Meter,
 ) -> GpuSample:
     phase = _phase(node, index)
     util = util_override if util_override is not None else utilisation(load, phase, now)
@@ -139,13 +196,9 @@ def sample(
     reserved = reserved_mib(memory_mib)
     usable = memory_mib - reserved
     used = fb_used(load, usable, phase)
-    family = next((f for f in TDP if f in model), "A100")
-    tdp = TDP[family]
-    idle_power = tdp * 0.15
+    idle_power, tdp = power_range(model)
     power = round(idle_power + (tdp - idle_power) * util / 100, 3)
     temp = round(32 + util * 0.45)
-    uptime = now - boot
-    energy = int(uptime * (idle_power + (tdp - idle_power) * 0.5) * 1000)
     pcie = int(util / 100 * (2.4e9 if load == "training" else 6e8))
     return GpuSample(
         util=util,
@@ -155,7 +208,7 @@ def sample(
         temp=temp,
         mem_temp=temp + 6,
         power=power,
-        energy_mj=energy,
+        energy_mj=int(meter.energy_mj),
         sm_clock=1410 if util > 1 else 210,
         mem_clock=1593,
         mem_copy=util * 0.6,
@@ -165,7 +218,7 @@ def sample(
         dram_active=util / 100 * 0.5,
         pcie_tx=pcie,
         pcie_rx=pcie // 3,
-        nvlink_total=int(uptime * util * (4000 if load == "training" else 50)),
+        nvlink_total=int(meter.nvlink),
     )
 
 
@@ -235,6 +288,9 @@ class Exporter:
         self.hostname_is_pod = hostname_is_pod
         self.hostname_label = hostname_label
         self.pod_uid = pod_uid  # DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID
+        # Per (node, GPU slot): its counters at the last scrape (pages render in parallel).
+        self._meters: dict[tuple[str, int], Meter] = {}
+        self._meters_lock = threading.Lock()
 
     def holders(self, name: str, devices: int) -> list[Entry | None]:
         return self.cluster.gpu_holders(name, devices)
@@ -280,6 +336,17 @@ class Exporter:
                 # (an image still failing to pull) holds its GPUs and uses none of them.
                 load = "held" if load == "idle" or not _running(pod) else load
             override = self.cluster.gpu_overrides.get((name, slot))
+            util_override = override.util if override else None
+            with self._meters_lock:
+                meter = self._meters[(name, slot)] = meter_after(
+                    self._meters.get((name, slot)),
+                    load,
+                    model,
+                    gpu_phase(name, slot),
+                    util_override,
+                    self.boot,
+                    now,
+                )
             s = sample(
                 load,
                 memory,
@@ -287,9 +354,9 @@ class Exporter:
                 name,
                 slot,
                 now,
-                override.util if override else None,
+                util_override,
                 override.xid if override else None,
-                self.boot,
+                meter,
             )
             head = self._identity(name, model_name, device)
             head += f',DCGM_FI_DRIVER_VERSION="{driver_version(labels)}"'

@@ -45,7 +45,7 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB)."),
     Counter(
         "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-        "gauge",
+        "counter",
         "Total number of NVLink bandwidth counters for all lanes.",
     ),
     Counter("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status"),

@@ -38,7 +38,7 @@ DEFAULT_COUNTERS = [
     ("DCGM_FI_DEV_FB_FREE", "gauge"),
     ("DCGM_FI_DEV_FB_USED", "gauge"),
     ("DCGM_FI_DEV_FB_RESERVED", "gauge"),
-    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "gauge"),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter"),
     ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge"),
     ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter"),
     ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter"),
@@ -286,3 +286,34 @@ def test_the_exporter_collects_the_fields_it_is_told_and_refuses_unknown_ones() 
     assert len(set(re.findall(r"^(DCGM_\w+)\{", everything, re.MULTILINE))) > 20
     with pytest.raises(ValueError, match="unknown DCGM counters: DCGM_FI_NOPE"):
         Exporter(cluster, counters=["DCGM_FI_NOPE"])
+
+
+def test_energy_counts_each_gpus_own_power_draw_and_only_grows() -> None:
+    """TOTAL_ENERGY grows at each GPU's POWER_USAGE (K15), and with the NVLink counter
+    (a counter, K12) never goes down when a GPU's load changes."""
+    cluster = Cluster()
+    seed(cluster, load_scenario("demo"))
+    exporter = Exporter(cluster)
+    node = cluster.store.get("nodes", None, "a100-infer-000").obj
+    start = exporter.boot + 86_400
+
+    def by_gpu(now: float) -> dict[int, tuple[float, int, int]]:
+        rows = exporter.node_series(node, now)
+        return {
+            gpu: (s.power, s.energy_mj, s.nvlink_total) for gpu, (_, _, s, _) in enumerate(rows)
+        }
+
+    first, second = by_gpu(start), by_gpu(start + 1)
+    for gpu, (power, energy, _) in first.items():
+        drawn = (second[gpu][1] - energy) / 1000  # joules in one second: watts
+        assert abs(drawn - power) < 0.01 * power, gpu
+    busy = [first[g] for g, (power, _, _) in first.items() if power > 100]
+    idle = [first[g] for g, (power, _, _) in first.items() if power <= 100]
+    assert busy and idle
+    assert len({energy for _, energy, _ in busy}) == len(busy)  # no two alike
+    assert min(energy for _, energy, _ in busy) > max(energy for _, energy, _ in idle)
+    # The inference pod on GPUs 0 and 1 goes: their counters keep what they counted.
+    cluster.store.delete("pods", "ml-serving", "chat-serving-a100-infer-000-0")
+    third = by_gpu(start + 2)
+    for gpu in (0, 1):
+        assert third[gpu][1] >= second[gpu][1] and third[gpu][2] == second[gpu][2]
