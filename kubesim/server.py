@@ -306,6 +306,8 @@ class Handler(BaseHTTPRequestHandler):
                 code = self._openapi(path, query)
                 return
             request = self._request = self._route(method, path, query)
+            if self.headers.get("Impersonate-User") or self.headers.get("Impersonate-Group"):
+                user = self._who = self._impersonate(user, method, path, request)
             if request is None:
                 self._authorize_path(user, method, path)
                 code = self._discovery(path)
@@ -350,6 +352,61 @@ class Handler(BaseHTTPRequestHandler):
             subresource=request.subresource,
             reason=reason,
         )
+
+    def _impersonate(self, user: User, method: str, path: str, request: Request | None) -> User:
+        """The user the Impersonate-User and Impersonate-Group headers name, when the caller
+        may impersonate them (the legacy `impersonate` verb on users, serviceaccounts and
+        groups; system:masters may). A refusal is worded as 1.37's constrained
+        impersonation words it: the request's own verb, `impersonate-on:<mode>:<verb>`."""
+        name = self.headers.get("Impersonate-User") or ""
+        groups = tuple(self.headers.get_all("Impersonate-Group") or ())
+        if not name:
+            listed = ", ".join(f'"{g}"' for g in groups)
+            raise errors.bad_request(
+                f'requested &user.DefaultInfo{{Name:"", UID:"", Groups:[]string{{{listed}}}, '
+                "Extra:map[string][]string(nil)} without impersonating a user name"
+            )
+        account = name.split(":")
+        is_account = len(account) == 4 and account[:2] == ["system", "serviceaccount"]
+        wanted = [
+            ("serviceaccounts", account[3], account[2]) if is_account else ("users", name, ""),
+            *(("groups", group, "") for group in groups),
+        ]
+        allowed = user.admin or (
+            not user.read_only
+            and all(
+                self._authorizer().authorize(
+                    Attributes(
+                        user=user.name,
+                        groups=(*user.groups, "system:authenticated"),
+                        verb="impersonate",
+                        resource_request=True,
+                        resource=resource,
+                        name=object_name,
+                        namespace=namespace,
+                    )
+                )[0]
+                for resource, object_name, namespace in wanted
+            )
+        )
+        if not allowed:
+            mode = "serviceaccount" if is_account else "user-info"
+            if request is None:
+                raise errors.forbidden_path(
+                    user.name, f"impersonate-on:{mode}:{method.lower()}", path
+                )
+            raise errors.forbidden(
+                user.name,
+                f"impersonate-on:{mode}:{request.verb}",
+                url_resource(request.resource),
+                request.name,
+                request.namespace,
+                errors.GROUPS.get(request.resource, ""),
+                subresource=request.subresource,
+            )
+        if is_account:
+            groups = ("system:serviceaccounts", f"system:serviceaccounts:{account[2]}", *groups)
+        return User(name, read_only=False, groups=groups, admin="system:masters" in groups)
 
     def _authorizer(self) -> Rbac:
         return self.api.rbac or Rbac()

@@ -180,6 +180,28 @@ def test_kubectl_auth_can_i(secured: Kubesim) -> None:
 
 
 @needs_kubectl
+def test_impersonation_answers_for_the_impersonated_user(secured: Kubesim) -> None:
+    """Impersonate-User and Impersonate-Group, as test_k3_... proves on the real control
+    plane (K3): the admin may impersonate anyone, and is then only what they are."""
+    nobody = "system:serviceaccount:default:nobody"
+    no = kubectl(secured, "auth", "can-i", "patch", "nodes", f"--as={nobody}", check=False)
+    assert (no.returncode, no.stdout.strip()) == (1, "no")
+    yes = kubectl(secured, "auth", "can-i", "patch", "nodes", f"--as={PORTAL}")
+    assert yes.stdout.strip() == "yes"
+    refused = kubectl(secured, "delete", "node", "gpu-new-000", f"--as={PORTAL}", check=False)
+    assert refused.stderr.strip() == (
+        f'Error from server (Forbidden): nodes "gpu-new-000" is forbidden: User "{PORTAL}" '
+        'cannot delete resource "nodes" in API group "" at the cluster scope'
+    )
+    # A caller without the impersonate verb is refused, in 1.37's words.
+    denied = kubectl(secured, "get", "nodes", "--as=alice", context=VIEWER, check=False)
+    assert denied.stderr.strip() == (
+        f'Error from server (Forbidden): nodes is forbidden: User "{VIEWER}" cannot '
+        'impersonate-on:user-info:list resource "nodes" in API group "" at the cluster scope'
+    )
+
+
+@needs_kubectl
 def test_without_rbac_the_two_tokens_answer_as_before(tls_kubesim: Kubesim) -> None:
     reader = "kubesim-readonly"
     assert (
