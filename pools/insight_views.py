@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from pools import advice, insights
 from pools.core import charts
 from pools.core.insights import advisor
-from pools.core.insights.failures import CAUSE_TITLES, Cause
+from pools.core.insights.failures import CAUSE_SIGNS, CAUSE_TITLES, Cause, FailureReport
 from pools.core.insights.profiles import GROUPINGS
 from pools.core.insights.queueing import QUEUE_CAUSE_TITLES
 from pools.core.insights.records import WINDOW_DAYS
@@ -43,6 +43,7 @@ def profiles(request: HttpRequest) -> HttpResponse:
     found = insights.profiles(days=days, by=by, now=timezone.now())
     context = {
         "found": found,
+        "cause_titles": {str(c): t for c, t in CAUSE_TITLES.items()},
         "days": days,
         "windows": WINDOW_DAYS,
         "by": by,
@@ -66,12 +67,27 @@ def pool_insights(request: HttpRequest, name: str) -> HttpResponse:
         **_history_charts(pool, span),
         "found": found,
         "checks": checks,
-        "cause_titles": {str(c): t for c, t in CAUSE_TITLES.items()},
-        "causes": [str(c) for c in Cause],
+        "failure_classes": failure_classes(found.failures),
         "queue_titles": {str(c): t for c, t in QUEUE_CAUSE_TITLES.items()},
         "dimension_titles": DIMENSION_TITLES,
     }
     return render(request, "pools/pool_insights.html", context, status=status)
+
+
+def failure_classes(report: FailureReport) -> list[dict[str, object]]:
+    """Every class the classifier keeps apart, in its order, with its title, what puts a
+    failure in it, its count and its latest examples: a class with none still says what
+    would count."""
+    return [
+        {
+            "key": str(c),
+            "title": CAUSE_TITLES[c],
+            "signs": CAUSE_SIGNS[c],
+            "count": report.counts.get(c, 0),
+            "examples": report.examples.get(c, []),
+        }
+        for c in Cause
+    ]
 
 
 def _history_charts(pool: Pool, span: str) -> dict[str, SafeString | str | None]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
@@ -20,7 +20,13 @@ from django.db.models.functions import Coalesce
 from pools.core import charts
 from pools.core.desired import managed_label_keys, managed_taint_keys
 from pools.core.insights import advisor, readiness
-from pools.core.insights.failures import EVICTION_REASONS, IMAGE_REASONS, failure_report
+from pools.core.insights.failures import (
+    EVICTION_REASONS,
+    IMAGE_REASONS,
+    TIMEOUT_REASONS,
+    XidErrors,
+    failure_report,
+)
 from pools.core.insights.indicators import PoolFacts, PoolInsights
 from pools.core.insights.profiles import Profile, workload_profiles
 from pools.core.insights.queueing import NodeHistory, queue_report
@@ -158,7 +164,8 @@ def _may_have_failed() -> Q:
     return (
         Q(phase=GpuPod.Phase.FAILED)
         | (Q(exit_code__isnull=False) & ~Q(exit_code=0))
-        | Q(termination_reason__in=EVICTION_REASONS | IMAGE_REASONS)
+        | Q(termination_reason__in=EVICTION_REASONS | IMAGE_REASONS | TIMEOUT_REASONS)
+        | Q(termination_reason__startswith="OutOf")
         | Q(waiting_reason__in=IMAGE_REASONS)
     )
 
@@ -340,10 +347,21 @@ class Gathered:
     state: NodeState
     pods: list[PodRecord]
     series: metrics.PoolSeries
-    xid_times: dict[str, list[float]]
+    xid_times: Mapping[str, Sequence[float]]
     xid_error: str | None
     xid_step: float = 0.0  # a new XID error appeared at most this long before its time
     nodes_then: list[NodeHistory] | None = None  # None: today's nodes stand for the window
+
+    @property
+    def xids(self) -> XidErrors:
+        return XidErrors(self.xid_times, self.xid_step)
+
+
+def xid_errors(days: int) -> tuple[XidErrors, str | None]:
+    """The XID errors over the window (one PromQL query), as every failure count reads them."""
+    times, error = metrics.xid_times(days=days)
+    _, step = metrics.window_span(days)
+    return XidErrors(times, step.total_seconds() + metrics.XID_SCRAPE_SLACK_SECONDS), error
 
 
 def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> Gathered:
@@ -353,7 +371,7 @@ def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> 
     window = window_of(days, now)
     state = node_state()
     by_pool = {p.name: [n.name for n in state.facts if n.pool == p.name] for p in chosen}
-    xids, xid_error = metrics.xid_times(days=days)
+    xids, xid_error = xid_errors(days)
     span, step = metrics.window_span(days)
     return Gathered(
         window=window,
@@ -362,9 +380,9 @@ def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> 
         state=state,
         pods=indicator_records(window),
         series=metrics.pool_series(by_pool, span=span, step=step),
-        xid_times=xids,
+        xid_times=xids.times,
         xid_error=xid_error,
-        xid_step=step.total_seconds() + metrics.XID_SCRAPE_SLACK_SECONDS,
+        xid_step=xids.step,
         nodes_then=node_histories(window, state),
     )
 
@@ -388,9 +406,7 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
             metrics_error=gathered.series.error,
         ),
         queue=queue_report(gathered.pods, _nodes_then(gathered), pool.name, window),
-        failures=failure_report(
-            mine, window, xid_times=gathered.xid_times, xid_step=gathered.xid_step
-        ),
+        failures=failure_report(mine, window, xids=gathered.xids),
         replacement=replacement_report(
             nodes,
             managed_labels=managed_label_keys(specs, settings.POOL_LABEL_KEY),
@@ -511,8 +527,11 @@ def profiles(*, days: int, by: str, now: datetime) -> Profiles:
     def compute() -> Profiles:
         window = window_of(days, now)
         peaks, error = metrics.framebuffer_peaks(days=days)
-        found = workload_profiles(pod_records(window), window, by=by, framebuffer_peaks=peaks)
-        return Profiles(window, by, found, error)
+        xids, xid_error = xid_errors(days)
+        found = workload_profiles(
+            pod_records(window), window, by=by, framebuffer_peaks=peaks, xids=xids
+        )
+        return Profiles(window, by, found, error or xid_error)
 
     return _kept("profiles", (days, by), compute)
 

@@ -4,13 +4,21 @@ queue's room, concurrency, gaps."""
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pools.core.insights.failures import Cause, classify, failed, xid_during_run
-from pools.core.insights.profiles import concurrency
+from pools.core.insights.failures import (
+    Cause,
+    XidErrors,
+    classify,
+    failed,
+    failure_report,
+    xid_during_run,
+)
+from pools.core.insights.profiles import concurrency, workload_profiles
 from pools.core.insights.queueing import NodeHistory, QueueCause, queue_report
 from pools.core.insights.records import NodeFacts, PodRecord, Window
 from pools.core.insights.replacement import node_traits
@@ -77,6 +85,70 @@ def test_classification_keeps_the_causes_apart() -> None:
     assert classify(record(reason="Error"), xid_during_run=True) == Cause.GPU_FAULT
     # The job asked for too much: an XID at the same time does not make it the GPU's fault.
     assert classify(record(reason="OOMKilled"), xid_during_run=True) == Cause.OOM
+
+
+@pytest.mark.parametrize(
+    ("fields", "cause"),
+    [
+        ({"message": "RuntimeError: CUDA error: unspecified launch failure"}, Cause.GPU_FAULT),
+        (
+            {"message": "CUDA driver version is insufficient for CUDA runtime version"},
+            Cause.GPU_FAULT,
+        ),
+        (
+            {"message": "Failed to initialize NVML: Driver/library version mismatch"},
+            Cause.GPU_FAULT,
+        ),
+        ({"reason": "OutOfnvidia.com/gpu", "started": None, "exit_code": None}, Cause.RESOURCES),
+        ({"reason": "OutOfcpu", "started": None, "exit_code": None}, Cause.RESOURCES),
+        ({"reason": "DeadlineExceeded", "exit_code": 137}, Cause.TIMEOUT),
+        ({"reason": "Error", "message": "ValueError: no such config"}, Cause.OTHER),
+    ],
+)
+def test_the_seeds_classes_are_all_kept_apart(fields: dict[str, object], cause: Cause) -> None:
+    pod = record(**fields)
+    assert failed(pod) and classify(pod) == cause
+
+
+_REASONS = st.sampled_from(
+    ["", "Error", "OOMKilled", "Evicted", "DeadlineExceeded", "OutOfnvidia.com/gpu"]
+)
+_MESSAGES = st.sampled_from(["", "CUDA error: unspecified launch failure", "CUDA out of memory"])
+
+
+@st.composite
+def _pods(draw: st.DrawFn) -> PodRecord:
+    created = draw(st.floats(0, 1000))
+    started = draw(st.one_of(st.none(), st.floats(created, created + 100)))
+    finished = draw(st.one_of(st.none(), st.floats(started or created, 1200)))
+    return record(
+        namespace=draw(st.sampled_from(["a", "b"])),
+        name=f"p{draw(st.integers(0, 10**6))}",
+        node=draw(st.sampled_from(["n1", "n2"])),
+        phase=draw(st.sampled_from(["Failed", "Succeeded", "Running", "Pending"])),
+        created=created,
+        started=started,
+        finished=finished,
+        reason=draw(_REASONS),
+        exit_code=draw(st.sampled_from([None, 0, 1, 137])),
+        message=draw(_MESSAGES),
+        waiting_reason=draw(st.sampled_from(["", "ErrImagePull"])),
+    )
+
+
+@given(st.lists(_pods(), max_size=30), st.floats(0, 1000))
+def test_the_profiles_count_the_failures_the_report_counts(
+    pods: list[PodRecord], start: float
+) -> None:
+    """However the pods fall around the window, the profiles' failures add up to the pool's
+    report, class by class: one classifier, one rule for which failures are the window's."""
+    window = Window(start, start + 400)
+    xids = XidErrors({"n1": [500.0]}, 60.0)
+    report = failure_report(pods, window, xids=xids)
+    summed: Counter[Cause] = Counter()
+    for profile in workload_profiles(pods, window, xids=xids):
+        summed.update(profile.failures)
+    assert {c: n for c, n in report.counts.items() if n} == dict(summed)
 
 
 def test_a_pod_that_succeeded_did_not_fail() -> None:

@@ -9,6 +9,8 @@ Prometheus would return for them. Each scenario builds one or two pools:
 - oom: 20 jobs, 6 OOMKilled, 3 CUDA out-of-memory, 1 image pull failure;
 - mixed_drivers: 8 nodes, 5 on driver 550.54.15 and 3 on 535.161.08;
 - gpu_faults: failures mostly XID and driver errors;
+- failure_classes: a serving pool's 21 failures, one or more in every class the seed keeps
+  apart, most of them CUDA and driver errors (as the demo's inference pool);
 - handmade: nodes set up by hand (a hand label, a hand taint, kernels that differ);
 - small: 2 dedicated nodes whose utilisation is low with short peaks.
 """
@@ -262,6 +264,89 @@ def gpu_faults() -> World:
     return world
 
 
+# The known answer of failure_classes(), derived from how it is built, not from the portal.
+FAILURE_CLASSES = {
+    "oom": 1,
+    "gpu_fault": 11,  # 8 CUDA errors, 2 silent exits while the node logged an XID, 1 driver
+    "image": 2,  # one of them created before the window, given up inside it
+    "resources": 2,
+    "eviction": 1,
+    "timeout": 3,
+    "other": 1,
+}
+
+
+def failure_classes() -> World:
+    """A serving pool's month: 20 pods that succeeded and 21 that failed, of every class
+    the seed keeps apart, all of one namespace and workload type (one profile)."""
+    make_pool("serving")
+    nodes = make_nodes("serving", 4)
+    serve = {"namespace": "serve", "workload_type": "inference"}
+    at = itertools.count(1)
+
+    def ended(node: int = 0, **fields: object) -> GpuPod:
+        return pod(
+            "serving", nodes[node], START + timedelta(hours=15 * next(at)), **serve, **fields
+        )
+
+    cuda = [
+        "RuntimeError: CUDA error: unspecified launch failure",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    pods = [
+        ended(k % 4, exit_code=1, termination_reason="Error", termination_message=cuda[k % 2])
+        for k in range(8)
+    ]
+    silent = [ended(2, exit_code=1, termination_reason="Error") for _ in range(2)]
+    pods += silent
+    pods.append(
+        ended(
+            3,
+            exit_code=1,
+            termination_reason="Error",
+            termination_message="CUDA driver version is insufficient for CUDA runtime version",
+        )
+    )
+    pods += [ended(1, exit_code=137, termination_reason="DeadlineExceeded") for _ in range(3)]
+    for _ in range(2):  # refused by the kubelet: the node's GPUs were taken
+        refused = ended(
+            0,
+            termination_reason="OutOfnvidia.com/gpu",
+            termination_message="Pod was rejected: Node didn't have enough resource: "
+            "nvidia.com/gpu, requested: 8, used: 4, capacity: 8",
+        )
+        refused.started_at = None
+        pods.append(refused)
+    pods.append(ended(1, exit_code=137, termination_reason="OOMKilled"))
+    pods.append(ended(2, exit_code=137, termination_reason="Evicted"))
+    pods.append(ended(3, exit_code=1, termination_reason="Error", termination_message="KeyError"))
+    pulling = ended(0, waiting_reason="ImagePullBackOff", run=None, phase=GpuPod.Phase.PENDING)
+    pulling.started_at = None
+    pods.append(pulling)
+    # Created before the window, its image never came; deleted inside the window.
+    before = pod(
+        "serving",
+        nodes[1],
+        START - timedelta(days=1),
+        run=None,
+        phase=GpuPod.Phase.PENDING,
+        waiting_reason="ErrImagePull",
+        deleted_at=START + timedelta(hours=2),
+        **serve,
+    )
+    before.started_at = None
+    pods.append(before)
+    pods += [ended(k % 4) for k in range(20)]
+    GpuPod.objects.bulk_create(pods)
+    world = World(["serving"])
+    world.average["serving"] = hourly(lambda h: 50.0)
+    world.idle_nodes["serving"] = []
+    world.xid_times = {
+        nodes[2]: [p.started_at.timestamp() + 600 for p in silent if p.started_at is not None]
+    }
+    return world
+
+
 def handmade() -> World:
     make_pool("handmade")
     names = make_nodes("handmade", 5, labels={"rack-setup": "manual"})
@@ -306,6 +391,7 @@ SCENARIOS: dict[str, Callable[[], World]] = {
     "oom": oom,
     "mixed_drivers": mixed_drivers,
     "gpu_faults": gpu_faults,
+    "failure_classes": failure_classes,
     "handmade": handmade,
     "small": small,
 }

@@ -19,6 +19,7 @@ EXPECTED = {
     "oom": set(),  # failures, but none the GPUs' fault
     "mixed_drivers": {Rule.SPLIT},
     "gpu_faults": {Rule.GPU_FAULTS},
+    "failure_classes": {Rule.GPU_FAULTS},
     "handmade": {Rule.AUTOMATE},
     "small": {Rule.KEEP_SHARED},
 }

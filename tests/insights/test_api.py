@@ -49,7 +49,9 @@ def test_failure_examples_name_the_pods(token_for) -> None:  # type: ignore[no-u
         "oom": 9,
         "gpu_fault": 0,
         "image": 1,
+        "resources": 0,
         "eviction": 0,
+        "timeout": 0,
         "other": 0,
     }
     assert body["failures"]["examples"]["image"][0]["reason"] == "ErrImagePull"

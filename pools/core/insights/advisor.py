@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pools.core.insights.failures import CAUSE_TITLES, Cause
+from pools.core.insights.failures import CAUSE_TITLES, Cause, cause_breakdown
 from pools.core.insights.indicators import PoolInsights
 from pools.core.insights.queueing import QueueCause
 from pools.core.insights.replacement import DIMENSION_TITLES, HIGH_SCORE
@@ -249,7 +249,8 @@ def gpu_fault_advice(p: PoolInsights) -> Advice | None:
         title=f"Investigate the GPUs of {p.pool.name}: most failures are GPU or driver faults",
         evidence=[
             f"{faults} of {counted(f.total, 'failure')} are {CAUSE_TITLES[Cause.GPU_FAULT]}s "
-            f"(XID errors while the pod ran, driver or device-plugin errors), not sharing.",
+            f"(XID errors while the pod ran, CUDA, driver or device-plugin errors), not sharing.",
+            f"Failures by cause: {cause_breakdown(f.counts)}.",
             f"Nodes in the latest examples: {', '.join(nodes) or 'none recorded'}.",
         ],
         confidence=round(min(1.0, f.share(Cause.GPU_FAULT) * min(1.0, faults / 10) + 0.3), 2),

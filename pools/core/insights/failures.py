@@ -1,6 +1,9 @@
 """Failure reasons (pure): why GPU pods ended badly, kept apart so sharing is not blamed for
-everything: out of memory, a GPU or driver fault, an image problem, an eviction or
-preemption, or something else."""
+everything. The seed's classes: out of memory, a GPU or driver fault, an image problem, plain
+lack of resources, an eviction or preemption, a timeout, or something else.
+
+The one classifier: the insights, the advisor (which reads the insights) and the workload
+profiles all count failures through `failures_in`, so they agree on every count."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import bisect
 import enum
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pools.core.insights.records import DAY, PodRecord, Window
@@ -18,7 +21,9 @@ class Cause(enum.StrEnum):
     OOM = "oom"
     GPU_FAULT = "gpu_fault"
     IMAGE = "image"
+    RESOURCES = "resources"
     EVICTION = "eviction"
+    TIMEOUT = "timeout"
     OTHER = "other"
 
 
@@ -26,8 +31,25 @@ CAUSE_TITLES = {
     Cause.OOM: "out of memory",
     Cause.GPU_FAULT: "GPU or driver fault",
     Cause.IMAGE: "image problem",
+    Cause.RESOURCES: "lack of resources",
     Cause.EVICTION: "eviction or preemption",
+    Cause.TIMEOUT: "timeout",
     Cause.OTHER: "other",
+}
+# What puts a failure in each class, as an operator would recognise it.
+CAUSE_SIGNS = {
+    Cause.OOM: "OOMKilled by the kernel; CUDA out of memory",
+    Cause.GPU_FAULT: (
+        "an XID error on the node while the pod ran; CUDA errors; NVRM, NVML, ECC or device "
+        "plugin errors; \u201cCUDA driver version is insufficient\u201d"
+    ),
+    Cause.IMAGE: "ErrImagePull, ImagePullBackOff, InvalidImageName, CreateContainerConfigError",
+    Cause.RESOURCES: (
+        "rejected by the kubelet for want of a resource: OutOfnvidia.com/gpu, OutOfcpu, OutOfmemory"
+    ),
+    Cause.EVICTION: "Evicted; preempted by the scheduler; the taint manager; a node shutdown",
+    Cause.TIMEOUT: "DeadlineExceeded: the pod's or its Job's activeDeadlineSeconds ran out",
+    Cause.OTHER: "a non-zero exit with none of the signs above",
 }
 
 IMAGE_REASONS = frozenset(
@@ -63,9 +85,16 @@ _CUDA_OOM = re.compile(
 # What the driver and the device plugin say when the GPU, not the job, failed.
 _GPU_FAULT = re.compile(
     r"\bXid\b|NVRM|fallen off the bus|uncorrectable ECC|CUDA_ERROR_ECC_UNCORRECTABLE"
-    r"|device plugin|UnexpectedAdmissionError|nvidia-container-cli|NVML",
+    r"|device plugin|UnexpectedAdmissionError|nvidia-container-cli|NVML"
+    # The CUDA runtime's own report of a device or driver failure (its out-of-memory error,
+    # matched above, is the job's own doing); a driver older than the CUDA runtime.
+    r"|CUDA error|CUDA_ERROR_|cudaError|CUDA driver version is insufficient"
+    r"|driver/library version mismatch|no CUDA-capable device",
     re.IGNORECASE,
 )
+# The kubelet's admission refusal names the resource it lacked: OutOfnvidia.com/gpu, ...
+_LACK_OF_RESOURCES = re.compile(r"^OutOf\S+$")
+TIMEOUT_REASONS = frozenset({"DeadlineExceeded"})
 
 
 def failed(pod: PodRecord) -> bool:
@@ -78,6 +107,12 @@ def failed(pod: PodRecord) -> bool:
     )
 
 
+def cause_breakdown(counts: Mapping[Cause, int]) -> str:
+    """The non-zero counts in the classes' order, titled: "GPU or driver fault 16 · timeout
+    14"; every view that states them says them so."""
+    return " · ".join(f"{CAUSE_TITLES[c]} {counts[c]}" for c in Cause if counts.get(c))
+
+
 def _image_problem(pod: PodRecord) -> bool:
     # A container that waited on its image and then ran got over it.
     return (pod.waiting_reason in IMAGE_REASONS and pod.started is None) or (
@@ -86,18 +121,49 @@ def _image_problem(pod: PodRecord) -> bool:
 
 
 def classify(pod: PodRecord, *, xid_during_run: bool = False) -> Cause:
-    """The failure's cause. An image problem stops the container before it runs, so it comes
-    first; the kernel's OOMKilled or CUDA's own message wins over a coincident XID (the job
-    asked for too much); then a GPU fault; then an eviction."""
+    """The failure's cause. An image problem or the kubelet's refusal stops the pod before
+    it runs, so they come first; the kernel's OOMKilled or CUDA's own message wins over a
+    coincident XID (the job asked for too much); then a GPU or driver fault; then an
+    eviction; then a deadline that ran out."""
     if _image_problem(pod):
         return Cause.IMAGE
+    if _LACK_OF_RESOURCES.match(pod.reason):
+        return Cause.RESOURCES
     if pod.reason == "OOMKilled" or _CUDA_OOM.search(pod.message):
         return Cause.OOM
     if xid_during_run or _GPU_FAULT.search(pod.message) or _GPU_FAULT.search(pod.reason):
         return Cause.GPU_FAULT
     if pod.reason in EVICTION_REASONS:
         return Cause.EVICTION
+    if pod.reason in TIMEOUT_REASONS:
+        return Cause.TIMEOUT
     return Cause.OTHER
+
+
+def ended_at(pod: PodRecord) -> float:
+    """When the pod's outcome is known: when it ended, or (an image that never came) when it
+    was created."""
+    return pod.finished if pod.finished is not None else pod.created
+
+
+@dataclass(frozen=True)
+class XidErrors:
+    """Each node's sorted times by which a new XID error had appeared, at most `step`
+    seconds after it did (pools.metrics.insights.xid_times)."""
+
+    times: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    step: float = 0.0
+
+
+def failures_in(
+    pods: Iterable[PodRecord], window: Window, xids: XidErrors | None = None
+) -> Iterator[tuple[PodRecord, Cause]]:
+    """Each pod that failed within the window (by ended_at), with its cause: the one
+    classifier every view counts with."""
+    xids = xids or XidErrors()
+    for pod in pods:
+        if window.contains(ended_at(pod)) and failed(pod):
+            yield pod, classify(pod, xid_during_run=xid_during_run(pod, xids.times, xids.step))
 
 
 def xid_during_run(
@@ -151,8 +217,7 @@ def failure_report(
     pods: Iterable[PodRecord],
     window: Window,
     *,
-    xid_times: Mapping[str, Sequence[float]] | None = None,
-    xid_step: float = 0.0,
+    xids: XidErrors | None = None,
     examples_per_cause: int = 5,
 ) -> FailureReport:
     """Failures among the pods that ended (or were created, for image problems) in the
@@ -162,16 +227,10 @@ def failure_report(
     trend = [Counter[Cause]() for _ in range(buckets)]
     counts: Counter[Cause] = Counter()
     examples: dict[Cause, list[FailureExample]] = {c: [] for c in Cause}
-    ended = 0
-    for pod in pods:
-        at = pod.finished if pod.finished is not None else pod.created
-        if not window.contains(at):
-            continue
-        ended += 1
-        if not failed(pod):
-            continue
-        xid = xid_during_run(pod, xid_times or {}, xid_step)
-        cause = classify(pod, xid_during_run=xid)
+    pods = list(pods)
+    ended = sum(1 for pod in pods if window.contains(ended_at(pod)))
+    for pod, cause in failures_in(pods, window, xids):
+        at = ended_at(pod)
         counts[cause] += 1
         trend[min(buckets - 1, int((at - window.start) // step))][cause] += 1
         examples[cause].append(

@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pools.core.insights.failures import Cause, classify, failed
+from pools.core.insights.failures import Cause, XidErrors, ended_at, failures_in
 from pools.core.insights.records import PodRecord, Window
 from pools.core.insights.stats import Spread, spread
 
@@ -60,7 +60,12 @@ def concurrency(runs: list[tuple[float, float]], window: Window) -> tuple[int, f
 
 
 def _profile(
-    owner: str, kind: str, pods: list[PodRecord], window: Window, fb: Mapping[str, float]
+    owner: str,
+    kind: str,
+    pods: list[PodRecord],
+    window: Window,
+    fb: Mapping[str, float],
+    xids: XidErrors | None,
 ) -> Profile:
     runs = [
         (max(p.started, window.start), min(p.finished or window.end, window.end))
@@ -69,6 +74,7 @@ def _profile(
     ]
     peaks = [fb[p.key] for p in pods if p.key in fb]
     peak, typical = concurrency([r for r in runs if r[1] > r[0]], window)
+    causes = Counter(cause for _, cause in failures_in(pods, window, xids))
     return Profile(
         owner=owner,
         workload_type=kind,
@@ -83,7 +89,7 @@ def _profile(
         concurrency_peak=peak,
         concurrency_typical=typical,
         restarts=sum(p.restarts for p in pods),
-        failures=dict(Counter(classify(p) for p in pods if failed(p))),
+        failures={c: causes[c] for c in Cause if causes[c]},
     )
 
 
@@ -93,17 +99,19 @@ def workload_profiles(
     *,
     by: str = "namespace",
     framebuffer_peaks: Mapping[str, float] | None = None,
+    xids: XidErrors | None = None,
 ) -> list[Profile]:
     """One profile per class, the classes with most pods first. A pod belongs to the window
-    when it ran in it or was created in it. `framebuffer_peaks`: each pod's peak framebuffer
-    use (MiB) by namespace/name, from Prometheus."""
+    when it ran in it, was created in it or ended in it (as the failures count it).
+    `framebuffer_peaks`: each pod's peak framebuffer use (MiB) by namespace/name, from
+    Prometheus; `xids`: the XID errors that make a failure a GPU fault."""
     classes: dict[tuple[str, str], list[PodRecord]] = defaultdict(list)
     for pod in pods:
         ran = pod.started is not None and window.clip(pod.started, pod.finished) > 0
-        if ran or window.contains(pod.created):
+        if ran or window.contains(pod.created) or window.contains(ended_at(pod)):
             classes[(_owner(pod, by), pod.workload_type)].append(pod)
     profiles = [
-        _profile(owner, kind, members, window, framebuffer_peaks or {})
+        _profile(owner, kind, members, window, framebuffer_peaks or {}, xids)
         for (owner, kind), members in classes.items()
     ]
     return sorted(profiles, key=lambda p: (-p.pods, p.owner, p.workload_type))
