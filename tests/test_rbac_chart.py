@@ -10,6 +10,7 @@ called, this fails too: remove it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -26,11 +27,12 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from pools import drills
+from pools.drills import new_node
 from pools.errors import InvalidInput
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, Drill, MoveRequest, Node, Pool
 from portal.readiness import check_kubernetes
-from tests.deploy.chart import NAMESPACE, default_docs, of_kind
+from tests.deploy.chart import NAMESPACE, default_docs, of_kind, render
 from tests.kubesim.conftest import kubectl, needs_kubectl
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.moves_helpers import FINAL, user_in, wait_for_state
@@ -330,3 +332,68 @@ def test_a_gpu_fault_drill_is_refused_at_once_where_the_cluster_cannot_inject_on
     assert "cannot inject GPU faults" in ended.error and ended.finished_at is not None
     assert not Drill.objects.filter(state__in=Drill.ACTIVE_STATES).exists()
     assert list(AuditEvent.objects.values_list("action", flat=True)) == ["drill.errored"]
+
+
+def with_new_node_drills(
+    cluster: Kubesim, tmp_path: Path
+) -> contextlib.AbstractContextManager[Kubesim]:
+    """The cluster with the role `rbac.newNodeDrills=true` renders: kubesim started afresh
+    with it (its RBAC is a file read at start), or the real ClusterRole replaced, and put
+    back afterwards (the module's other tests share the cluster)."""
+    docs = render(sets=("rbac.newNodeDrills=true",))
+    (role,) = of_kind(docs, "ClusterRole")
+
+    @contextlib.contextmanager
+    def real() -> Iterator[Kubesim]:
+        rbac = client.RbacAuthorizationV1Api(cluster.api_client())
+        name = role["metadata"]["name"]
+        (default,) = of_kind(default_docs(), "ClusterRole")
+        rbac.patch_cluster_role(name, {"rules": role["rules"]})
+        try:
+            yield cluster
+        finally:
+            rbac.patch_cluster_role(name, {"rules": default["rules"]})
+
+    @contextlib.contextmanager
+    def simulated() -> Iterator[Kubesim]:
+        rbac = tmp_path / "chart-rbac.yaml"
+        objects = [dict(d) for kind in RBAC_KINDS for d in of_kind(docs, kind)]
+        objects[0] = {**objects[0], "metadata": {"namespace": NAMESPACE, **objects[0]["metadata"]}}
+        rbac.write_text(yaml.safe_dump_all(objects))
+        with kubesim_server(tmp_path, tls=True, extra=["--rbac", str(rbac)]) as sim:
+            yield sim
+
+    return real() if isinstance(cluster, RealCluster) else simulated()
+
+
+def test_the_new_node_drill_uses_exactly_the_rules_its_option_adds(
+    as_the_portal: Kubesim,
+    settings,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    with with_new_node_drills(as_the_portal, tmp_path) as cluster:
+        settings.KUBECONFIG = str(cluster.kubeconfig)
+        inventory_sync()
+        before = len(requests_by_the_portal(cluster))
+        now = timezone.now()
+        drill = Drill.objects.create(
+            pool=Pool.objects.get(name="training"),
+            kind=Drill.Kind.NODE_JOINS,
+            node_name="",
+            hold_seconds=60,
+            started_by=user_in("pool-admins", "rbac-joiner"),
+            ends_at=now + timedelta(seconds=180),
+        )
+        drill.node_name = new_node.node_name_for(drill.pk)
+        drill.save(update_fields=["node_name"])
+        assert drills.drill_begin(drill.pk, now=now) is not None
+        finished = drills.drill_finish(drill.pk, now=timezone.now())
+        assert finished is not None and finished.error == "", finished.error
+        events = requests_by_the_portal(cluster)[before:]
+    assert [e for e in events if e["responseStatus"]["code"] in (401, 403)] == []
+    # What the option adds is what the drill uses beyond the default role: both, no more.
+    (default,) = of_kind(default_docs(), "ClusterRole")
+    calls = {used(e) for e in events if e.get("objectRef")}
+    assert calls - granted(default) == {("", "nodes", "create"), ("", "nodes", "delete")}
+    (extended,) = of_kind(render(sets=("rbac.newNodeDrills=true",)), "ClusterRole")
+    assert granted(extended) - granted(default) == calls - granted(default)
