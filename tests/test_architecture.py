@@ -174,6 +174,8 @@ LAYERS = {
         "pools.models",
         "pools.observability",
         "pools.log_context",
+        # The liveness file a process renews (the standard library only).
+        "pools.heartbeat",
     ),
     "domain": (
         "pools.errors",
