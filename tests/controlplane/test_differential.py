@@ -1,5 +1,6 @@
 """The same requests to kubesim's own API server and to the real one: the status code, the
-reason, and the fields the portal reads must agree. Where they do not, the difference is
+reason, the fields the portal reads and an error's message (uids and numbers aside) must
+agree. Where they do not, the difference is
 listed in docs/kubesim.md with the reason it stays, and the request is in KNOWN_DIFFERENCES
 here (so a fix in kubesim shows up as a test to move)."""
 
