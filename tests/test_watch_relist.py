@@ -5,14 +5,18 @@ longer shows is marked deleted, a node gone."""
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from pools import insights
+from pools.core.insights.readiness import Status
 from pools.inventory.watch import WatchState, flush, nodes_relist, pods_relist
-from pools.models import GpuPod, Node
+from pools.kube.watching import list_pages
+from pools.models import GpuPod, Node, Pool
 from tests.kubesim_process import Kubesim
 from tests.test_inventory import statements
 
@@ -79,7 +83,9 @@ def test_a_relist_writes_only_the_nodes_that_changed_and_marks_the_vanished_gone
         nodes_relist(state)
         flush(state.take(), timezone.now())
     assert "INSERT pools_node" not in statements(unchanged)
-    assert "UPDATE pools_node" not in statements(unchanged)
+    # One statement moves every present node's last_seen on, not a row written per node.
+    assert statements(unchanged)["UPDATE pools_node"] == 1
+    assert not any(" times: UPDATE" in q["sql"] for q in unchanged.captured_queries)
 
     core = cluster.core()
     core.patch_node("gpu-new-000", {"metadata": {"labels": {"gpu-pool": "training"}}})
@@ -94,3 +100,42 @@ def test_a_relist_writes_only_the_nodes_that_changed_and_marks_the_vanished_gone
     assert Node.objects.get(name="gpu-new-000").pool_label == "training"
     gone = Node.objects.filter(gone_at__isnull=False).values_list("name", flat=True)
     assert sorted(gone) == ["from-before", "gpu-new-001"]
+
+
+@pytest.mark.django_db
+def test_a_relist_of_an_unchanged_cluster_moves_last_seen_on_in_one_statement(
+    cluster: Kubesim, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """The watcher's re-list writes no row for an unchanged node, yet the inventory saw it:
+    its last_seen moves on (node page, CSV), and readiness does not call it unseen."""
+    state = WatchState()
+    nodes_relist(state)
+    first = timezone.now()
+    flush(state.take(), first)
+    later = first + timedelta(seconds=3 * settings.INVENTORY_SYNC_SECONDS)
+    with CaptureQueriesContext(connection) as unchanged:
+        nodes_relist(state)
+        flush(state.take(), later)
+    written = {
+        k: n for k, n in statements(unchanged).items() if k.split()[0] in ("INSERT", "UPDATE")
+    }
+    assert written == {"UPDATE pools_node": 1, "INSERT pools_inventoryversion": 1}
+    assert set(Node.objects.present().values_list("last_seen", flat=True)) == {later}
+
+    for pool in Pool.objects.active():
+        checks = {c.name: c for c in insights.pool_readiness(pool, now=later)}
+        assert checks["recognised"].status == Status.PASS, checks["recognised"].detail
+
+
+@pytest.mark.django_db
+def test_a_pod_event_that_changes_a_nodes_pods_moves_its_last_seen_on(cluster: Kubesim) -> None:
+    state = WatchState()
+    nodes_relist(state)
+    first = timezone.now()
+    flush(state.take(), first)
+    pod = next(p for page in list_pages("pods") for p in page.items if p["spec"].get("nodeName"))
+    node = pod["spec"]["nodeName"]
+    state.pod_event("ADDED", pod, first)
+    later = first + timedelta(minutes=1)
+    flush(state.take(), later)
+    assert Node.objects.get(name=node).last_seen == later

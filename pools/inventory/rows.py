@@ -263,16 +263,18 @@ def nodes_mark_gone(nodes: QuerySet[Node], at: datetime) -> int:
     return gone
 
 
-def nodes_pods_update(pods_by_node: dict[str, Iterable[PodSummary]]) -> int:
-    """Write only the columns made of each node's pods (one statement): a pod that came,
-    went or changed phase leaves the node's labels, taints and drift as they were."""
+def nodes_pods_update(pods_by_node: dict[str, Iterable[PodSummary]], seen_at: datetime) -> int:
+    """Write only the columns made of each node's pods, and when the node was seen (one
+    statement): a pod that came, went or changed phase leaves the node's labels, taints and
+    drift as they were."""
     if not pods_by_node:
         return 0
     quote = connection.ops.quote_name
-    fields = [Node._meta.get_field(name) for name in POD_COLUMNS]
+    fields = [Node._meta.get_field(name) for name in (*POD_COLUMNS, "last_seen")]
     tz = connection.timezone if connection.vendor == "sqlite" else None
     adapt_pods = _adapter(Node._meta.get_field("pods"), tz)
     assert adapt_pods is not None  # a JSONField always has one
+    seen = connection.ops.adapt_datetimefield_value(seen_at)
     # Identifiers from the model's own metadata, quoted; every value is a parameter.
     sql = (
         f"UPDATE {quote(Node._meta.db_table)} "  # noqa: S608
@@ -281,7 +283,9 @@ def nodes_pods_update(pods_by_node: dict[str, Iterable[PodSummary]]) -> int:
     params = []
     for name, pods in pods_by_node.items():
         columns = node_pod_columns(pods)
-        params.append([*(columns[c] for c in POD_COLUMNS[:-1]), adapt_pods(columns["pods"]), name])
+        params.append(
+            [*(columns[c] for c in POD_COLUMNS[:-1]), adapt_pods(columns["pods"]), seen, name]
+        )
     executemany(sql, params)
     inventory_version_bump()
     return len(params)
@@ -326,6 +330,18 @@ def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> 
 def nodes_present() -> list[str]:
     """The names of the node rows not marked gone."""
     return list(Node.objects.filter(gone_at__isnull=True).values_list("name", flat=True))
+
+
+def nodes_seen(at: datetime) -> int:
+    """A full listing saw every present node at `at`: one statement, whatever the number of
+    nodes, moves their last_seen on. A listing writes the rows of changed nodes only, so
+    without this an unchanged node's last_seen would stay at its last change and read as
+    not seen (the readiness check, the node page, the CSV). Call it once the nodes the
+    listing did not show are marked gone. Returns how many rows moved on."""
+    seen = Node.objects.filter(gone_at__isnull=True, last_seen__lt=at).update(last_seen=at)
+    if seen:
+        inventory_version_bump()
+    return seen
 
 
 def nodes_gone(names: Iterable[str], at: datetime) -> int:

@@ -7,8 +7,9 @@ resourceVersion seen, after a backoff. The two streams run in their own threads 
 touch the in-memory state (`WatchState`): a node's snapshot, and a small summary of each
 bound pod by node. The main thread writes what changed every FLUSH_SECONDS at most, in
 one transaction of bulk statements whose number does not grow with the batch, and only
-what changed: a node whose pods alone changed gets its four pod columns, a re-list leaves
-the rows of unchanged nodes and pods as they are.
+what changed: a node whose pods alone changed gets its four pod columns (and last_seen), a
+re-list leaves the rows of unchanged nodes and pods as they are but for one statement that
+moves every present node's last_seen on.
 
 Only the holder of the inventory lease writes; it renews the lease as it goes and stops
 writing the moment a renewal fails (someone took over after it stalled).
@@ -57,6 +58,7 @@ from pools.inventory.rows import (
     nodes_gone,
     nodes_pods_update,
     nodes_present,
+    nodes_seen,
     pod_labels,
 )
 from pools.kube.errors import KubeError, KubeUnavailable
@@ -253,7 +255,9 @@ def _flush_rest(batch: Batch, now: datetime) -> None:
     if batch.present is not None:
         gone |= {name for name in nodes_present() if name not in batch.present}
     nodes_gone(gone, now)
-    nodes_pods_update({name: batch.pods_by_node[name] for name in batch.pods_only})
+    if batch.present is not None:
+        nodes_seen(now)
+    nodes_pods_update({name: batch.pods_by_node[name] for name in batch.pods_only}, now)
     written = gpu_pods_upsert(batch.pod_rows)
     if batch.pod_rows:
         gpu_pods_pool_fill(written_since=written)
