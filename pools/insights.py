@@ -240,10 +240,11 @@ def _taint(raw: dict[str, str]) -> tuple[str, str, str]:
 
 
 def node_state() -> NodeState:
-    """The present GPU nodes with their drivers and current DCGM coverage (two SQL queries,
-    the shared per-node figures and one PromQL query)."""
+    """The present GPU nodes with their drivers and current DCGM coverage of every counter
+    the pages draw (two SQL queries, the shared per-node figures and two PromQL queries)."""
     result, figures = latest_node_metrics()
     drivers, driver_error = metrics.node_drivers()
+    coverage, coverage_error = metrics.counter_coverage()
     facts, seen = [], {}
     for (
         name,
@@ -277,6 +278,7 @@ def node_state() -> NodeState:
                 drifted=drifted,
                 allocated=allocated,
                 gpus_reporting=None if result.error else reporting,
+                counters_reporting=None if coverage_error else coverage.get(name, {}),
                 cpu_capacity=cpu_capacity,
                 cpu_allocatable=cpu_allocatable,
                 memory_capacity=memory_capacity,
@@ -285,7 +287,7 @@ def node_state() -> NodeState:
         )
         seen[name] = last
     moving = set(MoveItem.objects.filter(active=True).values_list("node__name", flat=True))
-    return NodeState(facts, seen, moving, result.error or driver_error)
+    return NodeState(facts, seen, moving, result.error or driver_error or coverage_error)
 
 
 def _pool_facts(pool: Pool, nodes: list[NodeFacts], moving: set[str]) -> PoolFacts:
@@ -582,7 +584,7 @@ def pool_readiness(
         readiness.labels_and_taints(nodes),
         readiness.workloads_declare(_live_pods(pool), rules),
         readiness.system_reserved(nodes),
-        readiness.metrics_arrive(nodes, state.metrics_error),
+        readiness.metrics_arrive(nodes, state.metrics_error, metrics.COUNTERS),
         readiness.nodes_recognised(
             sorted(n.name for n in state.facts if n.pool is None),
             sorted(n.name for n in nodes if state.last_seen[n.name] < stale_after),

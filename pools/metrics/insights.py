@@ -146,6 +146,23 @@ def node_drivers() -> tuple[dict[str, str], str | None]:
     }, result.error
 
 
+# The counters the readiness check wants from every GPU, by their names.
+COUNTERS = tuple(queries.COUNTER_KINDS.values())
+
+
+def counter_coverage() -> tuple[dict[str, dict[str, int]], str | None]:
+    """Each node's GPUs reporting each counter the pages draw (queries.COUNTER_KINDS), by
+    node then counter name: one PromQL query."""
+    labels = metric_labels()
+    result = source.instant({"coverage": queries.coverage_query(labels)})
+    found: dict[str, dict[str, int]] = defaultdict(dict)
+    for s in result.series.get("coverage", []):
+        kind = queries.COUNTER_KINDS.get(s.labels.get("__name__", ""))
+        if kind is not None:
+            found[s.labels.get(labels.node, "")][kind] = int(s.value)
+    return dict(found), result.error
+
+
 def framebuffer_peaks(*, days: int) -> tuple[dict[str, float], str | None]:
     """Each workload pod's peak framebuffer use (MiB), by namespace/name."""
     labels = metric_labels()

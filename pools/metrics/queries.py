@@ -262,6 +262,24 @@ def xid_query(labels: MetricLabels) -> str:
     return f"max by ({labels.node}, gpu, err_code) ({_keyed_by_node(labels, XID)}) > 0"
 
 
+# Every counter the pages draw, by the name the readiness check gives it.
+COUNTER_KINDS = {
+    UTIL: "utilisation",
+    FB_USED: "framebuffer",
+    GPU_TEMP: "temperature",
+    POWER: "power",
+    XID: "XID errors",
+}
+
+
+def coverage_query(labels: MetricLabels) -> str:
+    """Each node's GPUs reporting each counter the pages draw: one query for every node
+    and counter (an XID counter at 0 is a series too, unlike the figures' count of GPUs
+    with an error)."""
+    selector = '{__name__=~"' + "|".join(COUNTER_KINDS) + '"}'
+    return f"count by ({labels.node}, __name__) ({_keyed_by_node(labels, selector)})"
+
+
 def driver_query(labels: MetricLabels) -> str:
     """Each node's driver version, as the exporter labels its series."""
     return f"count by ({labels.node}, {DRIVER_LABEL}) ({_keyed_by_node(labels, UTIL)})"

@@ -147,20 +147,38 @@ def system_reserved(nodes: Sequence[NodeFacts]) -> Check:
     )
 
 
-def metrics_arrive(nodes: Sequence[NodeFacts], metrics_error: str | None) -> Check:
+def metrics_arrive(
+    nodes: Sequence[NodeFacts], metrics_error: str | None, counters: Sequence[str] = ()
+) -> Check:
+    """Every ready node's GPUs report every counter the pages draw (`counters`, read from
+    each node's counters_reporting): a framebuffer, temperature or XID series that stops
+    arriving is found, not only a missing utilisation."""
     title = "Every node's DCGM metrics arrive"
     if metrics_error:
         return Check("metrics", title, Status.UNKNOWN, f"Prometheus: {metrics_error}")
-    bad = [
-        f"{n.name} ({n.gpus_reporting or 0} of {n.gpus} GPUs report)"
-        for n in nodes
-        if n.ready and (n.gpus_reporting or 0) < n.gpus
-    ]
+    bad = []
+    for n in nodes:
+        if not n.ready:
+            continue
+        if counters and n.counters_reporting is not None:
+            reporting = n.counters_reporting
+            short = [
+                f"{kind}: {reporting.get(kind, 0)} of {n.gpus} GPUs report"
+                for kind in counters
+                if reporting.get(kind, 0) < n.gpus
+            ]
+        elif (n.gpus_reporting or 0) < n.gpus:
+            short = [f"{n.gpus_reporting or 0} of {n.gpus} GPUs report"]
+        else:
+            short = []
+        if short:
+            bad.append(f"{n.name} ({'; '.join(short)})")
+    every = f" ({', '.join(counters)})" if counters else ""
     return _check(
         "metrics",
         title,
         bad,
-        "Every ready node's GPUs report to Prometheus.",
+        f"Every ready node's GPUs report to Prometheus{every}.",
         lambda n: f"{counted(n, 'ready node')} miss DCGM series for some GPUs.",
     )
 

@@ -85,6 +85,9 @@ class NodeFacts:
     drifted: bool = False
     allocated: int = 0
     gpus_reporting: int | None = None  # None: metrics unknown (Prometheus down)
+    # GPUs reporting each counter the pages draw, by its name ("temperature", ...); None:
+    # not read (gpus_reporting alone stands for them).
+    counters_reporting: Mapping[str, int] | None = None
     # Capacity and allocatable (millicores, bytes); a capacity of 0: the node did not say.
     cpu_capacity: int = 0
     cpu_allocatable: int = 0
