@@ -57,9 +57,10 @@ and `pools.core.fit.packing` (how many pods fit, placed together).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pools.core.collector import collector_paused
 from pools.core.fit.advice import FitOptions, fixable_pools, workload_findings
 from pools.core.fit.cluster import ClusterSnapshot, PoolCapacity
 from pools.core.fit.filters import (
@@ -218,21 +219,25 @@ def check_fit(
     name_taints: bool = True,
     with_fixes: bool = True,
 ) -> FitReport:
-    options = FitOptions(pool_key, dict(priority_classes or {}), default_priority, name_taints)
-    fits = []
-    for workload in manifest.workloads:
-        fit = evaluate_workload(workload, snapshot, options)
-        advice = workload_findings(fit, snapshot, options)
-        fits.append(_with_findings(fit, advice))
-    findings = [*manifest.findings]
-    for fit in fits:
-        findings += fit.findings
-        for pool_fit in fit.pools:
-            findings += pool_fit.findings
-    templates = [t for w in manifest.workloads for t in w.templates]
-    fixable = fixable_pools(templates, snapshot)
-    fixes = scheduling_fixes(manifest, fixable, pool_key) if with_fixes else {}
-    return FitReport(tuple(fits), tuple(findings), fixes)
+    # The check builds many objects, none in a cycle: the collector's passes over a big
+    # manifest's were a third of the time (pools.core.collector).
+    with collector_paused():
+        options = FitOptions(pool_key, dict(priority_classes or {}), default_priority, name_taints)
+        memo = Evaluations(snapshot, options)
+        fits = []
+        for workload in manifest.workloads:
+            fit = evaluate_workload(workload, snapshot, options, memo)
+            advice = workload_findings(fit, snapshot, options)
+            fits.append(_with_findings(fit, advice))
+        findings = [*manifest.findings]
+        for fit in fits:
+            findings += fit.findings
+            for pool_fit in fit.pools:
+                findings += pool_fit.findings
+        templates = [t for w in manifest.workloads for t in w.templates]
+        fixable = fixable_pools(templates, snapshot)
+        fixes = scheduling_fixes(manifest, fixable, pool_key) if with_fixes else {}
+        return FitReport(tuple(fits), tuple(findings), fixes)
 
 
 def check_pod(
@@ -268,30 +273,70 @@ def _with_findings(fit: WorkloadFit, advice: tuple[Finding, ...]) -> WorkloadFit
     )
 
 
+class Evaluations:
+    """What one check has worked out, shared by its workloads: a List of 200 Deployments of
+    one shape runs the filters once, not 200 times (issue 25, R1). Every entry is a function
+    of its key alone, so the answers are those of evaluating each workload afresh."""
+
+    def __init__(self, snapshot: ClusterSnapshot, options: FitOptions) -> None:
+        self.snapshot = snapshot
+        self.options = options
+        self.everything = list(range(len(snapshot.nodes)))
+        self.cluster_capacity = snapshot.capacity(self.everything)
+        self.runs: dict[PodShape, FilterRun] = {}
+        self.verdicts: dict[tuple[Any, ...], PodVerdict] = {}
+        self.placed: dict[tuple[Any, ...], list[int]] = {}
+
+    def run(self, shape: PodShape) -> FilterRun:
+        # Which containers lack a GPU request is advice, not scheduling: shapes that differ
+        # only there (the same container in each item of a List) share their run.
+        shape = replace(shape, gpu_limit_only=())
+        if shape not in self.runs:
+            self.runs[shape] = FilterRun(self.snapshot, shape, name_taints=self.options.name_taints)
+        return self.runs[shape]
+
+    def verdict(self, run: FilterRun, role: str, wanted: int, scope: str | None) -> PodVerdict:
+        """`scope`: a pool's name, or None for the whole cluster."""
+        key = (id(run), role, wanted, scope)  # a run's shape is hashed once, in run()
+        if key not in self.verdicts:
+            indexes = self.everything if scope is None else self.snapshot.pool_nodes(scope)
+            self.verdicts[key] = _verdict(run, role, wanted, indexes, self.options)
+        return self.verdicts[key]
+
+    def place(self, runs: Sequence[FilterRun], wanted: list[int], scope: str | None) -> list[int]:
+        key = (tuple(id(run) for run in runs), tuple(wanted), scope)
+        if key not in self.placed:
+            indexes = self.everything if scope is None else self.snapshot.pool_nodes(scope)
+            self.placed[key] = place(runs, wanted, indexes)
+        return self.placed[key]
+
+
 def evaluate_workload(
-    workload: Workload, snapshot: ClusterSnapshot, options: FitOptions
+    workload: Workload,
+    snapshot: ClusterSnapshot,
+    options: FitOptions,
+    memo: Evaluations | None = None,
 ) -> WorkloadFit:
-    by_shape: dict[PodShape, FilterRun] = {}
-    for t in workload.templates:
-        if t.shape not in by_shape:
-            by_shape[t.shape] = FilterRun(snapshot, t.shape, name_taints=options.name_taints)
-    runs = [by_shape[t.shape] for t in workload.templates]
-    everything = list(range(len(snapshot.nodes)))
+    memo = memo if memo is not None else Evaluations(snapshot, options)
+    runs = [memo.run(t.shape) for t in workload.templates]
     cluster = tuple(
-        _verdict(run, t.role, t.replicas, everything, options)
+        memo.verdict(run, t.role, t.replicas, None)
         for run, t in zip(runs, workload.templates, strict=True)
     )
     lands_in = tuple(_pools_of(snapshot, v.nodes_fit) for v in cluster)
-    fits_now, gang = _together(workload, runs, everything, snapshot.capacity(everything))
+    fits_now, gang = _together(
+        workload, memo.place(runs, _wanted(workload), None), memo.cluster_capacity
+    )
     pools = []
     for name in sorted(snapshot.pools):
-        indexes = snapshot.pool_nodes(name)
         verdicts = tuple(
-            _verdict(run, t.role, t.replicas, indexes, options)
+            memo.verdict(run, t.role, t.replicas, name)
             for run, t in zip(runs, workload.templates, strict=True)
         )
         capacity = snapshot.pool_capacity(name)
-        pool_fits, pool_gang = _together(workload, runs, indexes, capacity)
+        pool_fits, pool_gang = _together(
+            workload, memo.place(runs, _wanted(workload), name), capacity
+        )
         pools.append(PoolFit(name, verdicts, pool_fits, capacity, pool_gang))
     return WorkloadFit(workload, cluster, lands_in, fits_now, gang, tuple(pools))
 
@@ -300,11 +345,14 @@ def _pools_of(snapshot: ClusterSnapshot, names: Sequence[str]) -> tuple[str, ...
     return tuple(sorted({snapshot.nodes[snapshot.index[name]].pool for name in names}))
 
 
+def _wanted(workload: Workload) -> list[int]:
+    return [t.replicas for t in workload.templates]
+
+
 def _together(
-    workload: Workload, runs: Sequence[FilterRun], indexes: Sequence[int], capacity: PoolCapacity
+    workload: Workload, placed: list[int], capacity: PoolCapacity
 ) -> tuple[bool, GangVerdict | None]:
-    wanted = [t.replicas for t in workload.templates]
-    placed = place(runs, wanted, indexes)
+    wanted = _wanted(workload)
     fits = sum(placed) >= sum(wanted)
     if not workload.is_gang:
         return fits, None

@@ -23,9 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from pools.core.fit.cluster import FitPool
+from pools.core.fit.fix_text import Dumping, ManifestText, yaml_text
 from pools.core.fit.scheduling import EQUAL, EXISTS, Taint, Toleration, tolerated
 from pools.core.fit.text_diff import unified_diff
 from pools.core.fit.workloads import JSON, Location, Manifest
@@ -49,10 +48,62 @@ class Fix:
         }
 
 
-def scheduling_fixes(manifest: Manifest, pools: Iterable[FitPool], pool_key: str) -> dict[str, Fix]:
-    """One fix per pool, the submitted manifest serialised once."""
-    before = serialise(list(manifest.documents), manifest.format)
-    return {pool.name: scheduling_fix(manifest, pool, pool_key, before=before) for pool in pools}
+def scheduling_fixes(
+    manifest: Manifest, pools: Iterable[FitPool], pool_key: str, *, dump: Dumping | None = None
+) -> dict[str, Fix]:
+    """One fix per pool. The manifest is serialised once, and each pool's fix spliced into
+    that text (`pools.core.fit.fix_text`); a manifest that cannot be is written whole."""
+    dump = dump if dump is not None else Dumping()
+    text = ManifestText.of(manifest, dump)
+    if text is None:
+        before = serialise(list(manifest.documents), manifest.format)
+        return {
+            pool.name: scheduling_fix(manifest, pool, pool_key, before=before) for pool in pools
+        }
+    fixes = {}
+    for pool in pools:
+        specs, changed = [], []
+        for workload in manifest.workloads:
+            for template in workload.templates:
+                spec = _scheduling_copy(
+                    _at(manifest.documents[workload.document - 1], template.location)
+                )
+                if merge_scheduling_block(spec, pool, pool_key):
+                    changed.append(f"document {workload.document}: {template.path}")
+                specs.append(spec)
+        after = text.after(specs)
+        if after is None:
+            fixes[pool.name] = scheduling_fix(manifest, pool, pool_key, before=text.before)
+            continue
+        diff = unified_diff(text.before, after, "submitted", f"fixed for pool {pool.name}")
+        fixes[pool.name] = Fix(pool.name, after, diff, tuple(changed))
+    return fixes
+
+
+def _scheduling_copy(spec: dict[str, Any]) -> dict[str, Any]:
+    """A pod spec `merge_scheduling_block` can change without touching the submitted one: a
+    copy of the mappings it sets keys in (the spec, its nodeSelector, the affinity down to the
+    required terms, each term). Lists it extends it replaces, and the rest is shared: copying
+    all of it for every pool cost more than the fix (issue 25, R1)."""
+    copied = dict(spec)
+    if isinstance(copied.get("nodeSelector"), dict):
+        copied["nodeSelector"] = dict(copied["nodeSelector"])
+    affinity = copied.get("affinity")
+    if not isinstance(affinity, dict):
+        return copied
+    affinity = copied["affinity"] = dict(affinity)
+    node = affinity.get("nodeAffinity")
+    if not isinstance(node, dict):
+        return copied
+    node = affinity["nodeAffinity"] = dict(node)
+    required = node.get(REQUIRED)
+    if not isinstance(required, dict):
+        return copied
+    required = node[REQUIRED] = dict(required)
+    terms = required.get("nodeSelectorTerms")
+    if isinstance(terms, list):
+        required["nodeSelectorTerms"] = [dict(t) if isinstance(t, dict) else t for t in terms]
+    return copied
 
 
 def scheduling_fix(
@@ -84,16 +135,7 @@ def serialise(documents: list[Any], fmt: str) -> str:
     present = [d for d in documents if d is not None]
     if fmt == JSON:
         return "\n".join(json.dumps(d, indent=2, ensure_ascii=False) for d in present) + "\n"
-    # libyaml's emitter when it is there: the same text, several times faster on big manifests.
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return yaml.dump_all(
-        present,
-        Dumper=dumper,
-        sort_keys=False,
-        default_flow_style=False,
-        allow_unicode=True,
-        width=100,
-    )
+    return yaml_text(present)
 
 
 def merge_scheduling_block(spec: dict[str, Any], pool: FitPool, pool_key: str) -> bool:
@@ -152,12 +194,15 @@ def _require_in_term(term: dict[str, Any], wanted: dict[str, Any], *, add: bool)
         return False
     if not on_key and not add:
         return False
+    # Each term gets its own copy: a list shared by two terms is written as a YAML anchor
+    # and aliases (`values: *id001`), which reads badly in a fix.
+    requirement = {**wanted, "values": list(wanted["values"])}
     if on_key:
         first = expressions.index(on_key[0])
         expressions = [e for e in expressions if e.get("key") != wanted["key"]]
-        expressions.insert(first, dict(wanted))
+        expressions.insert(first, requirement)
     else:
-        expressions = [*expressions, dict(wanted)]
+        expressions = [*expressions, requirement]
     term["matchExpressions"] = expressions
     return True
 

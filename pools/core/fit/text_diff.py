@@ -58,8 +58,11 @@ def _middle(
     old: Sequence[str], new: Sequence[str], i1: int, i2: int, j1: int, j2: int
 ) -> list[Opcode]:
     codes: list[Opcode] = []
+    # The stretches between anchors repeat (the same lines added to each of 4,000 terms, or to
+    # each of 200 Deployments): each distinct one is matched once.
+    seen: dict[tuple[tuple[str, ...], tuple[str, ...]], list[Opcode]] = {}
     for i, j in [*_anchors(old, new, i1, i2, j1, j2), (i2, j2)]:
-        codes += _stretch(old, new, i1, i, j1, j)
+        codes += _stretch_once(old, new, i1, i, j1, j, seen)
         if i < i2:
             codes.append(("equal", i, i + 1, j, j + 1))
         i1, j1 = i + 1, j + 1
@@ -97,6 +100,25 @@ def _increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
         run.append(pairs[position])
         position = previous[position]
     return run[::-1]
+
+
+def _stretch_once(
+    old: Sequence[str],
+    new: Sequence[str],
+    i1: int,
+    i2: int,
+    j1: int,
+    j2: int,
+    seen: dict[tuple[tuple[str, ...], tuple[str, ...]], list[Opcode]],
+) -> list[Opcode]:
+    """`_stretch`, its opcodes (relative to the stretch) kept by the stretch's lines."""
+    key = (tuple(old[i1:i2]), tuple(new[j1:j2]))
+    if key not in seen:
+        seen[key] = [
+            (t, a1 - i1, a2 - i1, b1 - j1, b2 - j1)
+            for t, a1, a2, b1, b2 in _stretch(old, new, i1, i2, j1, j2)
+        ]
+    return [(t, a1 + i1, a2 + i1, b1 + j1, b2 + j1) for t, a1, a2, b1, b2 in seen[key]]
 
 
 def _stretch(
