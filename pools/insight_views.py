@@ -56,15 +56,17 @@ def profiles(request: HttpRequest) -> HttpResponse:
 def pool_insights(request: HttpRequest, name: str) -> HttpResponse:
     pool = get_object_or_404(Pool.objects.active(), name=name)
     days = _days(request)
-    found, checks = insights.pool_insights(pool, days=days, now=timezone.now())
-    span, status = chart_range(request)
+    now = timezone.now()
+    found, checks = insights.pool_insights(pool, days=days, now=now)
+    # The window chosen is the charts' range, unless a range is asked for.
+    span, status = chart_range(request, ranges=charts.WINDOW_RANGES, default=f"{days}d")
     context = {
         "pool": pool,
         "days": days,
         "windows": WINDOW_DAYS,
         "span": span,
-        "spans": list(charts.TIME_RANGES),
-        **_history_charts(pool, span),
+        "spans": list(charts.WINDOW_RANGES),
+        **_history_charts(pool, span, now.timestamp()),
         "found": found,
         "checks": checks,
         "failure_classes": failure_classes(found.failures),
@@ -90,16 +92,21 @@ def failure_classes(report: FailureReport) -> list[dict[str, object]]:
     ]
 
 
-def _history_charts(pool: Pool, span: str) -> dict[str, SafeString | str | None]:
-    """The pool's utilisation and idle whole nodes over the chart range, drawn."""
+def _history_charts(pool: Pool, span: str, now: float) -> dict[str, SafeString | str | None]:
+    """The pool's utilisation and idle whole nodes over the chart range, drawn over the
+    whole range (a history shorter than the range leaves its start empty)."""
     history = insights.pool_utilisation_history(pool, span)
+    x_range = (now - charts.WINDOW_RANGES[span].total_seconds(), now)
     # charts.line_chart escapes every text it writes.
-    average = charts.line_chart(history.average, title=f"Average GPU utilisation, {span}")
+    average = charts.line_chart(
+        history.average, title=f"Average GPU utilisation, {span}", x_range=x_range
+    )
     idle = charts.line_chart(
         history.idle_nodes,
         title=f"Idle whole nodes, {span}",
         y_max=float(history.nodes) or None,
         unit="",
+        x_range=x_range,
     )
     return {
         "average_chart": mark_safe(average),  # noqa: S308

@@ -473,9 +473,9 @@ class PoolHistory:
 
 def pool_utilisation_history(pool: Pool, span: str) -> PoolHistory:
     """The pool's average utilisation and idle whole nodes over a chart's named range
-    (charts.TIME_RANGES; UnknownRange else): the step keeps the number of points, and the
+    (charts.WINDOW_RANGES; UnknownRange else): the step keeps the number of points, and the
     queries sent, the same whatever the range. Read at each page view, not kept."""
-    length, step = charts.time_range(span)
+    length, step = charts.time_range(span, charts.WINDOW_RANGES)
     names = list(Node.objects.present().filter(pool=pool).values_list("name", flat=True))
     series = metrics.pool_series({pool.name: names}, span=length, step=step)
     average = list(series.average.get(pool.name, []))

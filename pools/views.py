@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from datetime import timedelta
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -34,20 +36,31 @@ def _chart(points: list[tuple[float, float]], **options: object) -> SafeString:
     return mark_safe(charts.line_chart(points, **options))  # type: ignore[arg-type]  # noqa: S308
 
 
+def _x_range(span: str) -> tuple[float, float]:
+    """The times a chart of the named range spans, up to now: the range chosen is the
+    range drawn, however short the history."""
+    now = timezone.now().timestamp()
+    return now - charts.TIME_RANGES[span].total_seconds(), now
+
+
 # The filters of pools.filters.NodeFilter the pool page offers (the pool is the page's).
 POOL_PAGE_FILTERS = ("gpu_model", "ready", "cordoned", "drifted", "health")
 BAD_RANGE_STATUS = 400
 
 
-def chart_range(request: HttpRequest) -> tuple[str, int]:
-    """The chart range the page asks for, and the page's status: an unknown range is a 400
-    that says which ranges exist (the page shows the default range), not a silent 24 h."""
-    span = request.GET.get("span", charts.DEFAULT_RANGE)
-    if span not in charts.TIME_RANGES:
-        messages.error(
-            request, f"Unknown time range {span!r}: one of {', '.join(charts.TIME_RANGES)}."
-        )
-        return charts.DEFAULT_RANGE, BAD_RANGE_STATUS
+def chart_range(
+    request: HttpRequest,
+    *,
+    ranges: Mapping[str, timedelta] = charts.TIME_RANGES,
+    default: str = charts.DEFAULT_RANGE,
+) -> tuple[str, int]:
+    """The chart range the page asks for (one of `ranges`; none asked: `default`), and the
+    page's status: an unknown range is a 400 that says which ranges exist (the page shows
+    the default range), not a silent 24 h."""
+    span = request.GET.get("span") or default
+    if span not in ranges:
+        messages.error(request, f"Unknown time range {span!r}: one of {', '.join(ranges)}.")
+        return default, BAD_RANGE_STATUS
     return span, 200
 
 
@@ -130,7 +143,9 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
             "span": span,
             "spans": list(selectors.HISTORY_SPANS),
             "history_error": history.error,
-            "history_chart": _chart(history.points, title=f"GPU utilisation, {span}"),
+            "history_chart": _chart(
+                history.points, title=f"GPU utilisation, {span}", x_range=_x_range(span)
+            ),
             "can_edit": has_capability(request.user, Capability.EDIT_POOLS),
             # "Move all that match": the filter goes to the move form, not the names.
             "match_query": urlencode(
@@ -182,11 +197,18 @@ def _node_charts(
     node: Node, history: dict[str, selectors.RangeResult], span: str
 ) -> dict[str, SafeString]:
     """One line per GPU, as the DCGM dashboard draws them."""
+    x_range = _x_range(span)
     # The framebuffer chart's top is one GPU's framebuffer (None when unknown: to the data).
     fb_capacity = node.gpu_memory_mib / 1024 or None
     return {
         name: mark_safe(  # noqa: S308  (charts.lines_chart escapes every text it writes)
-            charts.lines_chart(result.series, title=f"{title}, {span}", y_max=y_max, unit=unit)
+            charts.lines_chart(
+                result.series,
+                title=f"{title}, {span}",
+                y_max=y_max,
+                unit=unit,
+                x_range=x_range,
+            )
         )
         for name, title, y_max, unit, result in (
             ("util", "GPU utilisation", 100.0, "%", history.get("util")),

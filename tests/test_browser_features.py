@@ -97,7 +97,7 @@ def test_csv_export_holds_what_the_filtered_table_shows(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_insights_charts_follow_their_range_tabs_and_keep_the_window(
+def test_the_insights_charts_follow_the_window_and_their_range_tabs(
     stack: Any, live_server: Any, settings: Any, browser_page: Any
 ) -> None:
     sim, prom = stack
@@ -105,7 +105,7 @@ def test_the_insights_charts_follow_their_range_tabs_and_keep_the_window(
     log_in(page, live_server.url, settings, sim, prom, seconds=60)
     page.goto(f"{live_server.url}/pools/training/insights/")
     tabs = page.locator('#history nav.tabs a[aria-current="page"]')
-    assert tabs.inner_text() == "24h"  # the charts' default, as on the other pages
+    assert tabs.inner_text() == "30d"  # the window's range: 30 days draws 30 days
     page.click("#history nav.tabs a:text-is('1h')")
     page.wait_for_url("**/pools/training/insights/?days=30&span=1h")
     assert tabs.inner_text() == "1h"
@@ -116,10 +116,12 @@ def test_the_insights_charts_follow_their_range_tabs_and_keep_the_window(
     idle = page.locator('[data-chart="idle-nodes"] svg')
     assert idle.get_attribute("aria-label").startswith("Idle whole nodes, 1h")
     assert idle.locator("text.chart-axis").all_text_contents()[:3] == ["0", "2.5", "5"]
-    # Another window for the indicators keeps the charts' range, and the reverse.
+    # Another window for the indicators is the charts' range again; a tab keeps the window.
     page.select_option("select[name=days]", "7")
     page.click("form[aria-label=Window] button")
-    page.wait_for_url("**/pools/training/insights/?days=7&span=1h")
+    page.wait_for_url("**/pools/training/insights/?days=7")
+    assert tabs.inner_text() == "7d"
+    assert average.get_attribute("aria-label").startswith("Average GPU utilisation, 7d")
     page.click("#history nav.tabs a:text-is('30d')")
     page.wait_for_url("**/pools/training/insights/?days=7&span=30d")
     assert "Average GPU utilisation, 30d" in average.get_attribute("aria-label")

@@ -25,6 +25,9 @@ TIME_RANGES = {
     "30d": timedelta(days=30),
 }
 DEFAULT_RANGE = "24h"
+# The insights' windows (7, 30 or 90 days) as chart ranges: the window chosen is the range
+# drawn unless a shorter one is asked for.
+WINDOW_RANGES = {**TIME_RANGES, "90d": timedelta(days=90)}
 CHART_POINTS = 240
 # Below the usual DCGM exporter scrape interval, a finer step only repeats samples.
 MIN_STEP = timedelta(seconds=15)
@@ -40,11 +43,14 @@ def chart_step(span: timedelta, points: int = CHART_POINTS) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def time_range(name: str) -> tuple[timedelta, timedelta]:
-    """The span and step of a named range ("1h" ... "30d"); UnknownRange for anything else."""
-    if name not in TIME_RANGES:
-        raise UnknownRange(f"Unknown time range {name!r}: one of {', '.join(TIME_RANGES)}.")
-    span = TIME_RANGES[name]
+def time_range(
+    name: str, ranges: Mapping[str, timedelta] = TIME_RANGES
+) -> tuple[timedelta, timedelta]:
+    """The span and step of a named range ("1h" ... "30d", or one of `ranges`);
+    UnknownRange for anything else."""
+    if name not in ranges:
+        raise UnknownRange(f"Unknown time range {name!r}: one of {', '.join(ranges)}.")
+    span = ranges[name]
     return span, chart_step(span)
 
 
@@ -66,11 +72,22 @@ def number(value: float, unit: str) -> str:
 
 
 def _time_labels(t0: float, t1: float) -> tuple[str, str | None]:
-    """The start label and the end label, or None when it would read the same."""
-    fmt = "%H:%M" if t1 - t0 < 86_400 else "%d %b %H:%M"
-    start = datetime.fromtimestamp(t0, UTC).strftime(fmt) + " UTC"
-    end = datetime.fromtimestamp(t1, UTC).strftime(fmt) + " UTC"
+    """The start label and the end label, or None when it would read the same. A range of
+    a day or more, or one that crosses midnight, carries the dates: "19:51" on the left and
+    "19:45" on the right would read as time running backwards."""
+    first, last = datetime.fromtimestamp(t0, UTC), datetime.fromtimestamp(t1, UTC)
+    dated = t1 - t0 >= 86_400 or first.date() != last.date()
+    fmt = "%d %b %H:%M" if dated else "%H:%M"
+    start = first.strftime(fmt) + " UTC"
+    end = last.strftime(fmt) + " UTC"
     return start, (end if end != start else None)
+
+
+def _extent(times: Sequence[float], x_range: tuple[float, float] | None) -> tuple[float, float]:
+    """The times the axis spans: the range chosen, stretched to any point outside it."""
+    if x_range is None:
+        return min(times), max(times)
+    return min(x_range[0], *times), max(x_range[1], *times)
 
 
 @dataclass(frozen=True)
@@ -136,9 +153,11 @@ def line_chart(
     unit: str = "%",
     width: int = 640,
     height: int = 160,
+    x_range: tuple[float, float] | None = None,
 ) -> str:
     """An SVG line chart of (unix time, value) points, with a min/avg/max caption; `y_max`
-    is the capacity (None: scale to a round number above the data)."""
+    is the capacity (None: scale to a round number above the data); `x_range` the times the
+    axis spans, the range chosen (None: the data's first and last point)."""
     label = escape(title)
     if not points:
         return (
@@ -148,7 +167,7 @@ def line_chart(
         )
     values = [v for _, v in points]
     top = y_max if y_max else round_top(max(values))
-    frame = _Frame(points[0][0], points[-1][0], top, width, height)
+    frame = _Frame(*_extent([t for t, _ in points], x_range), top, width, height)
     path = " ".join(
         f"{'M' if i == 0 else 'L'}{frame.x(t):.1f},{frame.y(v):.1f}"
         for i, (t, v) in enumerate(points)
@@ -194,15 +213,17 @@ def lines_chart(
     unit: str = "%",
     width: int = 640,
     height: int = 160,
+    x_range: tuple[float, float] | None = None,
 ) -> str:
     """One line per series (a GPU each, keyed by its index) on one SVG chart. Hovering a line
-    shows its GPU with min/avg/max; the legend below names each line's colour."""
+    shows its GPU with min/avg/max; the legend below names each line's colour. `x_range`:
+    as line_chart's."""
     drawn = {key: list(points) for key, points in sorted(series.items(), key=_gpu_order) if points}
     if not drawn:
         return line_chart([], title=title, y_max=y_max, unit=unit, width=width, height=height)
     times = [t for points in drawn.values() for t, _ in points]
     top = y_max if y_max else round_top(max(v for p in drawn.values() for _, v in p))
-    frame = _Frame(min(times), max(times), top, width, height)
+    frame = _Frame(*_extent(times, x_range), top, width, height)
     label = escape(title)
     lines, legend = [], []
     for i, (key, points) in enumerate(drawn.items()):

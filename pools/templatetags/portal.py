@@ -31,6 +31,28 @@ def gib(mib: float | None) -> str:
 
 
 @register.filter
+def cores(milli: float | None) -> str:
+    """Millicores as cores, the unit people size nodes in: `8 cores`, `0.5 cores`; nothing
+    requested shows as a dash, not `0 m`."""
+    if not milli:
+        return "—"
+    value = milli / 1000
+    text = f"{value:,.0f}" if value == int(value) else f"{value:,.2f}".rstrip("0")
+    return f"{text} core{'' if value == 1 else 's'}"
+
+
+@register.filter
+def binary_size(size: float | None) -> str:
+    """Bytes in the binary units the framebuffer is shown in (`64.0 GiB`, `512.0 MiB`);
+    nothing requested shows as a dash, not `0 bytes`."""
+    if not size:
+        return "—"
+    if size >= 2**30:
+        return f"{size / 2**30:,.1f} GiB"
+    return f"{size / 2**20:,.1f} MiB"
+
+
+@register.filter
 def xid_meaning(code: int | None) -> str:
     return "" if code is None else _xid_meaning(int(code))
 

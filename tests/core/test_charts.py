@@ -66,3 +66,34 @@ def test_lines_chart_draws_a_line_per_gpu_in_gpu_order_with_a_legend() -> None:
 
 def test_lines_chart_without_data_says_so() -> None:
     assert "No data for Power, 7d" in charts.lines_chart({"0": []}, title="Power, 7d", unit="W")
+
+
+def time_labels(svg: str) -> list[str]:
+    return re.findall(r'class="chart-axis"(?: text-anchor="end")?>([^<]* UTC)</text>', svg)
+
+
+def test_a_24_hour_chart_carries_its_dates_so_time_never_reads_backwards() -> None:
+    """A day of points from 19:51 to 19:45 the next day: without dates the axis reads
+    19:51 on the left and 19:45 on the right."""
+    start = T0 + 19 * 3600 + 51 * 60
+    svg = line_chart([(start, 50.0), (start + 86_400 - 360, 60.0)], title="24h")
+    assert time_labels(svg) == ["01 Jan 19:51 UTC", "02 Jan 19:45 UTC"]
+    # Within one day, the hours alone.
+    assert time_labels(line_chart([(T0 + 3600, 1.0), (T0 + 7200, 2.0)], title="2h")) == [
+        "01:00 UTC",
+        "02:00 UTC",
+    ]
+
+
+def test_the_range_chosen_is_the_range_drawn_however_short_the_history() -> None:
+    """A 30-day chart of a single day's points spans 30 days: the points sit at its right
+    end, not stretched over the width as a 24 h chart."""
+    end = T0 + 30 * 86_400
+    points = [(end - 86_400 + h * 3600, 40.0) for h in range(25)]
+    svg = line_chart(points, title="30d", x_range=(T0, end))
+    assert time_labels(svg) == ["01 Jan 00:00 UTC", "31 Jan 00:00 UTC"]
+    xs = [float(x) for x in re.findall(r'<circle cx="([^"]+)"', svg)]
+    left, right = 64, 640 - 10
+    assert min(xs) > left + (right - left) * 28 / 30
+    lines = charts.lines_chart({"0": points}, title="30d", x_range=(T0, end))
+    assert time_labels(lines) == ["01 Jan 00:00 UTC", "31 Jan 00:00 UTC"]

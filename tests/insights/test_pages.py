@@ -3,12 +3,16 @@ prefilled loan request and its dismissal."""
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 from django.test import Client
 
-from pools.models import AdviceDismissal
+from pools.metrics import insights as metrics
+from pools.metrics.insights import PoolSeries
+from pools.models import AdviceDismissal, GpuPod
 from tests.insights import scenarios
 from tests.moves_helpers import user_in
 
@@ -70,3 +74,36 @@ def test_dismissing_on_the_page_needs_a_reason_and_hides_the_suggestion() -> Non
     assert 'data-advice="lend:idle+queue"' not in requester.get("/advice/").content.decode()
     forbidden = session("viewers").post("/advice/dismiss/", {"key": "x", "reason": "y"})
     assert forbidden.status_code == 403
+
+
+@pytest.mark.parametrize("days", [7, 30, 90])
+def test_the_window_chosen_is_the_charts_range(days: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Choosing 30 days draws 30 days, not the charts' default 24 h, however short the
+    history Prometheus holds; a range asked for on the tabs still wins."""
+    scenarios.idle()
+    end = time.time()
+    day = [(end - 86_400 + h * 3600, 3.0) for h in range(25)]
+    monkeypatch.setattr(
+        metrics, "pool_series", lambda pools, **_: PoolSeries({"idle": day}, {"idle": day}, None)
+    )
+    viewer = session("viewers")
+    html = viewer.get(f"/pools/idle/insights/?days={days}").content.decode()
+    assert f"Average GPU utilisation, {days}d" in html
+    assert f"Idle whole nodes, {days}d" in html
+    assert f'aria-current="page">{days}d</a>' in html
+    assert 'name="span"' not in html  # the window's form does not hold the old range
+    start = datetime.fromtimestamp(end - days * 86_400, UTC).strftime("%d %b")
+    assert f'class="chart-axis">{start} ' in html  # the axis starts at the window's start
+    tab = viewer.get(f"/pools/idle/insights/?days={days}&span=6h").content.decode()
+    assert "Average GPU utilisation, 6h" in tab
+
+
+def test_profiles_show_cores_and_binary_units_and_a_dash_for_nothing_requested() -> None:
+    scenarios.idle()
+    GpuPod.objects.filter(pk=GpuPod.objects.order_by("pk")[0].pk).update(
+        namespace="tiny", cpu_milli=0, memory_bytes=0
+    )
+    html = session("viewers").get("/insights/profiles/?days=30&by=namespace").content.decode()
+    assert "<td>8 cores</td><td>64.0 GiB</td>" in html  # the pods ask for 8,000 m and 64 GiB
+    assert "<td>—</td><td>—</td>" in html  # the one that asked for nothing
+    assert " m</td>" not in html and " GB</td>" not in html and "bytes</td>" not in html
