@@ -13,16 +13,21 @@ Two manifests are grown to each size (KB of YAML text):
 Each figure is the median over the runs of `read_manifest` then `check_fit` (every pool's
 verdict, advice and one fix per pool: 3 pools) over the cluster of `bench.fit` with a
 training pool of `--nodes` nodes; a manifest past the fit check's limits is refused, and the
-time given is the time to refuse it. The last line is the growth factor from 30 KB to 300 KB:
-about 10 when the cost is linear in the size, about 100 when it is quadratic.
+time given is the time to refuse it. Each line gives the wall time, then the CPU time the
+process used (what the wall time comes to on a quiet machine; on the shared 2-core machine
+the two differ by the load). The last line is the growth factor from 30 KB to 300 KB: about
+10 when the cost is linear in the size, about 100 when it is quadratic.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import time
+from collections.abc import Callable
 
-from bench.common import ms, timed
+from bench.common import ms
 from bench.fit import POOL_KEY, POOLS, api_objects
 from pools.core.fit.api_objects import fit_nodes
 from pools.core.fit.check import check_fit
@@ -86,11 +91,25 @@ def outcome(text: str, snapshot: ClusterSnapshot) -> str:
     return f"answered ({len(report.fixes)} fixes)"
 
 
+def timed(runs: int, action: Callable[[], object]) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of each run."""
+    wall, cpu = [], []
+    for _ in range(runs):
+        started, used = time.perf_counter(), time.process_time()
+        action()
+        wall.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - used)
+    return wall, cpu
+
+
 def measure(shape: str, size_kb: int, runs: int, snapshot: ClusterSnapshot) -> float:
     text = (terms_manifest if shape == "terms" else list_manifest)(size_kb * 1000)
-    times = timed(runs, lambda: outcome(text, snapshot))
-    median = statistics.median(times)
-    print(f"  {shape:5} {size_kb:>5} KB: median {ms(median)}, {outcome(text, snapshot)}")
+    wall, cpu = timed(runs, lambda: outcome(text, snapshot))
+    median = statistics.median(wall)
+    print(
+        f"  {shape:5} {size_kb:>5} KB: median {ms(median)} (CPU {ms(statistics.median(cpu))}), "
+        f"{outcome(text, snapshot)}"
+    )
     return median
 
 
@@ -103,6 +122,7 @@ def main() -> None:
     nodes, pods = api_objects(args.nodes)
     snapshot = ClusterSnapshot(fit_nodes(nodes, pods, pool_key=POOL_KEY), POOLS)
     print(f"read_manifest + check_fit, median of {args.runs} runs, {len(nodes)} nodes, 3 pools")
+    print(f"load average {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
     for shape in ("terms", "list"):
         medians = {size: measure(shape, size, args.runs, snapshot) for size in args.sizes}
         if 30 in medians and 300 in medians:

@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pools.core.fit import check, fix, fix_text, text_diff
+from pools.core.fit import check, fix, fix_text, text_diff, workloads
 from pools.core.fit.check import check_fit
 from pools.core.fit.cluster import FitPool
 from pools.core.fit.fix import merge_scheduling_block, scheduling_fixes
@@ -318,3 +318,29 @@ def test_the_fix_shares_no_list_between_terms() -> None:
     merge_scheduling_block(spec, pool, POOL_KEY)
     assert "&id" not in yaml_text([spec])
     assert fix_text.MARK not in yaml_text([spec])
+
+
+class Reference(yaml.SafeLoader):
+    """PyYAML's own constructor, with the fit check's resolvers (dates stay strings)."""
+
+
+Reference.yaml_implicit_resolvers = workloads._Loader.yaml_implicit_resolvers
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: [1, 1.5, .inf, ~, yes, no, true, 0x1F, '1', \"x\\ty\", 2001-12-14]\nb: {c: {d: []}}\n",
+        "a: &x {b: 1}\nc: *x\n",  # an alias: the same object twice, as SafeConstructor gives
+        "base: &b {x: 1}\nd:\n  <<: *b\n  y: 2\n",  # a merge key
+        "a: !!binary aGVsbG8=\nt: !!timestamp 2001-12-14\ns: !!set {a}\n",
+        "= : 1\na: 1\na: 2\n",
+        "---\n---\na: 1\n...\n",
+    ],
+)
+def test_the_one_pass_build_gives_safe_constructors_documents(text: str) -> None:
+    built = list(yaml.load_all(text, Loader=workloads._Loader))
+    expected = list(yaml.load_all(text, Loader=Reference))
+    assert repr(built) == repr(expected)
+    if "*x" in text:
+        assert built[0]["a"] is built[0]["c"]

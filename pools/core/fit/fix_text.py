@@ -25,6 +25,7 @@ is not found exactly where it was put.
 from __future__ import annotations
 
 import io
+import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -221,13 +222,14 @@ class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[mi
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._resolved: dict[tuple[Any, ...], str] = {}
+        self._resolved: dict[tuple[Any, Any], str] = {}
         self.watched: set[int] | None = None
 
     def represent_data(self, data: Any) -> yaml.Node:
         kind = type(data)
         if kind is str:
             return yaml.ScalarNode(_STR, data)
+        Scalar = yaml.ScalarNode
         if kind is not dict and kind is not list:
             return super().represent_data(data)  # type: ignore[no-any-return]
         if self.watched is not None and (
@@ -244,16 +246,22 @@ class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[mi
             node = yaml.MappingNode(_MAP, pairs, flow_style=self.default_flow_style)
             self.represented_objects[id(data)] = node
             for key, value in data.items():
-                pairs.append((represent(key), represent(value)))
+                pairs.append(
+                    (
+                        Scalar(_STR, key) if type(key) is str else represent(key),
+                        Scalar(_STR, value) if type(value) is str else represent(value),
+                    )
+                )
         else:
             items: list[yaml.Node] = []
             node = yaml.SequenceNode(_SEQ, items, flow_style=self.default_flow_style)
             self.represented_objects[id(data)] = node
             for value in data:
-                items.append(represent(value))
+                items.append(Scalar(_STR, value) if type(value) is str else represent(value))
         return node
 
     def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
+        # Asked twice per scalar by the C serializer: the regular expressions once per text.
         if kind is not yaml.ScalarNode:
             return super().resolve(kind, value, implicit)  # type: ignore[no-any-return]
         key = (value, implicit)
@@ -292,24 +300,34 @@ def _skeleton_spec(
 def _with_append_markers(
     value: Any, template: int, key: str, path: Location, table: list[_Marker], watched: set[int]
 ) -> Any:
-    if isinstance(value, dict | list):
-        if id(value) in watched:
-            raise _Shared
-        watched.add(id(value))
+    """`value` with a marker after each list of mappings in it: the containers on the way
+    copied (their originals watched, as the dumper will not meet them), the rest itself."""
     if isinstance(value, dict):
-        return {
+        copied: Any = {
             k: _with_append_markers(v, template, key, (*path, k), table, watched)
+            if isinstance(v, dict | list)
+            else v
             for k, v in value.items()
         }
-    if isinstance(value, list):  # copied, even empty: the dumper watches the submitted one
-        items = [
+        if all(copied[k] is v for k, v in value.items()):
+            return value
+    elif isinstance(value, list) and value:
+        copied = [
             _with_append_markers(v, template, key, (*path, i), table, watched)
+            if isinstance(v, dict | list)
+            else v
             for i, v in enumerate(value)
         ]
-        if value and all(isinstance(item, dict) for item in value):  # what the fix extends
-            items.append(_marker(table, _Marker(APPEND, template, key, path)))
-        return items
-    return value
+        if all(isinstance(item, dict) for item in value):  # what the fix extends
+            copied.append(_marker(table, _Marker(APPEND, template, key, path)))
+        elif all(map(operator.is_, copied, value)):
+            return value
+    else:
+        return value
+    if id(value) in watched:
+        raise _Shared
+    watched.add(id(value))
+    return copied
 
 
 def _appended_only(old: Any, new: Any, path: Location, appends: dict[Location, list[Any]]) -> bool:
@@ -326,7 +344,9 @@ def _appended_only(old: Any, new: Any, path: Location, appends: dict[Location, l
     if isinstance(old, list):
         if len(new) < len(old) or (len(new) > len(old) and not old):
             return False
-        if not all(
+        if all(map(operator.is_, old, new)):  # the fix's lists keep the submitted items
+            pass
+        elif not all(
             _appended_only(o, n, (*path, i), appends)
             for i, (o, n) in enumerate(zip(old, new, strict=False))
         ):

@@ -29,13 +29,14 @@ How many pods each kind runs at once, and which must start together (a gang):
 
 Limits: at most 1 MB of text, 100 documents, 64 levels of nesting and 50,000 keys and values
 (YAML aliases expanded, so a "billion laughs" document is refused, not expanded). The fit
-check's cost grows with that count (each pool's fix is the whole manifest written again),
-and a YAML manifest past it is refused while it is parsed, before it is built
+check's cost grows with that count (the manifest is written once, each pool's fix spliced
+into that text), and a YAML manifest past it is refused while it is parsed, before it is built
 (`docs/benchmarks.md`, "The fit check's cost by manifest size").
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -131,7 +132,9 @@ class _Loader(_SafeLoader):  # type: ignore[valid-type,misc]
         super().__init__(stream)
         self.values_left = MAX_VALUES
         self.depth = 0
-        self.resolved: dict[tuple[Any, Any], str] = {}
+        # The resolver's regular expressions once per distinct scalar (keys repeat), behind
+        # a C-level cache the parser calls without a Python frame.
+        self.resolve = functools.lru_cache(maxsize=None)(super().resolve)
         self.expanded = False  # a document was built by SafeConstructor (aliases, merges)
 
     def descend_resolver(self, parent: Any, index: Any) -> None:
@@ -145,20 +148,13 @@ class _Loader(_SafeLoader):  # type: ignore[valid-type,misc]
             )
         if self.depth > MAX_DEPTH:
             _fail(0, "", f"nested more than {MAX_DEPTH} levels deep")
-        super().descend_resolver(parent, index)
+        if self.yaml_path_resolvers:  # none are added: the base class's would return at once
+            super().descend_resolver(parent, index)
 
     def ascend_resolver(self) -> None:
         self.depth -= 1
-        super().ascend_resolver()
-
-    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
-        # The resolver's regular expressions, once per distinct scalar (keys repeat).
-        if kind is not yaml.ScalarNode:
-            return super().resolve(kind, value, implicit)  # type: ignore[no-any-return]
-        key = (value, implicit)
-        if key not in self.resolved:
-            self.resolved[key] = super().resolve(kind, value, implicit)
-        return self.resolved[key]
+        if self.yaml_path_resolvers:
+            super().ascend_resolver()
 
     def construct_document(self, node: yaml.Node) -> Any:
         """The document built in one pass when it holds only mappings, lists and plain
