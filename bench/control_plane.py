@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 
 from controlplane.launch import Options, running
@@ -56,8 +57,17 @@ def cpu_seconds(pid: int) -> float:
 
 def listed(lister: Any) -> list[dict[str, Any]]:
     """A list from the API server's watch cache (resourceVersion=0), as plain JSON: the
-    client's models take seconds to build at thousands of nodes."""
-    return json.loads(lister(resource_version="0", _preload_content=False).data)["items"]
+    client's models take seconds to build at thousands of nodes. A list cut off (tens of
+    megabytes of pods from a starved API server can pass its 60 s request timeout) is
+    asked again, up to three times."""
+    for attempt in range(3):
+        try:
+            return json.loads(lister(resource_version="0", _preload_content=False).data)["items"]
+        except urllib3.exceptions.ProtocolError:
+            if attempt == 2:
+                raise
+            time.sleep(5)
+    raise AssertionError("unreachable")
 
 
 def is_ready(node: dict[str, Any]) -> bool:
