@@ -57,7 +57,7 @@ and `pools.core.fit.packing` (how many pods fit, placed together).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from pools.core.collector import collector_paused
@@ -288,9 +288,9 @@ class Evaluations:
         self.placed: dict[tuple[Any, ...], list[int]] = {}
 
     def run(self, shape: PodShape) -> FilterRun:
-        # Which containers lack a GPU request is advice, not scheduling: shapes that differ
-        # only there (the same container in each item of a List) share their run.
-        shape = replace(shape, gpu_limit_only=())
+        # Shapes that differ only in advice (the same container in each item of a List)
+        # share their run.
+        shape = shape.for_scheduling
         if shape not in self.runs:
             self.runs[shape] = FilterRun(self.snapshot, shape, name_taints=self.options.name_taints)
         return self.runs[shape]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pools.core.fit import fields as f
@@ -32,6 +32,12 @@ class PodShape:
     node_name: str = ""
     scheduler_name: str = ""
     gpu_limit_only: tuple[str, ...] = ()  # containers with a GPU limit and no GPU request
+
+    @property
+    def for_scheduling(self) -> PodShape:
+        """The shape without what is advice only (which containers lack a GPU request):
+        templates that differ only there are filtered once (`check.Evaluations`)."""
+        return replace(self, gpu_limit_only=()) if self.gpu_limit_only else self
 
     def priority_value(self, classes: Mapping[str, int], default: int = 0) -> int:
         """The priority admission would give the pod: spec.priority, else its class's value."""
