@@ -98,6 +98,8 @@ class Kubelet:
         self.lost: set[str] = set()
         self.never_ready: set[str] = set()
         self.namespaces: set[str] = set()  # those there once the scenario was seeded
+        # The scenario's pending pods the scheduler bound once they were seeded.
+        self.pending_bound: set[tuple[str, str]] = set()
         self.stop = threading.Event()
         self._lock = threading.Lock()
         self._timers: list[tuple[float, str, Callable[[], None]]] = []
@@ -178,6 +180,7 @@ class Kubelet:
 
     def seed_pods(self) -> None:
         self.create_missing_pods()
+        self.pending_bound = self.pending_decided()
         self.ensure_owners()
         self.namespaces = {n.metadata.name for n in self.core.list_namespace().items}
 
@@ -187,15 +190,41 @@ class Kubelet:
             for p in self.core.list_pod_for_all_namespaces().items
         }
         missing = [pod for key, pod in self.scenario_pods().items() if key not in present]
+        # The bound pods first, then the pending ones one at a time in the scenario's order:
+        # a pending pod created while its neighbours' bound pods are still missing finds
+        # their room free, and the scheduler's queue takes pods in the order they came.
+        bound = [p for p in missing if p["spec"].get("nodeName")]
+        pending = [p for p in missing if not p["spec"].get("nodeName")]
         if self.workers > 1:
             # Each namespace once, before its pods: in threads, a pod may not wait on it.
-            for namespace in sorted({p["metadata"]["namespace"] for p in missing}):
+            for namespace in sorted({p["metadata"]["namespace"] for p in bound}):
                 self.ensure_namespace(namespace)
-            self._each(self._create_pod_in_namespace, missing)
+            self._each(self._create_pod_in_namespace, bound)
         else:
-            for pod in missing:
+            for pod in bound:
                 self._create_pod(pod)
+        for pod in pending:
+            self._create_pod(pod)
         return len(missing)
+
+    def pending_decided(self, timeout: float | None = None) -> set[tuple[str, str]]:
+        """The scenario's pending pods the scheduler bound, once it has decided on each
+        (bound, or marked unschedulable): which of them a real scheduler places depends on
+        the cluster, so a reset compares against what it placed after the seeding."""
+        keys = {k for k, p in self.scenario_pods().items() if not p["spec"].get("nodeName")}
+        deadline = time.monotonic() + (timeout or max(60.0, len(keys) / 10))
+        while True:
+            pods = {
+                (p.metadata.namespace, p.metadata.name): p
+                for namespace in sorted({k[0] for k in keys})
+                for p in self.core.list_namespaced_pod(namespace).items
+            }
+            undecided = [k for k in keys if k not in pods or not _decided(pods[k])]
+            if not undecided:
+                return {k for k in keys if pods[k].spec.node_name}
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the scheduler has not decided on {sorted(undecided)[:5]}")
+            time.sleep(0.1)
 
     def ensure_owners(
         self, timeout: float | None = None, existing: Collection[owners.OwnerKey] = ()
@@ -566,3 +595,11 @@ def terminated_status(pod: dict[str, Any], reason: str, exit_code: int) -> dict[
             for c in pod["spec"].get("containers") or []
         ],
     }
+
+
+def _decided(pod: Any) -> bool:
+    """Bound, or found unschedulable by the scheduler."""
+    return bool(pod.spec.node_name) or any(
+        c.type == "PodScheduled" and c.status == "False"
+        for c in (pod.status.conditions if pod.status else None) or []
+    )

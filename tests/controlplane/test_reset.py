@@ -36,6 +36,7 @@ def kubelet_requests(real: RealCluster, since: int) -> list[dict[str, Any]]:
 
 
 def test_a_reset_after_a_test_that_changed_nothing_only_reads(real: RealCluster) -> None:
+    real.audit_events()  # the fixture's own reset logged in full before counting from here
     since = real.audit_log.stat().st_size
     answer = real.reset()
     assert answer == {"nodes_restored": 0, "nodes_removed": 0, "pods_deleted": 0, "pods_created": 0}
@@ -84,6 +85,18 @@ def test_a_reset_undoes_what_a_test_changed(real: RealCluster) -> None:
         {"metadata": {"name": "left"}, "spec": {"selector": selector, "maxUnavailable": 0}},
     )
     wait_for(lambda: core.list_namespaced_pod("left-behind").items, timeout=60, what="daemon pods")
+    # A namespace holding no pod at all (a chart's service accounts) is a leftover too.
+    core.create_namespace({"metadata": {"name": "accounts-only"}})
+    core.create_namespaced_service_account("accounts-only", {"metadata": {"name": "portal"}})
+    # A pod the scenario leaves Pending, bound meanwhile (as the real scheduler does once a
+    # test makes room for it), waits unbound again after the reset.
+    core.create_namespaced_pod_binding(
+        "eval-job-2",
+        "ml-training",
+        {"metadata": {"name": "eval-job-2"}, "target": {"kind": "Node", "name": NODE}},
+        _preload_content=False,
+    )
+    assert core.read_namespaced_pod("eval-job-2", "ml-training").spec.node_name == NODE
 
     answer = real.reset()
 
@@ -96,7 +109,8 @@ def test_a_reset_undoes_what_a_test_changed(real: RealCluster) -> None:
     ]
     assert not after.spec.unschedulable
     names = {n.metadata.name for n in core.list_namespace().items}
-    assert "left-behind" not in names
+    assert "left-behind" not in names and "accounts-only" not in names
+    assert core.read_namespaced_pod("eval-job-2", "ml-training").spec.node_name is None
     assert not core.list_pod_for_all_namespaces(label_selector="app=left").items
     back = core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
     assert back.metadata.uid != pod.metadata.uid
