@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,14 +46,24 @@ def reset(kubelet: Kubelet, timeout: float = 60) -> dict[str, int]:
         _gone(core.delete_node, name)
     wanted = kubelet.scenario_pods()
     found = Found.listed(kubelet.api)
-    deleted = 0
+    # Pods bound to a node a test added: the pod garbage collector would delete them only
+    # a while after their node went (the DaemonSets' too, in the operator's namespace).
+    stranded = [
+        p
+        for pods in found.pods.values()
+        for p in pods
+        if p.spec.node_name and p.spec.node_name not in kubelet.nodes
+    ]
+    for pod in stranded:
+        _force_delete(core, pod)
+    deleted = sum(p.metadata.namespace in SYSTEM_NAMESPACES for p in stranded)
     for namespace in {n.metadata.name for n in core.list_namespace().items} - SYSTEM_NAMESPACES:
         deleted += _clear_namespace(kubelet, namespace, wanted, found)
-    _wait_pods_gone(core, wanted, timeout)
+    _wait_pods_gone(core, wanted, timeout, stranded={p.metadata.uid for p in stranded})
     _wait_namespaces_gone(core, kubelet.namespaces, timeout)
     created = kubelet.create_missing_pods()
     if created:
-        kubelet.pending_bound = kubelet.pending_decided(timeout)
+        _pending_as_seeded(core, kubelet, wanted, timeout)
     kubelet.ensure_owners(timeout, existing=found.kept_owners)
     _wait_nodes_settled(core, kubelet, timeout)
     return {
@@ -164,6 +174,30 @@ def _untouched(pod: Any, kubelet: Kubelet, wanted: dict[tuple[str, str], dict[st
     return bool(pod.spec.node_name) == (key in kubelet.pending_bound)
 
 
+def _pending_as_seeded(
+    core: client.CoreV1Api,
+    kubelet: Kubelet,
+    wanted: dict[tuple[str, str], dict[str, Any]],
+    timeout: float,
+    rounds: int = 3,
+) -> None:
+    """The scenario's pending pods bound or waiting as the scheduler decided after the
+    seeding. A pod made again may be decided otherwise (the scheduler's cache had not yet
+    seen a bound pod made just before it): made once more, before any owner exists to
+    replace it, at most `rounds` times."""
+    for _ in range(rounds):
+        differ = sorted(kubelet.pending_decided(timeout) ^ kubelet.pending_bound)
+        if not differ:
+            return
+        for namespace, name in differ:
+            _gone(core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
+        _wait_pods_gone(core, {k: v for k, v in wanted.items() if k not in differ}, timeout)
+        kubelet.create_missing_pods()
+    raise RuntimeError(
+        f"the scheduler placed these pending pods otherwise after the seeding: {differ}"
+    )
+
+
 def _restore_node(core: client.CoreV1Api, kubelet: Kubelet, name: str, current: Any) -> int:
     """The node as the scenario made it: created again (with its status and Lease) if a
     test deleted it, its status posted again if a test rewrote its capacity, and its labels,
@@ -232,17 +266,23 @@ def _force_delete(core: client.CoreV1Api, pod: Any) -> None:
 
 
 def _wait_pods_gone(
-    core: client.CoreV1Api, wanted: dict[tuple[str, str], Any], timeout: float
+    core: client.CoreV1Api,
+    wanted: dict[tuple[str, str], Any],
+    timeout: float,
+    stranded: Collection[str] = (),
 ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         left = [
             p
             for p in core.list_pod_for_all_namespaces().items
-            if p.metadata.namespace not in SYSTEM_NAMESPACES
-            and (
-                p.metadata.deletion_timestamp
-                or (p.metadata.namespace, p.metadata.name) not in wanted
+            if p.metadata.uid in stranded
+            or (
+                p.metadata.namespace not in SYSTEM_NAMESPACES
+                and (
+                    p.metadata.deletion_timestamp
+                    or (p.metadata.namespace, p.metadata.name) not in wanted
+                )
             )
         ]
         if not left:

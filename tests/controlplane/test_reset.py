@@ -85,6 +85,15 @@ def test_a_reset_undoes_what_a_test_changed(real: RealCluster) -> None:
         {"metadata": {"name": "left"}, "spec": {"selector": selector, "maxUnavailable": 0}},
     )
     wait_for(lambda: core.list_namespaced_pod("left-behind").items, timeout=60, what="daemon pods")
+    # A node a test added, and a daemon pod bound to it: both go.
+    core.create_node({"metadata": {"name": "stranger-000"}})
+    core.create_namespaced_pod(
+        "gpu-operator",
+        {
+            "metadata": {"name": "stranded"},
+            "spec": {"nodeName": "stranger-000", "containers": [{"name": "c", "image": "x"}]},
+        },
+    )
     # A namespace holding no pod at all (a chart's service accounts) is a leftover too.
     core.create_namespace({"metadata": {"name": "accounts-only"}})
     core.create_namespaced_service_account("accounts-only", {"metadata": {"name": "portal"}})
@@ -110,6 +119,8 @@ def test_a_reset_undoes_what_a_test_changed(real: RealCluster) -> None:
     assert not after.spec.unschedulable
     names = {n.metadata.name for n in core.list_namespace().items}
     assert "left-behind" not in names and "accounts-only" not in names
+    assert "stranger-000" not in {n.metadata.name for n in core.list_node().items}
+    assert not core.list_pod_for_all_namespaces(field_selector="spec.nodeName=stranger-000").items
     assert core.read_namespaced_pod("eval-job-2", "ml-training").spec.node_name is None
     assert not core.list_pod_for_all_namespaces(label_selector="app=left").items
     back = core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
