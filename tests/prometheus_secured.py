@@ -9,7 +9,6 @@ import contextlib
 import datetime
 import http.server
 import ipaddress
-import subprocess
 import threading
 import urllib.request
 import warnings
@@ -23,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.servers import free_port, port_open, require_program, stop, wait_for
+from tests.servers import free_port, prometheus_server
 
 USERNAME = "portal"
 PASSWORD = "prometheus-test-password-0123"
@@ -168,7 +167,6 @@ class SecuredPrometheus:
 def secured_prometheus(workdir: Path) -> Iterator[SecuredPrometheus]:
     """The real Prometheus over TLS only, wanting a client certificate the private CA signed
     and basic auth (USERNAME, PASSWORD) on every request."""
-    binary = require_program("prometheus")
     workdir.mkdir(parents=True, exist_ok=True)
     pki = make_pki(workdir / "pki")
     web = workdir / "web.yml"
@@ -181,26 +179,8 @@ def secured_prometheus(workdir: Path) -> Iterator[SecuredPrometheus]:
         "basic_auth_users:\n"
         f"  {USERNAME}: '{bcrypt_hash(PASSWORD)}'\n"
     )
-    config = workdir / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 15s\n")
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--web.config.file={web}",
-            f"--storage.tsdb.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(lambda: port_open(port), timeout=30, what=f"prometheus (TLS) on port {port}")
-        yield SecuredPrometheus(port, pki)
-    finally:
-        stop(process)
+    with prometheus_server(workdir, scrape_interval="15s", rules=False, web_config=web) as server:
+        yield SecuredPrometheus(server.port, pki)
 
 
 @dataclass

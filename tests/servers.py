@@ -196,9 +196,12 @@ def prometheus_server(
     file_sd: Path | None = None,
     rules: bool = True,
     scrape_timeout: str | None = None,
+    web_config: Path | None = None,
 ) -> Iterator[PrometheusServer]:
     """A Prometheus with the project's recording rules loaded (rules=False: without, as
-    a Prometheus nobody configured for the portal), ready once they have run."""
+    a Prometheus nobody configured for the portal), ready once they have run. With
+    `web_config` (TLS, client certificates, basic auth) it is ready once it listens: its
+    readiness endpoint wants what that file asks for."""
     binary = require_program("prometheus")
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -243,16 +246,20 @@ def prometheus_server(
             f"--storage.tsdb.path={workdir / 'data'}",
             f"--web.listen-address=127.0.0.1:{port}",
             "--log.level=warn",
+            *([f"--web.config.file={web_config}"] if web_config else []),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for(
-            lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"),
-            timeout=30,
-            what=f"prometheus on port {port}",
-        )
+        if web_config is not None:
+            wait_for(lambda: port_open(port), timeout=30, what=f"prometheus (TLS) on {port}")
+        else:
+            wait_for(
+                lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"),
+                timeout=30,
+                what=f"prometheus on port {port}",
+            )
         if rules:
             # The rules first run within one evaluation interval of the start.
             url = f"http://127.0.0.1:{port}"
