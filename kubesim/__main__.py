@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import gc
+import re
 import secrets
 import signal
 import ssl
@@ -17,7 +18,7 @@ import yaml
 
 from kubesim import backfill, persistence
 from kubesim.churn import Churn
-from kubesim.clock import Clock
+from kubesim.clock import Clock, parse_rfc3339
 from kubesim.cluster import Cluster
 from kubesim.dcgm import (
     Exporter,
@@ -34,6 +35,18 @@ from kubesim.store import Store
 from kubesim.tls import make_certificates
 from kubesim.workload_runner import WorkloadRunner
 from kubesim.workload_scenarios import WORKLOADS
+
+
+def rfc3339_seconds(text: str) -> float:
+    """Seconds since the epoch of a UTC time written as 2026-06-01T12:00:00Z."""
+    if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a UTC time like 2026-06-01T12:00:00Z")
+    try:
+        return parse_rfc3339(text)
+    except ValueError:  # February 30th
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a UTC time like 2026-06-01T12:00:00Z"
+        ) from None
 
 
 def write_kubeconfig(
@@ -130,12 +143,16 @@ def replay_history(
     exporter: Exporter,
     args: argparse.Namespace,
     history: float,
+    start: float,
 ) -> None:
-    """Run the workload's past up to now, then write its DCGM samples if asked."""
+    """Run the workload's past up to `start` (the clock's start: now, or --clock-start),
+    then write its DCGM samples if asked."""
     started = time.monotonic()
     begin = cluster.store.clock.now()
-    cluster.timers.run_until(time.time())
-    cluster.store.clock.set_now(time.time())
+    # Without --clock-start, up to the real time once the replay is done (it takes seconds).
+    until = time.time() if args.clock_start is None else start
+    cluster.timers.run_until(until)
+    cluster.store.clock.set_now(until)
     end = cluster.store.clock.now()
     print(
         f"kubesim: {history / 86400:g} days of workload history: {len(runner.records)} pods "
@@ -231,6 +248,13 @@ def main(argv: list[str] | None = None) -> int:
         help="how fast the cluster clock runs (grace periods, node monitor delays); "
         "POST /kubesim/clock also advances it",
     )
+    serve.add_argument(
+        "--clock-start",
+        type=rfc3339_seconds,
+        default=None,
+        help="the cluster clock's time at start, as 2026-06-01T12:00:00Z (default: now): "
+        "the same seed and start replay the same workload whatever the day and hour",
+    )
     add_workload_options(serve)
     serve.add_argument(
         "--churn",
@@ -255,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     cluster = Cluster(store=Store(Clock(args.clock_scale)))
+    start = time.time() if args.clock_start is None else args.clock_start
+    cluster.store.clock.set_now(start)
     try:
         restored = args.state is not None and persistence.load(cluster, args.state)
     except ValueError as exc:
@@ -263,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     history = 0.0 if restored or not args.workload else args.history_days * 86400
     if history:
         # From the start of that UTC day: a seed gives the same history all day long.
-        began = time.time() - history
+        began = start - history
         cluster.store.clock.set_now(began - began % 86400)
     if not restored:
         seed(cluster, scenario)
@@ -304,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         counters=args.exporter_counters.split(",") if args.exporter_counters else None,
     )
     if runner is not None and history:
-        replay_history(cluster, runner, exporter, args, history)
+        replay_history(cluster, runner, exporter, args, history, start)
     exporter_server = make_exporter_server(exporter, args.host, args.metrics_port)
     if args.exporter_targets_file:
         nodes = sorted(cluster.store.objects["nodes"])

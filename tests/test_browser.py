@@ -277,6 +277,31 @@ def test_the_theme_follows_the_system_from_phone_to_desktop(
         watched.page.close()
 
 
+def pending_move_and_its_approver(browser, base: str) -> tuple[MoveRequest, Watched]:  # type: ignore[no-untyped-def]
+    """Rita's request to move the two new nodes to `mixed`, and Arno (an approver) signed in
+    on its page."""
+    move = workflow.move_request_create(
+        requested_by=user_in("requesters", "rita"),
+        node_names=["gpu-new-000", "gpu-new-001"],
+        destination=Pool.objects.get(name="mixed"),
+        reason="assign the new nodes",
+        now=timezone.now(),
+    )
+    arno = user_in("approvers", "arno")
+    arno.set_password("approve-the-move-1")
+    arno.save()
+    watched = Watched(browser, viewport=DESKTOP)
+    watched.log_in(base, "arno", "approve-the-move-1")
+    watched.page.goto(f"{base}/moves/{move.pk}/")
+    return move, watched
+
+
+def approve_on_its_page(watched: Watched, base: str, move: MoveRequest) -> None:
+    watched.page.fill("#id_reason", "fine")
+    watched.page.click("button:text('Approve')")
+    watched.page.wait_for_url(f"{base}/moves/{move.pk}/")
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_move_page_follows_a_move_until_it_ends(
     stack,
@@ -292,25 +317,11 @@ def test_the_move_page_follows_a_move_until_it_ends(
     settings.PROMETHEUS_URL = prom.url
     settings.LIVE_REFRESH_SECONDS = 1
     inventory_sync()
-    move = workflow.move_request_create(
-        requested_by=user_in("requesters", "rita"),
-        node_names=["gpu-new-000", "gpu-new-001"],
-        destination=Pool.objects.get(name="mixed"),
-        reason="assign the new nodes",
-        now=timezone.now(),
-    )
-    arno = user_in("approvers", "arno")
-    arno.set_password("approve-the-move-1")
-    arno.save()
-    watched = Watched(chromium_browser, viewport=DESKTOP)
-    watched.log_in(live_server.url, "arno", "approve-the-move-1")
+    move, watched = pending_move_and_its_approver(chromium_browser, live_server.url)
     page = watched.page
-    page.goto(f"{live_server.url}/moves/{move.pk}/")
     assert page.locator("[data-move-state]").get_attribute("data-move-state") == "pending"
     # Approved before any worker runs: the execution waits in the broker, the page says so.
-    page.fill("#id_reason", "fine")
-    page.click("button:text('Approve')")
-    page.wait_for_url(f"{live_server.url}/moves/{move.pk}/")
+    approve_on_its_page(watched, live_server.url, move)
     assert page.locator("[data-move-state]").get_attribute("data-move-state") == "approved"
     loaded_at = page.evaluate("performance.timeOrigin")
     with celery_worker(tmp_path):

@@ -12,13 +12,10 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
-from django.utils import timezone
 
-from pools import workflow
 from pools.inventory import inventory_sync
-from pools.models import MoveRequest, Pool
+from pools.models import MoveRequest
 from tests import test_browser
-from tests.moves_helpers import user_in
 from tests.real_cluster import RealCluster
 from tests.servers import PrometheusServer, RedisServer, prometheus_server, wait_for
 from tests.test_browser import CHROMIUM, DESKTOP, Watched
@@ -88,22 +85,8 @@ def test_the_pages_show_the_real_clusters_nodes_and_a_move_lands_on_them(  # typ
     assert page.locator('tr[data-gpu="3"] [data-col="xid"]').inner_text().startswith("79")
 
     # A move approved on its page: the worker patches the real nodes.
-    move = workflow.move_request_create(
-        requested_by=user_in("requesters", "rita"),
-        node_names=["gpu-new-000", "gpu-new-001"],
-        destination=Pool.objects.get(name="mixed"),
-        reason="assign the new nodes",
-        now=timezone.now(),
-    )
-    arno = user_in("approvers", "arno")
-    arno.set_password("approve-the-move-1")
-    arno.save()
-    approver = Watched(chromium_browser, viewport=DESKTOP)
-    approver.log_in(live_server.url, "arno", "approve-the-move-1")
-    approver.page.goto(f"{live_server.url}/moves/{move.pk}/")
-    approver.page.fill("#id_reason", "fine")
-    approver.page.click("button:text('Approve')")
-    approver.page.wait_for_url(f"{live_server.url}/moves/{move.pk}/")
+    move, approver = test_browser.pending_move_and_its_approver(chromium_browser, live_server.url)
+    test_browser.approve_on_its_page(approver, live_server.url, move)
     with celery_worker(tmp_path):
         approver.page.wait_for_selector('[data-move-state="succeeded"]', timeout=90_000)
     move.refresh_from_db()

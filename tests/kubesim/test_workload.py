@@ -18,6 +18,8 @@ import json
 import re
 import shutil
 import subprocess
+import sys
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -59,6 +61,9 @@ START = 1_790_035_200.0  # a UTC midnight (a Monday)
 REPLAYED: list[dict[str, Any]] = []
 
 
+CLOCK_START = "2026-06-01T03:00:00Z"
+
+
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubesim]:
     """The insights scenario with two days (and today so far) of its workload run."""
@@ -66,6 +71,9 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubesim]:
     extra = serve_arguments(
         "insights", days=2, retention_days=5, openmetrics=str(workdir / "history")
     )
+    # A fixed start: which jobs arrive in the hours a test runs the clock on depends on
+    # the hour of the day, and these tests must not.
+    extra += ["--clock-start", CLOCK_START]
     with kubesim_server(workdir, scenario="insights", extra=extra) as server:
         REPLAYED[:] = records(server)
         yield server
@@ -542,3 +550,25 @@ def test_the_backfill_has_only_the_fields_the_exporter_collects(tmp_path: Path) 
     text = (tmp_path / "gpu_util.om").read_text()
     assert text.endswith("# EOF\n")
     assert text.count("DCGM_FI_DEV_GPU_UTIL{") == 112 * 72
+
+
+def test_the_clock_starts_where_it_is_told_and_the_history_ends_there(sim: Kubesim) -> None:
+    now = parse_rfc3339(http(sim, "GET", "/kubesim/clock").json()["now"])
+    start = parse_rfc3339(CLOCK_START)
+    assert now >= start  # it runs on from there (and the tests here advance it)
+    assert now < time.time() - 30 * 86400  # not today: the history is that start's
+    created = [float(r["created"]) for r in REPLAYED]
+    # Two days replayed from the start of the UTC day, up to the start.
+    assert start - 3 * 86400 <= min(created) and max(created) <= start
+
+
+def test_a_clock_start_that_is_not_a_utc_time_is_refused_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kubesim", "serve", "--clock-start", "yesterday"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "argument --clock-start: 'yesterday' is not a UTC time" in done.stderr
