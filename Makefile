@@ -15,15 +15,17 @@ demo: $(INSTALLED)
 	scripts/system-packages.sh redis-server prometheus
 	$(BIN)/python scripts/demo.py
 
-# pytest in two processes, one test file each at a time (the suite must finish within 15
-# minutes on a two-core machine); every test starts its own servers on free ports.
+# pytest in three processes on the two cores, one test file each at a time (the suite must
+# finish within 15 minutes on a two-core machine): one of them runs the real control plane's
+# tests, which mostly wait on its controllers. Every test starts its own servers on free
+# ports; the longest files go first (tests/conftest.py).
 test: $(INSTALLED)
 	scripts/system-packages.sh redis-server prometheus chromium kubectl postgresql
 	scripts/install-helm.sh
 	$(BIN)/python -m controlplane build
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	scripts/with-postgres.sh $(BIN)/pytest -rs -n 2 --dist loadfile
+	scripts/with-postgres.sh $(BIN)/pytest -rs -n 3 --dist loadfile
 
 screenshots: $(INSTALLED)
 	SAVE_SCREENSHOTS=1 $(BIN)/pytest -q tests/test_browser.py
