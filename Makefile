@@ -18,7 +18,7 @@ demo: $(INSTALLED)
 # pytest in three processes on the two cores, one test file each at a time (the suite must
 # finish within 15 minutes on a two-core machine): one of them runs the real control plane's
 # tests, which mostly wait on its controllers. Every test starts its own servers on free
-# ports; the longest files go first (tests/conftest.py).
+# ports.
 test: $(INSTALLED)
 	scripts/system-packages.sh redis-server prometheus chromium kubectl postgresql
 	scripts/install-helm.sh

@@ -112,7 +112,8 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """In a child before exec: SIGKILL when the parent dies, whatever killed it."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -125,7 +126,7 @@ def _spawn(name: str, argv: list[str], directory: Path) -> subprocess.Popen[byte
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
-        preexec_fn=_die_with_parent,
+        preexec_fn=die_with_parent,
     )
 
 

@@ -148,46 +148,6 @@ class FileOrRealClusterScheduling(LoadScopeScheduling):
     def _split_scope(self, nodeid: str) -> str:
         return REAL_CLUSTER_GROUP if on_real_cluster(nodeid) else nodeid.split("::", 1)[0]
 
-    def _assign_work_unit(self, node: object) -> None:
-        """The longest units first (xdist orders them by test count): a file of five
-        minute-long tests handed out last would leave one process working alone at the
-        end. Reordered once, when the first unit goes out and the queue is complete."""
-        if not getattr(self, "_longest_first", False):
-            self._longest_first = True
-            units = sorted(self.workqueue.items(), key=lambda unit: -unit_seconds(*unit))
-            self.workqueue.clear()
-            self.workqueue.update(units)
-        super()._assign_work_unit(node)  # type: ignore[arg-type]
-
-
-# Units that take far longer than their test count says (each test starts servers, a
-# browser or the whole demo), in seconds of one process, as measured in a full run (late
-# 2026): only the order of the units follows from them, never a result.
-LONG_UNITS = {
-    REAL_CLUSTER_GROUP: 450,
-    "tests/test_demo_process.py": 200,
-    "tests/test_moves_e2e.py": 120,
-    "tests/test_browser_roles.py": 95,
-    "tests/test_browser.py": 62,
-    "tests/test_scale_out.py": 57,
-    "tests/test_watch_inventory.py": 54,
-    "tests/core/test_fit_kubesim.py": 50,
-    "tests/kubesim/test_disruption.py": 47,
-    "tests/kube/test_patcher.py": 38,
-    "tests/kubesim/test_events.py": 37,
-    "tests/kubesim/test_daemonsets.py": 37,
-    "tests/test_metrics_processes.py": 36,
-    "tests/test_accessibility.py": 36,
-    "tests/test_browser_text.py": 35,
-    "tests/insights/test_drills_worker.py": 31,
-    "tests/api/test_schemathesis.py": 28,
-}
-SECONDS_PER_TEST = 0.5  # a typical test's, for the units not listed
-
-
-def unit_seconds(scope: str, nodeids: dict[str, bool]) -> float:
-    return LONG_UNITS.get(scope, SECONDS_PER_TEST * len(nodeids))
-
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     if config.getvalue("dist") != "loadfile":

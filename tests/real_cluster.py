@@ -23,7 +23,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from controlplane.launch import ControlPlane, Options, running
+from controlplane.launch import ControlPlane, Options, die_with_parent, running
 from tests.servers import free_port, stop, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,7 +179,11 @@ def real_cluster(
             *("--scenario", scenario, "--metrics-port", str(port)),
             *("--control-token", token, "--ready-file", str(ready)),
         ]
-        kubelet = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        # Killed with the test process, as the control plane's processes are: a run stopped
+        # with SIGKILL left a kubelet heartbeating to nothing for hours.
+        kubelet = subprocess.Popen(
+            argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+        )
         try:
             wait_for(
                 lambda: ready.exists() or kubelet.poll() is not None, timeout=120, what="kubelet"

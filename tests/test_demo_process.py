@@ -186,7 +186,9 @@ def test_a_signal_to_the_group_stops_every_child_and_frees_every_port(
     assert f"demo: {signum.name} received, stopping every child" in demo.output()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
+# SIGINT (a supervisor's stop, job control's Ctrl-C): SIGHUP, a closed terminal, takes the
+# same watch of make's caught signals and is not started once more.
+@pytest.mark.parametrize("signum", [signal.SIGINT], ids=["SIGINT"])
 def test_a_signal_to_makes_own_process_stops_every_child_and_frees_every_port(
     make_demo: Demo, signum: signal.Signals
 ) -> None:

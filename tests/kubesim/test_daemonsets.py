@@ -155,6 +155,7 @@ def test_kubectl_drain_leaves_daemon_pods_as_on_a_real_gpu_node(cluster: Kubesim
         "--ignore-daemonsets",
         "--delete-emptydir-data",
         "--timeout=60s",
+        "--grace-period=1",  # the notebook's 30 s are not what is tested here
     )
     assert (
         "Warning: ignoring DaemonSet-managed Pods: "

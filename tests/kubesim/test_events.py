@@ -165,7 +165,10 @@ def test_an_eviction_is_the_kubelet_killing_the_containers(cluster: Kubesim) -> 
 
 @needs_kubectl
 def test_kubectl_get_events_shows_kills_in_both_apis(cluster: Kubesim) -> None:
-    kubectl(cluster, "delete", "pod", "notebook-a100-reserve-001", "-n", "research")
+    # A grace period of a second: the Killing event comes at once either way.
+    kubectl(
+        cluster, "delete", "pod", "notebook-a100-reserve-001", "-n", "research", "--grace-period=1"
+    )
     core = kubectl(cluster, "get", "events", "-n", "research").stdout
     line = next(ln for ln in core.splitlines() if "pod/notebook-a100-reserve-001" in ln)
     assert line.split()[1:] == [
