@@ -185,14 +185,16 @@ def _pending_as_seeded(
     seeding. A pod made again may be decided otherwise (the scheduler's cache had not yet
     seen a bound pod made just before it): made once more, before any owner exists to
     replace it, at most `rounds` times."""
-    for _ in range(rounds):
+    for remade in range(rounds + 1):
         differ = sorted(kubelet.pending_decided(timeout) ^ kubelet.pending_bound)
-        if not differ:
-            return
+        if not differ or remade == rounds:
+            break
         for namespace, name in differ:
-            _gone(core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
+            _force_delete(core, core.read_namespaced_pod(name, namespace))
         _wait_pods_gone(core, {k: v for k, v in wanted.items() if k not in differ}, timeout)
         kubelet.create_missing_pods()
+    if not differ:
+        return
     raise RuntimeError(
         f"the scheduler placed these pending pods otherwise after the seeding: {differ}"
     )
