@@ -262,7 +262,9 @@ def main() -> None:
             )
             try:
                 wait_for(
-                    lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), timeout=60, what="gunicorn"
+                    lambda: http_ok(f"http://127.0.0.1:{port}/healthz", timeout=30),
+                    timeout=60,
+                    what="gunicorn",
                 )
                 base = f"http://127.0.0.1:{port}"
                 warm = Http(base, tokens[0])

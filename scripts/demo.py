@@ -116,9 +116,9 @@ def port_in_use(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def http_ok(url: str) -> bool:
+def http_ok(url: str, timeout: float = 1) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 -- loopback only
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 -- loopback only
             return response.status < 500
     except OSError:
         return False
@@ -375,7 +375,9 @@ def start_portal(children: Children, config: DemoConfig, env: dict[str, str]) ->
     # One demo's control socket must not collide with another's (or with a test's).
     argv += ["--access-logfile", "-", "--no-control-socket"]
     children.start("web", argv, env)
-    children.wait_until(lambda: http_ok(f"http://127.0.0.1:{config.web}/healthz"), "web")
+    # One poll at a time, each waiting for a worker to boot: polls abandoned after a second
+    # would pile up in gunicorn's backlog on a slow machine.
+    children.wait_until(lambda: http_ok(f"http://127.0.0.1:{config.web}/healthz", 10), "web")
 
 
 class Backfill:

@@ -35,9 +35,9 @@ def wait_for(predicate, *, timeout: float, what: str) -> None:  # type: ignore[n
     raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
 
 
-def http_ok(url: str) -> bool:
+def http_ok(url: str, timeout: float = 1) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=1) as response:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
             return 200 <= response.status < 300
     except (urllib.error.URLError, OSError):
         return False

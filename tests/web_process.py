@@ -56,11 +56,21 @@ def gunicorn(
     )
     web = Web(port, process, log)
     try:
-        deadline = time.monotonic() + 60
-        while not http_ok(f"{web.url}/healthz"):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"gunicorn did not start: {log.read_text()}")
-            time.sleep(0.1)
+        wait_until_serving(f"{web.url}/healthz", process, log)
         yield web
     finally:
         web.stop()
+
+
+def wait_until_serving(
+    url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 60
+) -> None:
+    """Polls until the URL answers, one request at a time. gunicorn listens before its
+    workers have booted, so a request waits in the backlog; abandoning it after a second and
+    sending another would queue many, and a worker started with --max-requests spends them
+    all on polls nobody reads any more, is recycled, and the next one does the same."""
+    deadline = time.monotonic() + timeout
+    while not http_ok(url, timeout=max(1.0, deadline - time.monotonic())):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"gunicorn did not start: {log.read_text()}")
+        time.sleep(0.1)
