@@ -26,11 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from portal.env import EnvError, env_port, env_str  # noqa: E402 -- after the path is set
+from portal.env import EnvError, env_int, env_port, env_str  # noqa: E402 -- after the path is set
 
 PYTHON = sys.executable
 RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
-HISTORY_DAYS = 30
 # The labels Prometheus's scrape of the exporter adds (prometheus_config): the backfilled
 # history is the same series the live scrape continues.
 EXPORTER_TARGET_LABELS = (
@@ -54,6 +53,9 @@ class DemoConfig:
     exporter: int
     state: Path
     cluster: str = "kubesim"  # or "kubernetes": the real control plane, kubesim as kubelet
+    # Days of jobs and DCGM samples replayed before the demo serves (the pages' longest
+    # window is 30 days). Fewer start faster: a month is about 1 GB for promtool to import.
+    history_days: int = 30
 
     @classmethod
     def from_environment(cls) -> DemoConfig:
@@ -66,6 +68,7 @@ class DemoConfig:
             exporter=env_port("DEMO_EXPORTER_PORT", 9400),
             state=state.resolve(),
             cluster=demo_cluster(),
+            history_days=env_int("DEMO_HISTORY_DAYS", 30, minimum=1, maximum=30),
         )
 
     @property
@@ -312,10 +315,11 @@ def start_kubesim(children: Children, config: DemoConfig, env: dict[str, str]) -
     argv += ["--kubeconfig", str(config.kubeconfig)]
     argv += ["--audit-log", str(config.logs / "audit.log")]
     argv += ["--tls"]  # kubectl sends its bearer token only over TLS
-    # Thirty days of jobs already run (pods kept as objects), and their DCGM samples written
-    # for Prometheus in the background (imported by Backfill once Prometheus is up).
-    argv += ["--workload", "demo", "--history-days", str(HISTORY_DAYS)]
-    argv += ["--retention-days", str(HISTORY_DAYS + 1)]
+    # DEMO_HISTORY_DAYS (thirty) days of jobs already run (pods kept as objects), and their
+    # DCGM samples written for Prometheus in the background (imported by Backfill once
+    # Prometheus is up).
+    argv += ["--workload", "demo", "--history-days", str(config.history_days)]
+    argv += ["--retention-days", str(config.history_days + 1)]
     argv += ["--history-openmetrics", str(config.history)]
     labels = f"job=dcgm-exporter,instance=127.0.0.1:{config.exporter},{EXPORTER_TARGET_LABELS}"
     argv += ["--history-labels", labels]
@@ -355,7 +359,7 @@ def start_prometheus(children: Children, config: DemoConfig, env: dict[str, str]
     shutil.rmtree(config.prometheus_data, ignore_errors=True)
     argv = ["prometheus", f"--config.file={prom_config}"]
     argv += [f"--storage.tsdb.path={config.prometheus_data}"]
-    argv += [f"--storage.tsdb.retention.time={HISTORY_DAYS + 15}d"]
+    argv += [f"--storage.tsdb.retention.time={config.history_days + 15}d"]
     argv += [f"--web.listen-address=127.0.0.1:{config.prometheus}", "--log.level=warn"]
     children.start("prometheus", argv, env)
     children.wait_until(lambda: http_ok(f"{env['PROMETHEUS_URL']}/-/ready"), "prometheus")
@@ -429,7 +433,7 @@ class Backfill:
         for source in history.glob("*.om"):
             source.unlink()
         say(
-            f"demo: {HISTORY_DAYS} days of DCGM history imported into Prometheus "
+            f"demo: {self.config.history_days} days of DCGM history imported into Prometheus "
             f"({time.monotonic() - began:.0f} s after the portal started)"
         )
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import subprocess
-import sys
+import tempfile
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from typing import IO, Any
 
 from kubernetes import client, config
 
+from tests.kubesim_zygote import ForkedProcess, Zygote
 from tests.servers import free_port, port_open, stop, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +29,7 @@ class Kubesim:
     metrics_url: str
     kubeconfig: Path
     audit_log: Path
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | ForkedProcess
     tls: bool
     # The kubeconfig context of an account that may read nodes and pods and write nothing.
     readonly_context: str = "kubesim-readonly"
@@ -130,9 +132,11 @@ def kubesim_server(
 
 def _start(
     workdir: Path, port: int, metrics_port: int, options: list[str]
-) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
+) -> tuple[Any, IO[bytes]]:
+    """`python -m kubesim serve ...`, forked from this test process's zygote (the same
+    `main(argv)`, without a second of imports each time)."""
     argv = [
-        *(sys.executable, "-m", "kubesim", "serve"),
+        "serve",
         *("--port", str(port), "--metrics-port", str(metrics_port)),
         *("--kubeconfig", str(workdir / "kubeconfig"), "--audit-log", str(workdir / "audit.log")),
         *("--token", ADMIN_TOKEN, "--readonly-token", READONLY_TOKEN),
@@ -142,12 +146,23 @@ def _start(
     # another port, and its presence must not count as this start's.
     (workdir / "kubeconfig").unlink(missing_ok=True)
     log = (workdir / "kubesim.log").open("wb")
-    return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT), log
+    return _zygote().start(argv, ROOT, workdir / "kubesim.log"), log
+
+
+_ZYGOTE: list[Zygote] = []
+
+
+def _zygote() -> Zygote:
+    if not _ZYGOTE:
+        zygote = Zygote(Path(tempfile.mkdtemp(prefix="kubesim-zygote-")))
+        atexit.register(stop, zygote.process)
+        _ZYGOTE.append(zygote)
+    return _ZYGOTE[0]
 
 
 def _wait_serving(
     workdir: Path,
-    process: subprocess.Popen[bytes],
+    process: subprocess.Popen[bytes] | ForkedProcess,
     port: int,
     metrics_port: int,
     *,

@@ -94,6 +94,9 @@ def running(argv: list[str], state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PORTAL_"))}
     env.update({name: str(port) for name, port in ports.items()})
     env["DEMO_STATE_DIR"] = str(state_dir)
+    # A day of history: these tests stop the demo once it serves, and a month's samples
+    # (about 1 GB) would only keep promtool busy on the cores the other tests share.
+    env["DEMO_HISTORY_DAYS"] = "1"
     log = tmp_path / "demo.out"
     with log.open("wb") as out:
         # Its own process group, as `make demo` has in a terminal.
@@ -172,6 +175,10 @@ def test_a_signal_to_the_group_stops_every_child_and_frees_every_port(
     # redis, kubesim, prometheus, the worker, beat and watcher, gunicorn, and their children.
     assert len(started) >= 7, demo.output()
     assert all(port_open(port) for port in demo.ports.values()), demo.ports
+    # DEMO_HISTORY_DAYS reached the simulator: the day this test asked for, not a month.
+    commands = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in started]
+    kubesim = next(c for c in commands if c[1:4] == [b"-m", b"kubesim", b"serve"])
+    assert kubesim[kubesim.index(b"--history-days") + 1] == b"1", kubesim
 
     os.killpg(demo.process.pid, signum)
     if again:
@@ -205,18 +212,23 @@ def test_a_signal_to_makes_own_process_stops_every_child_and_frees_every_port(
     assert f"demo: {signum.name} received, stopping every child" in make_demo.output()
 
 
-def test_a_malformed_port_is_one_line() -> None:
+@pytest.mark.parametrize(
+    ("name", "value", "error"),
+    [
+        ("DEMO_PORT", "eighty", "expected a whole number from 1 to 65535, got 'eighty'"),
+        ("DEMO_HISTORY_DAYS", "0", "expected a whole number from 1 to 30, got 0"),
+        ("DEMO_HISTORY_DAYS", "31", "expected a whole number from 1 to 30, got 31"),
+    ],
+)
+def test_a_malformed_setting_is_one_line(name: str, value: str, error: str) -> None:
     result = subprocess.run(
         [sys.executable, "scripts/demo.py"],
         cwd=ROOT,
-        env={**os.environ, "DEMO_PORT": "eighty"},
+        env={**os.environ, name: value},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert result.returncode == 1
-    assert result.stderr == (
-        "demo: configuration error: DEMO_PORT: expected a whole number from 1 to 65535, "
-        "got 'eighty'\n"
-    )
+    assert result.stderr == f"demo: configuration error: {name}: {error}\n"
