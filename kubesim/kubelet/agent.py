@@ -415,8 +415,19 @@ class Kubelet:
         if node not in self.nodes:
             return
         self.mirror.pod_changed(obj, type_ == "DELETED")
-        if type_ != "DELETED":
+        if type_ == "DELETED":
+            self._forget(obj["metadata"]["uid"])
+        else:
             self._sync_pod(obj)
+
+    def _forget(self, uid: str) -> None:
+        """A pod gone from the API server (force-deleted, or its deletion finished): as a
+        kubelet, stop its containers and send nothing more about it. A pending end or
+        deletion would only answer 404, or 409 to a pod of the same name made since."""
+        with self._lock:
+            self._timers = [t for t in self._timers if t[1] != uid]
+        self._started.discard(uid)
+        self._ending.discard(uid)
 
     def _sync_pod(self, pod: dict[str, Any]) -> None:
         meta, status = pod["metadata"], pod.get("status") or {}

@@ -293,6 +293,50 @@ def test_k4_a_finalizer_holds_a_deleted_pod(real: RealCluster) -> None:
     )
 
 
+def test_a_pod_force_deleted_in_its_grace_period_gets_no_late_delete(real: RealCluster) -> None:
+    """A kubelet stops caring for a pod the API server no longer has: once a graceful
+    deletion is cut short by a forced one, it sends nothing when the grace period would
+    have ended (a late DELETE would hit a pod made again under the same name)."""
+    core = real.core()
+    _running_pod(core, "cut-short", grace=600)
+    core.delete_namespaced_pod("cut-short", "default")  # ten minutes to go
+    core.delete_namespaced_pod("cut-short", "default", grace_period_seconds=0)
+    # The kubelet watches pods in order: once it has started a pod made after these two
+    # deletions, it has seen both (the graceful one first, its end scheduled).
+    _running_pod(core, "marker", grace=0)
+    since = real.audit_log.stat().st_size
+    real.control("clock", {"advance": 700})
+    time.sleep(1)  # the kubelet's timers run every 0.2 s
+    kubelet = real.plane.tokens["kubelet"].user
+    with real.audit_log.open("rb") as log:
+        log.seek(since)
+        late = [
+            (e["verb"], e.get("responseStatus", {}).get("code"))
+            for e in map(json.loads, log.read().splitlines())
+            if e["user"]["username"] == kubelet
+            and e.get("objectRef", {}).get("name") == "cut-short"
+        ]
+    assert late == []
+    core.delete_namespaced_pod("marker", "default", grace_period_seconds=0)
+
+
+def _running_pod(core: client.CoreV1Api, name: str, grace: int) -> None:
+    pod = {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox:1"}],
+            "nodeName": "a100-reserve-004",
+            "terminationGracePeriodSeconds": grace,
+        },
+    }
+    core.create_namespaced_pod("default", pod)
+    wait_for(
+        lambda: core.read_namespaced_pod(name, "default").status.phase == "Running",
+        timeout=30,
+        what=f"{name} running",
+    )
+
+
 def test_k3_impersonation_answers_for_the_impersonated_user(real: RealCluster) -> None:
     someone = "system:serviceaccount:default:nobody"
     done = kubectl(real, "auth", "can-i", "patch", "nodes", f"--as={someone}")

@@ -41,11 +41,21 @@ def test_a_reset_after_a_test_that_changed_nothing_only_reads(real: RealCluster)
     answer = real.reset()
     assert answer == {"nodes_restored": 0, "nodes_removed": 0, "pods_deleted": 0, "pods_created": 0}
     requests = kubelet_requests(real, since)
-    writes = [(e["verb"], e["objectRef"]) for e in requests if e["verb"] in WRITES]
+    # Refused writes change nothing: the kubelet finishing, late, the graceful deletion of
+    # a pod an earlier reset already deleted and made again sends a DELETE whose uid
+    # precondition fails (409), and it sends it as the same user as the reset.
+    writes = [
+        (e["verb"], e["objectRef"])
+        for e in requests
+        if e["verb"] in WRITES and e["responseStatus"]["code"] < 400
+    ]
     assert writes == []
     # One list of each kind (nodes, namespaces, pods, budgets, five workload kinds) and the
     # lists of the waits that find nothing left: a dozen or so, whatever the node count.
-    assert len(requests) <= 16, [(e["verb"], e["objectRef"].get("resource")) for e in requests]
+    reads = [
+        (e["verb"], e["objectRef"].get("resource")) for e in requests if e["verb"] not in WRITES
+    ]
+    assert len(reads) <= 16, reads
 
 
 def test_a_reset_undoes_what_a_test_changed(real: RealCluster) -> None:
