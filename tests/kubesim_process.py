@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
-import subprocess
 import tempfile
 import urllib.request
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ class Kubesim:
     metrics_url: str
     kubeconfig: Path
     audit_log: Path
-    process: subprocess.Popen[bytes] | ForkedProcess
+    process: ForkedProcess
     tls: bool
     # The kubeconfig context of an account that may read nodes and pods and write nothing.
     readonly_context: str = "kubesim-readonly"
@@ -132,7 +131,7 @@ def kubesim_server(
 
 def _start(
     workdir: Path, port: int, metrics_port: int, options: list[str]
-) -> tuple[Any, IO[bytes]]:
+) -> tuple[ForkedProcess, IO[bytes]]:
     """`python -m kubesim serve ...`, forked from this test process's zygote (the same
     `main(argv)`, without a second of imports each time)."""
     argv = [
@@ -162,7 +161,7 @@ def _zygote() -> Zygote:
 
 def _wait_serving(
     workdir: Path,
-    process: subprocess.Popen[bytes] | ForkedProcess,
+    process: ForkedProcess,
     port: int,
     metrics_port: int,
     *,

@@ -15,9 +15,9 @@ Protocol: one JSON request a connection on a Unix socket, one JSON answer.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -28,14 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """SIGKILL when the zygote goes, so no server outlives a killed test run. (Only for the
-    servers: the signal follows the thread that forked, and the zygote is single-threaded,
-    but a test may start the zygote itself from a thread of its own that ends.)"""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+from controlplane.launch import die_with_parent
 
 
 def serve(path: str) -> None:
@@ -90,7 +83,9 @@ def _fork(entry: Any, request: dict[str, Any], *sockets: socket.socket) -> int:
     try:
         for sock in sockets:
             sock.close()
-        _die_with_parent()
+        # No server outlives its zygote. (Not the zygote itself: the signal follows the
+        # thread that forked, and a test may start the zygote from a thread that ends.)
+        die_with_parent()
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
         os.chdir(request["cwd"])
@@ -102,10 +97,12 @@ def _fork(entry: Any, request: dict[str, Any], *sockets: socket.socket) -> int:
         sys.argv = ["kubesim", *request["argv"]]
         try:
             code = entry.main(request["argv"]) or 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-            if not isinstance(exit_.code, int | None):
+        except SystemExit as exit_:  # as the interpreter ends on one: a message is code 1
+            if exit_.code is None or isinstance(exit_.code, int):
+                code = exit_.code or 0
+            else:
                 print(exit_.code, file=sys.stderr)
+                code = 1
     except BaseException:
         traceback.print_exc()
     finally:
@@ -137,8 +134,6 @@ class ForkedProcess:
         return self.returncode
 
     def _ended(self) -> bool:
-        import select
-
         readable, _, _ = select.select([self._pidfd], [], [], 0)
         return bool(readable)
 
