@@ -119,8 +119,8 @@ def measure(size: int, runs: int) -> str:
     from django.test import Client
     from django.utils import timezone
 
-    from pools.fitcheck.pending import pending_pods
-    from pools.fitcheck.service import fit_check_run
+    from pools.fit.pending import pending_pods
+    from pools.fit.service import fit_check_run
 
     total = store(size)
     report = fit_check_run(manifest=MANIFEST).report

@@ -36,10 +36,11 @@ def one_move(
     profiled from there on when a profile is given."""
     from django.utils import timezone
 
-    from pools import execution, workflow
+    from pools import moves
     from pools.models import MoveRequest, Pool
+    from pools.moves.execution import run
 
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=people[0],
         node_names=names,
         destination=Pool.objects.get(name=destination),
@@ -49,10 +50,10 @@ def one_move(
     wall, cpu = time.perf_counter(), time.process_time()
     if profile is not None:
         profile.enable()
-    workflow.move_approve(request=move, approver=people[1], now=timezone.now())
-    items = execution.start_request(move.pk)
-    for chunk in execution.chunks(move.pk, items):
-        assert not execution.execute_items(chunk)
+    moves.move_approve(request=move, approver=people[1], now=timezone.now())
+    items = run.start_request(move.pk)
+    for chunk in run.chunks(move.pk, items):
+        assert not run.execute_items(chunk)
     if profile is not None:
         profile.disable()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -62,16 +63,16 @@ def one_move(
 
 
 class ThreadProfiles:
-    """CPU profiles of the node threads (`execution._attempt` wrapped, for this tool only):
+    """CPU profiles of the node threads (`run._attempt` wrapped, for this tool only):
     cProfile follows one thread, and the Kubernetes side runs in the pool's threads."""
 
     def __init__(self) -> None:
-        from pools import execution
+        from pools.moves.execution import run
 
         self.lock = threading.Lock()
         self.profiles: list[cProfile.Profile] = []
         self.on = False
-        attempt = execution._attempt
+        attempt = run._attempt
 
         def profiled(work: Any) -> Any:
             if not self.on:
@@ -83,7 +84,7 @@ class ThreadProfiles:
                 with self.lock:
                     self.profiles.append(profile)
 
-        execution._attempt = profiled
+        run._attempt = profiled
 
     def add_to(self, stats: pstats.Stats) -> None:
         for profile in self.profiles:

@@ -258,10 +258,10 @@ def portal_round(
 ) -> PortalRound:
     from django.utils import timezone
 
-    from pools import workflow
+    from pools import moves
     from pools.models import MoveRequest, Pool
 
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=users[0],
         node_names=names,
         destination=Pool.objects.get(name=destination),
@@ -270,7 +270,7 @@ def portal_round(
     )
     worker_cpu, server, others = cpu_seconds(worker), cpu_of(cluster.server), cpu_of(cluster.others)
     started, cpu = time.perf_counter(), time.process_time()
-    workflow.move_approve(request=move, approver=users[1], now=timezone.now())
+    moves.move_approve(request=move, approver=users[1], now=timezone.now())
     cpu = time.process_time() - cpu
     while move_active(move.pk):
         time.sleep(POLL_SECONDS)

@@ -6,8 +6,4 @@ class PoolsConfig(AppConfig):
     verbose_name = "GPU node pools"
 
     def ready(self) -> None:
-        from pools import (
-            system_checks,  # noqa: F401 -- registers check --deploy's pool check
-            tasks,  # noqa: F401 -- connects the enqueuer to pools.events
-        )
         from pools.api import schema  # noqa: F401 -- registers the OpenAPI auth extension

@@ -265,7 +265,7 @@ class GpuPod(models.Model):
 
 class MoveRequest(models.Model):
     """Nodes to move to a destination pool: asked by one person, approved by others, applied
-    by a Celery worker. Every transition is a guarded update in pools/workflow/."""
+    by a Celery worker. Every transition is a guarded update in pools/moves/."""
 
     class State(models.TextChoices):
         PENDING = "pending"
@@ -311,7 +311,7 @@ class MoveRequest(models.Model):
     # The loan end its owner was told about ("ends within the hour"); an extended loan has a
     # new end, and its owner is told again.
     loan_end_notified_for = models.DateTimeField(null=True, blank=True)
-    # The return's progress after it was requested (pools/workflow/loans.py): the rounds
+    # The return's progress after it was requested (pools/moves/loans.py): the rounds
     # made, when every lent node was back, and while some are not (another move held them,
     # or their return failed): since when, which and why, and when the next round is due.
     loan_return_attempts = models.PositiveSmallIntegerField(default=0)

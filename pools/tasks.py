@@ -1,7 +1,7 @@
 """Celery tasks: thin, each takes ids and calls one service.
 
 Tasks that change nodes acknowledge late and give their message back when the worker dies;
-the database, not the broker, remembers what is done (see pools/execution.py).
+the database, not the broker, remembers what is done (see pools/moves/execution/run.py).
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from django.conf import settings
 from django.dispatch import receiver
 from django.utils import timezone
 
-from pools import drills, execution, insights, notifications, workflow
-from pools.events import drill_wanted, execution_wanted, move_event
-from pools.idempotency import idempotency_records_purge
+from pools import drills, insights, moves
+from pools.common.events import drill_wanted, execution_wanted, move_event
+from pools.common.idempotency import idempotency_records_purge
 from pools.inventory.sync import inventory_safety_net
+from pools.moves import notifications
+from pools.moves.execution import run
 from pools.notify.errors import NotificationFailed
 from portal.celery import NODE_CHANGING_TASK_OPTIONS
 
@@ -30,36 +32,41 @@ def sync_inventory() -> str:
     return inventory_safety_net()
 
 
+def queue_inventory_sync() -> None:
+    """A full sync now, asked for by the API (it also runs every INVENTORY_SYNC_SECONDS)."""
+    sync_inventory.delay()
+
+
 @shared_task(ignore_result=True, **NODE_CHANGING_TASK_OPTIONS)
 def execute_move(request_id: int) -> int:
-    items = execution.start_request(request_id)
-    for chunk in execution.chunks(request_id, items):
+    items = run.start_request(request_id)
+    for chunk in run.chunks(request_id, items):
         execute_move_items.delay(chunk)
     return len(items)
 
 
 @shared_task(bind=True, ignore_result=True, max_retries=None, **NODE_CHANGING_TASK_OPTIONS)
 def execute_move_items(self, item_ids: list[int]) -> int:  # type: ignore[no-untyped-def]
-    waiting = execution.execute_items(item_ids)
+    waiting = run.execute_items(item_ids)
     if waiting:
         # The nodes waiting for the Kubernetes API, again after a backoff: the execution
         # deadline, not a count of retries, decides when they fail.
-        raise self.retry(args=[waiting], countdown=execution.retry_delay(self.request.retries))
+        raise self.retry(args=[waiting], countdown=run.retry_delay(self.request.retries))
     return len(item_ids)
 
 
 @shared_task(bind=True, ignore_result=True, max_retries=None, **NODE_CHANGING_TASK_OPTIONS)
 def execute_move_item(self, item_id: int) -> int:  # type: ignore[no-untyped-def]
     """One node (what the sweep enqueues)."""
-    waiting = execution.execute_items([item_id])
+    waiting = run.execute_items([item_id])
     if waiting:
-        raise self.retry(args=[item_id], countdown=execution.retry_delay(self.request.retries))
+        raise self.retry(args=[item_id], countdown=run.retry_delay(self.request.retries))
     return 1
 
 
 @shared_task(ignore_result=True)
 def sweep_moves() -> dict[str, int]:
-    found = execution.sweep(now=timezone.now())
+    found = run.sweep(now=timezone.now())
     for request_id in found["requests"]:
         execute_move.delay(request_id)
     for item_id in found["items"]:
@@ -69,12 +76,12 @@ def sweep_moves() -> dict[str, int]:
 
 @shared_task(ignore_result=True)
 def return_loans() -> int:
-    return len(workflow.loans_return_due(now=timezone.now()))
+    return len(moves.loans_return_due(now=timezone.now()))
 
 
 @shared_task(ignore_result=True)
 def expire_moves() -> int:
-    return workflow.moves_expire(now=timezone.now())
+    return moves.moves_expire(now=timezone.now())
 
 
 @shared_task(ignore_result=True)
@@ -115,7 +122,7 @@ def enqueue_execution(sender: Any, request_id: int, **kwargs: Any) -> None:
 
 @shared_task(ignore_result=True)
 def announce_loans_ending() -> int:
-    return len(workflow.loans_ending_announce(now=timezone.now()))
+    return len(moves.loans_ending_announce(now=timezone.now()))
 
 
 def _deliver(
@@ -151,7 +158,7 @@ def notify_webhook(self, event: str, request_id: int) -> None:  # type: ignore[n
 @receiver(move_event)
 def enqueue_notifications(sender: Any, request_id: int, event: str, **kwargs: Any) -> None:
     """The workflow's announcement of an event (after its commit). retry=False: with the
-    broker down this fails at once (logged by pools.events) instead of holding the caller."""
+    broker down this fails at once (logged by pools.common.events) instead of holding the caller."""
     if settings.NOTIFY_EMAIL:
         notify_email.apply_async((event, request_id), retry=False)
     if settings.NOTIFY_WEBHOOK_URL:

@@ -1,5 +1,5 @@
 """Celery beat's scheduler with a heartbeat: each tick of the scheduler's loop renews the
-HEARTBEAT_FILE (pools.heartbeat), so a beat that hangs is restarted by its probe. Beat
+HEARTBEAT_FILE (pools.common.heartbeat), so a beat that hangs is restarted by its probe. Beat
 wakes at least every HEARTBEAT_SECONDS (a tick reads the schedule in memory), so the
 heartbeat's age does not depend on when the next task is due."""
 
@@ -10,7 +10,7 @@ from typing import Any
 from celery.beat import PersistentScheduler
 from django.conf import settings
 
-from pools.heartbeat import Heartbeat
+from pools.common.heartbeat import Heartbeat
 
 
 class HeartbeatScheduler(PersistentScheduler):

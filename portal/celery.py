@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import Celery, bootsteps, signals
 
-from pools import log_context
+from pools.common import log_context
 from portal.env import settings_or_exit
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -27,7 +27,7 @@ app.autodiscover_tasks()
 
 
 class _Heartbeat(bootsteps.StartStopStep):
-    """The worker's liveness (pools.heartbeat): a timer of the worker's own event loop
+    """The worker's liveness (pools.common.heartbeat): a timer of the worker's own event loop
     renews HEARTBEAT_FILE, so a worker whose loop hangs stops renewing it and its probe
     has it restarted. Task processes run apart: a long task does not stop the heartbeat
     (its time limits end it)."""
@@ -41,7 +41,7 @@ class _Heartbeat(bootsteps.StartStopStep):
     def start(self, worker: Any) -> None:
         from django.conf import settings
 
-        from pools.heartbeat import Heartbeat
+        from pools.common.heartbeat import Heartbeat
 
         if not settings.HEARTBEAT_FILE:
             return

@@ -1,9 +1,9 @@
 from django.conf import settings
 from django.http import HttpRequest
 
-from pools import guarded_cache
-from pools.roles import Capability, has_capability
-from pools.selectors import moves_awaiting_decision_count
+from pools.common import guarded_cache
+from pools.common.roles import Capability, has_capability
+from pools.fleet.selectors import moves_awaiting_decision_count
 
 
 def portal(request: HttpRequest) -> dict[str, object]:

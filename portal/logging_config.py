@@ -2,7 +2,7 @@
 
 One configuration for Django (settings.LOGGING), gunicorn's master (gunicorn.conf.py) and
 Celery (portal/celery.py takes over its logging set-up), with one handler. That handler
-copies the request id, the user and the move id (pools/log_context.py) onto each record and
+copies the request id, the user and the move id (pools/common/log_context.py) onto each record and
 passes it through the redaction filter (pools/core/redact.py), so no password in a URL
 reaches a log whichever library wrote the line. The JSON formatter redacts again, field by
 field: a library may put a URL in a field of its own (Celery's `data`), and
@@ -17,7 +17,7 @@ from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter as _BaseJsonFormatter
 
-from pools import log_context
+from pools.common import log_context
 from pools.core.redact import redact_url
 
 CONTEXT_FIELDS = ("request_id", "user", "move_id", "task_id", "task_name")
@@ -56,7 +56,7 @@ def _context_text(record: logging.LogRecord) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """`2025-01-31 12:00:00,000 INFO pools.execution [request_id=… move_id=12] message`."""
+    """`2025-01-31 12:00:00,000 INFO pools.moves.execution.run [request_id=… move_id=12] …`."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s%(context)s %(message)s")

@@ -20,7 +20,7 @@ from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.utils.functional import empty
 
-from pools import guarded_cache, log_context, observability
+from pools.common import guarded_cache, log_context, observability
 from pools.core.redact import redact_url
 from pools.metrics import source
 
@@ -130,7 +130,7 @@ class UserLogContextMiddleware:
 
 class OutsideSystemsMiddleware:
     """Per request: one wait for Prometheus in total (pools.metrics.source.one_wait), and a
-    record of what could not be reached (pools.guarded_cache), said on the response in
+    record of what could not be reached (pools.common.guarded_cache), said on the response in
     `X-Portal-Degraded` (the pages show it too)."""
 
     def __init__(self, get_response: Handler) -> None:

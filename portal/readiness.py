@@ -11,12 +11,12 @@ from django.db import connection
 from django.db.utils import Error as DatabaseError
 
 from pools.core.redact import redact_url
+from pools.fleet.selectors import pools_claiming_owned_keys
 from pools.inventory.lease import lease_last_renewed
 from pools.kube.client import kube_configured, kube_version
 from pools.kube.errors import KubeError
 from pools.metrics.node_figures import figure_sources, rules_loaded
 from pools.metrics.source import MetricsError, prometheus_ready
-from pools.selectors import pools_claiming_owned_keys
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pools.common.guarded_cache import caches_setting
 from pools.core.names import label_key_problem
-from pools.guarded_cache import caches_setting
 from portal.env import (
     EnvError,
     env_bool,
@@ -212,7 +212,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULER = "portal.beat:HeartbeatScheduler"
 # Liveness: the worker, beat and the inventory watcher renew this file from their main
-# loop every HEARTBEAT_SECONDS; `python -m pools.heartbeat FILE MAX_AGE` is their probe.
+# loop every HEARTBEAT_SECONDS; `python -m pools.common.heartbeat FILE MAX_AGE` is their probe.
 HEARTBEAT_FILE = env_str("HEARTBEAT_FILE", "")
 if HEARTBEAT_FILE and not Path(HEARTBEAT_FILE).is_absolute():
     raise EnvError("HEARTBEAT_FILE", f"expected an absolute path, got {HEARTBEAT_FILE!r}")
@@ -415,7 +415,7 @@ CELERY_BEAT_SCHEDULE.update(
     }
 )
 
-# --- Notifications (pools/notifications.py): both channels off unless configured ---
+# --- Notifications (pools/moves/notifications.py): both channels off unless configured ---
 # The portal's own address, for links in notifications (https://portal.example.com).
 _portal_url = env_origins("PORTAL_URL")
 if len(_portal_url) > 1:

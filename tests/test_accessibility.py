@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves
 from pools.models import Pool
 from tests import test_browser
 from tests.moves_helpers import user_in
@@ -67,7 +67,7 @@ def test_no_serious_violations_on_any_page(
     sim, prom = stack
     page = browser_page
     log_in(page, live_server.url, settings, sim, prom, seconds=60)
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["a100-reserve-000"],
         destination=Pool.objects.get(name="training"),

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("pools", "portal")
 MAX_FUNCTION_LINES = 60
@@ -76,7 +78,7 @@ def imported_names(path: Path, name: str) -> Iterator[str]:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
             yield base
-            # `from pools import workflow` imports the module pools.workflow.
+            # `from pools import moves` imports the module pools.moves.
             yield from (f"{base}.{alias.name}" for alias in node.names)
 
 
@@ -94,9 +96,20 @@ def project_target(imported: str) -> str | None:
 @cache
 def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
-    for name, path in project_modules().items():
+    modules = project_modules()
+    for name, path in modules.items():
         targets = {project_target(i) for i in imported_names(path, name)}
-        graph[name] = {t for t in targets if t is not None and t != name}
+        # Importing pools.a.b runs pools/a/__init__.py first: an edge to every package on
+        # the way, or a cycle through a package's __init__ goes unseen. A module's own
+        # packages are already running when it is imported, so they are no edge.
+        targets |= {
+            ".".join(t.split(".")[:depth])
+            for t in set(targets) - {None}
+            for depth in range(2, t.count(".") + 1)
+        }
+        graph[name] = {
+            t for t in targets if t in modules and t != name and not name.startswith(t + ".")
+        }
     return graph
 
 
@@ -139,16 +152,16 @@ def test_the_walk_sees_every_kind_of_import(tmp_path: Path) -> None:
     source = tmp_path / "example.py"
     source.write_text(
         "import pools.models\n"
-        "from pools import workflow\n"
+        "from pools import moves\n"
         "from . import audit\n"
         "def later():\n"
         "    from pools.tasks import execute_move\n"
         "if TYPE_CHECKING:\n"
-        "    from pools.selectors import overview\n"
+        "    from pools.fleet.selectors import overview\n"
     )
     found = {project_target(i) for i in imported_names(source, "pools.example")}
-    assert {"pools.models", "pools.workflow", "pools.audit", "pools.tasks"} <= found
-    assert "pools.selectors" not in found
+    assert {"pools.models", "pools.moves", "pools.audit", "pools.tasks"} <= found
+    assert "pools.fleet.selectors" not in found
     assert len(import_graph()) > 40
 
 
@@ -162,50 +175,67 @@ def test_a_cycle_would_be_found() -> None:
 
 
 # The layers of docs/architecture.md, inside out: a module imports only its own layer and
-# those inside it. Whatever is not listed is an entry point (pages, API, commands, tasks,
-# the Django project).
-LAYERS = {
-    "core": ("pools", "pools.core"),
-    # The portal's own instruments and log context: the edges call them with one line.
-    "edges": (
-        "pools.kube",
-        "pools.metrics",
-        "pools.guarded_cache",
-        "pools.models",
-        "pools.observability",
-        "pools.log_context",
-        # The liveness file a process renews (the standard library only).
-        "pools.heartbeat",
-    ),
-    "domain": (
-        "pools.errors",
-        "pools.events",
-        "pools.roles",
-        "pools.audit",
-        "pools.inventory",
-        "pools.services",
-        "pools.workflow",
-        "pools.execution",
-        "pools.node_outcome",
-        "pools.draining",
-        "pools.break_glass",
-        "pools.move_records",
-        "pools.selectors",
-        "pools.filters",
-        "pools.tokens",
-        "pools.idempotency",
-    ),
+# those inside it. A module's layer is the folder it sits in (or, at the top of pools/, its
+# own name): there is no list of modules to forget, and a module in a folder missing here
+# fails `test_every_module_sits_where_a_layer_is_known`.
+FOLDER_LAYERS = {
+    # The pure core: no Django, no outside system.
+    "pools.core": "core",
+    # One package per outside system, the models, and what every floor shares (errors,
+    # events, roles, the portal's instruments and log context, the guarded cache).
+    "pools.kube": "edges",
+    "pools.metrics": "edges",
+    "pools.notify": "edges",
+    "pools.models": "edges",
+    "pools.common": "edges",
+    # The domain: one package per concept.
+    "pools.moves": "domain",
+    "pools.fleet": "domain",
+    "pools.fit": "domain",
+    "pools.insights": "domain",
+    "pools.drills": "domain",
+    "pools.inventory": "domain",
+    "pools.search": "domain",
+    "pools.tokens": "domain",
+    "pools.audit": "domain",
+    # Entry points: pages, the API, commands, tasks and the wiring of the app and project.
+    "pools.pages": "entry",
+    "pools.api": "entry",
+    "pools.management": "entry",
+    "pools.templatetags": "entry",
+    "pools.migrations": "entry",
+    "pools.tasks": "entry",
+    "pools.urls": "entry",
+    "pools.apps": "entry",
+    "portal": "entry",
 }
 DEPTH = {"core": 0, "edges": 1, "domain": 2, "entry": 3}
 
 
 def layer(module: str) -> str:
+    """The layer of the nearest folder (or top-level module) named in FOLDER_LAYERS."""
     if module == "pools":
         return "core"  # the package itself: empty
-    for name, prefixes in LAYERS.items():
-        if any(module == p or module.startswith(p + ".") for p in prefixes if p != "pools"):
-            return name
-    return "entry"
+    name = module
+    while name:
+        if name in FOLDER_LAYERS:
+            return FOLDER_LAYERS[name]
+        name = name.rpartition(".")[0]
+    raise LookupError(f"{module} sits in no folder with a layer: place it, or name its folder")
+
+
+def test_every_module_sits_where_a_layer_is_known() -> None:
+    unplaced = []
+    for module in project_modules():
+        try:
+            layer(module)
+        except LookupError:
+            unplaced.append(module)
+    assert unplaced == []
+    # A module added at the top of pools/ is not placed: the top holds only the entry wiring.
+    assert {m.count(".") for m in project_modules() if layer(m) != "entry"} >= {1, 2}
+    with pytest.raises(LookupError):
+        layer("pools.loose_module")
 
 
 def test_every_layer_imports_only_inwards() -> None:
@@ -216,7 +246,7 @@ def test_every_layer_imports_only_inwards() -> None:
         if DEPTH[layer(target)] > DEPTH[layer(module)]
     )
     assert outward == []
-    assert layer("pools.workflow.rules") == "domain" and layer("pools.api.views") == "entry"
+    assert layer("pools.moves.rules") == "domain" and layer("pools.api.views") == "entry"
 
 
 def reachable(start: str) -> set[str]:
@@ -285,3 +315,63 @@ def test_no_function_in_pools_or_portal_is_over_60_lines() -> None:
     assert too_long == [], "split by step: " + ", ".join(
         f"{where} {name} ({length} lines)" for where, name, length in too_long
     )
+
+
+TOP_OF_POOLS = {"__init__.py", "apps.py", "models.py", "tasks.py", "urls.py"}
+
+
+def test_the_top_of_pools_holds_only_the_entry_wiring() -> None:
+    loose = {path.name for path in (ROOT / "pools").glob("*.py")}
+    assert loose == TOP_OF_POOLS, "move into the concept's package: " + ", ".join(
+        sorted(loose - TOP_OF_POOLS)
+    )
+
+
+# Sending a task to the broker: a task's own methods, and the Celery app's.
+ENQUEUING = {"delay", "apply_async", "send_task", "signature", "s", "si", "chain", "group"}
+
+
+def _task_names(tree: ast.AST) -> set[str]:
+    """The local names that stand for pools.tasks or one of its tasks."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "pools":
+            names |= {a.asname or a.name for a in node.names if a.name == "tasks"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "pools.tasks":
+            names |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.asname or a.name for a in node.names if a.name == "pools.tasks"}
+    return names
+
+
+def enqueues(source: str) -> list[int]:
+    """The lines where `source` sends work to the broker itself."""
+    tree = ast.parse(source)
+    tasks = _task_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in ENQUEUING:
+            continue
+        root = node.func.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if node.func.attr == "send_task" or (isinstance(root, ast.Name) and root.id in tasks):
+            found.append(node.lineno)
+    return found
+
+
+def test_only_tasks_py_enqueues_work() -> None:
+    """Pages, the API and services call a function of pools.tasks; only that module knows
+    which task runs, with which options (one place to change a queue or a retry)."""
+    assert enqueues("from pools import tasks\ntasks.sync_inventory.delay()\n") == [2]
+    assert enqueues("from pools.tasks import run_drill\nrun_drill.apply_async((1,))\n") == [2]
+    assert enqueues("app.send_task('pools.tasks.x')\n") == [1]
+    assert enqueues("RetryPolicy().delay(1, None)\n") == []
+    offenders = {
+        name: lines
+        for name, path in project_modules().items()
+        if name != "pools.tasks" and (lines := enqueues(path.read_text()))
+    }
+    assert offenders == {}

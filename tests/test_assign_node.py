@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, Node, Pool
 from tests.kubesim_process import Kubesim
@@ -84,7 +84,7 @@ def test_refusals_are_one_clear_line(portal: Kubesim, args: tuple[str, ...], mes
 
 
 def test_a_node_held_by_a_move_is_left_to_the_move(portal: Kubesim) -> None:
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["a100-reserve-001"],
         destination=Pool.objects.get(name="training"),

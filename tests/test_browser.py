@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves
 from pools.inventory import inventory_sync
 from pools.models import MoveRequest, Pool
 from tests.kubesim_process import Kubesim, kubesim_server
@@ -280,7 +280,7 @@ def test_the_theme_follows_the_system_from_phone_to_desktop(
 def pending_move_and_its_approver(browser, base: str) -> tuple[MoveRequest, Watched]:  # type: ignore[no-untyped-def]
     """Rita's request to move the two new nodes to `mixed`, and Arno (an approver) signed in
     on its page."""
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["gpu-new-000", "gpu-new-001"],
         destination=Pool.objects.get(name="mixed"),

@@ -14,10 +14,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves
+from pools.common.roles import Capability, Role, refusal_reason
 from pools.inventory import inventory_sync
 from pools.models import Pool
-from pools.roles import Capability, Role, refusal_reason
 from tests import test_browser
 from tests.moves_helpers import user_in
 from tests.test_browser import DESKTOP, PHONE, Watched
@@ -142,7 +142,7 @@ def test_every_page_in_every_role_fits_phone_and_desktop_without_errors(
     settings.INSIGHTS_CACHE_SECONDS = 300
     inventory_sync()
     now = timezone.now()
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["a100-reserve-000", "a100-reserve-001"],
         destination=Pool.objects.get(name="training"),

@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves
 from pools.models import FREE_TEXT_MAX_LENGTH, Pool
 from tests import test_browser
 from tests.factories import demo_inventory
@@ -64,7 +64,7 @@ def test_the_longest_reason_wraps_on_every_page_that_shows_it(
     training = Pool.objects.get(name="training")
     training.description = WORD
     training.save()
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["a100-reserve-000"],
         destination=training,
@@ -73,10 +73,10 @@ def test_the_longest_reason_wraps_on_every_page_that_shows_it(
         loan_until=now + timedelta(days=1),
         now=now,
     )
-    workflow.move_decide(
+    moves.move_decide(
         move=move,
         user=user_in("approvers", "arno"),
-        action=workflow.Action.REJECT,
+        action=moves.Action.REJECT,
         reason=WORD,
         until=None,
         now=now,
@@ -104,7 +104,7 @@ def test_a_live_part_that_ended_says_when_as_the_pages_write_times(
 ) -> None:
     settings.LIVE_REFRESH_SECONDS = 1
     page = signed_in
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["a100-reserve-000"],
         destination=Pool.objects.get(name="training"),
@@ -112,10 +112,10 @@ def test_a_live_part_that_ended_says_when_as_the_pages_write_times(
         now=timezone.now(),
     )
     page.goto(f"{live_server.url}/moves/{move.pk}/")
-    workflow.move_decide(
+    moves.move_decide(
         move=move,
         user=user_in("requesters", "rita"),
-        action=workflow.Action.CANCEL,
+        action=moves.Action.CANCEL,
         reason="",
         until=None,
         now=timezone.now(),

@@ -13,7 +13,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves as workflow
 from pools.models import MoveRequest, Node, Pool
 from tests.api.conftest import api, token_for  # noqa: F401  (the fixture)
 from tests.factories import demo_inventory

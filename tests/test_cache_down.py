@@ -1,6 +1,6 @@
 """Redis, as the shared cache, killed under a running portal: pages and the token API keep
 answering from the database and say what is degraded; the API's rate limit fails open
-with a logged warning (pools.guarded_cache)."""
+with a logged warning (pools.common.guarded_cache)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from django.core.cache import cache, caches
 from django.test import Client
 
-from pools.guarded_cache import caches_setting
+from pools.common.guarded_cache import caches_setting
 from pools.tokens import token_create
 from tests.api.conftest import api
 from tests.factories import demo_inventory

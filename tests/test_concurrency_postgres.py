@@ -21,8 +21,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from pools import workflow
-from pools.errors import WorkflowError
+from pools import moves
+from pools.common.errors import WorkflowError
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from tests.moves_helpers import user_in
 from tests.postgres_rerun import rerun_on_postgresql, rerunning_on_postgres
@@ -99,7 +99,7 @@ def gpu_node(name: str) -> Node:
 
 
 def ask(node: str, destination: Pool, requester: Any = None) -> MoveRequest:
-    return workflow.move_request_create(
+    return moves.move_request_create(
         requested_by=requester or user_in("requesters", "rita"),
         node_names=[node],
         destination=destination,
@@ -115,8 +115,8 @@ def test_two_approvers_at_once_approve_once(destination: Pool, redis: RedisServe
     for round_ in range(ROUNDS):
         move = ask(gpu_node(f"gpu-approve-{round_}").name, destination)
         outcomes = race(
-            lambda m=move: workflow.move_approve(request=m, approver=first, now=timezone.now()),
-            lambda m=move: workflow.move_approve(request=m, approver=second, now=timezone.now()),
+            lambda m=move: moves.move_approve(request=m, approver=first, now=timezone.now()),
+            lambda m=move: moves.move_approve(request=m, approver=second, now=timezone.now()),
         )
         assert sorted(outcomes) == ["state_conflict", "won"]
         move.refresh_from_db()
@@ -139,8 +139,8 @@ def test_the_last_two_of_two_approvals_at_once_approve_once(
     for round_ in range(ROUNDS):
         move = ask(gpu_node(f"gpu-two-{round_}").name, destination)
         outcomes = race(
-            lambda m=move: workflow.move_approve(request=m, approver=first, now=timezone.now()),
-            lambda m=move: workflow.move_approve(request=m, approver=second, now=timezone.now()),
+            lambda m=move: moves.move_approve(request=m, approver=first, now=timezone.now()),
+            lambda m=move: moves.move_approve(request=m, approver=second, now=timezone.now()),
         )
         assert outcomes == ["won", "won"]
         move.refresh_from_db()
@@ -170,8 +170,8 @@ def test_approve_racing_cancel_has_one_winner(destination: Pool, redis: RedisSer
     for round_ in range(ROUNDS):
         move = ask(gpu_node(f"gpu-cancel-{round_}").name, destination, rita)
         approve, cancel = race(
-            lambda m=move: workflow.move_approve(request=m, approver=approver, now=timezone.now()),
-            lambda m=move: workflow.move_cancel(request=m, user=rita, now=timezone.now()),
+            lambda m=move: moves.move_approve(request=m, approver=approver, now=timezone.now()),
+            lambda m=move: moves.move_cancel(request=m, user=rita, now=timezone.now()),
         )
         assert sorted([approve, cancel]) == ["state_conflict", "won"]
         move.refresh_from_db()

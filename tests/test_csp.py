@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves
 from pools.inventory import inventory_sync
 from pools.models import Pool
 from tests.kubesim_process import Kubesim, kubesim_server
@@ -101,7 +101,7 @@ def test_no_csp_violation_on_the_main_pages(stack, live_server, settings, chromi
     settings.LIVE_REFRESH_SECONDS = 1
     inventory_sync()
     User.objects.create_superuser("ada", password="walk-the-pools-1")
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["gpu-new-000"],
         destination=Pool.objects.get(name="mixed"),

@@ -7,7 +7,7 @@ from django.contrib.auth import authenticate
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from pools.roles import Capability, capabilities
+from pools.common.roles import Capability, capabilities
 
 
 @pytest.mark.django_db

@@ -8,10 +8,11 @@ import pytest
 from django.utils import timezone
 from kubernetes import client
 
-from pools import execution, workflow
-from pools.draining import EVICTION_RETRY_MAX_SECONDS, Refusal, eviction_delay
+from pools import moves
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, MoveRequest, Pool
+from pools.moves.execution import run
+from pools.moves.execution.drain import EVICTION_RETRY_MAX_SECONDS, Refusal, eviction_delay
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
 
@@ -61,7 +62,7 @@ def test_a_blocked_drain_asks_again_with_backoff_and_logs_the_refusal_once(
     settings.DRAIN_POLL_SECONDS = 0.05
     budget_keeping_every_chat_pod(cluster)
     inventory_sync()
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=[NODE],
         destination=Pool.objects.get(name="mixed"),
@@ -70,11 +71,11 @@ def test_a_blocked_drain_asks_again_with_backoff_and_logs_the_refusal_once(
         drain_policy="drain-first",
         drain_deadline_seconds=3,
     )
-    move = workflow.move_approve(
+    move = moves.move_approve(
         request=move, approver=user_in("approvers", "arno"), now=timezone.now()
     )
 
-    execution.execute_items(execution.start_request(move.pk))
+    run.execute_items(run.start_request(move.pk))
 
     move.refresh_from_db()
     assert move.state == MoveRequest.State.FAILED

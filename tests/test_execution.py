@@ -8,11 +8,13 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from pools import execution, services, workflow
+from pools import moves
 from pools.core.desired import Target
+from pools.fleet import services
 from pools.inventory import inventory_sync
 from pools.kube.patcher import apply_target
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
+from pools.moves.execution import run as execution
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
 
@@ -29,7 +31,7 @@ def portal(db, cluster: Kubesim) -> Kubesim:  # type: ignore[no-untyped-def]
 
 
 def approved(names: list[str], destination: str, **options: object) -> MoveRequest:
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=names,
         destination=Pool.objects.get(name=destination),
@@ -37,7 +39,7 @@ def approved(names: list[str], destination: str, **options: object) -> MoveReque
         now=timezone.now(),
         **options,  # type: ignore[arg-type]
     )
-    return workflow.move_approve(
+    return moves.move_approve(
         request=move, approver=user_in("approvers", "arno"), now=timezone.now()
     )
 

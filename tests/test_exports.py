@@ -14,7 +14,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves as workflow
 from pools.audit import audit
 from pools.core.csv_cells import cell
 from pools.models import AuditEvent, MoveRequest, Pool

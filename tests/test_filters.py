@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves as workflow
 from pools.models import AuditEvent, MoveRequest, Pool
 from pools.tokens import token_create
 from tests.api.conftest import api

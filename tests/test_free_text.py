@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves
 from pools.models import FREE_TEXT_MAX_LENGTH, Approval, AuditEvent, MoveRequest, Node, Pool
 from tests.api import conftest as api_conftest
 from tests.api.conftest import api
@@ -42,7 +42,7 @@ def client_for(role: str, name: str | None = None) -> Client:
 
 
 def pending_move(reason: str = "burst", **options: object) -> MoveRequest:
-    return workflow.move_request_create(
+    return moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["a100-reserve-000"],
         destination=Pool.objects.get(name="training"),
@@ -141,10 +141,10 @@ def test_a_bulk_decision_with_a_long_reason_decides_nothing(inventory: dict[str,
 def test_a_loan_change_with_a_long_reason_changes_nothing(inventory: dict[str, Node]) -> None:
     now = timezone.now()
     loan = pending_move(loan_until=now + timedelta(hours=5))
-    workflow.move_decide(
+    moves.move_decide(
         move=loan,
         user=user_in("approvers", "arno"),
-        action=workflow.Action.APPROVE,
+        action=moves.Action.APPROVE,
         reason="",
         until=None,
         now=now,

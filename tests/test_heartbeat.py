@@ -1,6 +1,6 @@
 """Liveness of the processes that serve no HTTP: the Celery worker, beat and the inventory
 watcher renew a heartbeat file from their own main loop, and the probe the chart and compose
-run (`python -m pools.heartbeat FILE MAX_AGE`) fails once a process hangs (here: stopped
+run (`python -m pools.common.heartbeat FILE MAX_AGE`) fails once a process hangs (here: stopped
 with SIGSTOP) and passes again once it runs."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pools.heartbeat import heartbeat_problem, main
+from pools.common.heartbeat import heartbeat_problem, main
 from tests.deploy.chart import default_docs, deployment
 from tests.kubesim_process import Kubesim
 from tests.servers import RedisServer
@@ -28,7 +28,7 @@ MAX_AGE = "3"
 
 def probe(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pools.heartbeat", str(path), MAX_AGE],
+        [sys.executable, "-m", "pools.common.heartbeat", str(path), MAX_AGE],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -130,7 +130,7 @@ def test_the_chart_and_compose_probe_each_process_by_its_heartbeat() -> None:
         container = deployment(docs, component)["spec"]["template"]["spec"]["containers"][0]
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env["HEARTBEAT_FILE"] == "/tmp/heartbeat", component
-        command = ["python", "-m", "pools.heartbeat", "/tmp/heartbeat", max_age]
+        command = ["python", "-m", "pools.common.heartbeat", "/tmp/heartbeat", max_age]
         assert container["livenessProbe"]["exec"]["command"] == command, component
         assert container["startupProbe"]["exec"]["command"] == command, component
         service = services[component]

@@ -14,10 +14,10 @@ from django.dispatch import receiver
 from django.test import Client
 from django.utils import timezone
 
-from pools import insights, tasks, workflow
-from pools.events import move_event
+from pools import insights, moves, tasks
+from pools.common.events import move_event
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
-from pools.workflow.loan_returns import loan_retry_delay
+from pools.moves.loan_returns import loan_retry_delay
 from tests.factories import demo_inventory
 from tests.moves_helpers import user_in
 
@@ -40,7 +40,7 @@ def announced() -> Iterator[list[tuple[int, str]]]:
 def lent(now: datetime) -> MoveRequest:
     """Both nodes lent from mixed to shared until `now`, as a worker would have recorded."""
     demo_inventory()
-    loan = workflow.move_request_create(
+    loan = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=NAMES,
         destination=Pool.objects.get(name="shared"),
@@ -84,7 +84,7 @@ def test_a_blocked_return_is_flagged_told_and_tried_again_until_the_node_is_back
 ) -> None:
     now = timezone.now()
     loan = lent(now)
-    other = workflow.move_request_create(
+    other = moves.move_request_create(
         requested_by=user_in("requesters", "sam"),
         node_names=[NAMES[1]],
         destination=Pool.objects.get(name="inference"),
@@ -92,13 +92,13 @@ def test_a_blocked_return_is_flagged_told_and_tried_again_until_the_node_is_back
         now=now,
     )
     with django_capture_on_commit_callbacks(execute=True):
-        (back,) = workflow.loans_return_due(now=now)
+        (back,) = moves.loans_return_due(now=now)
     assert [i.node.name for i in back.items.all()] == [NAMES[0]]
     finish(back, MoveItem.State.DONE)
     announced.clear()
 
     with django_capture_on_commit_callbacks(execute=True):
-        assert workflow.loans_return_due(now=now + timedelta(seconds=30)) == []
+        assert moves.loans_return_due(now=now + timedelta(seconds=30)) == []
     loan.refresh_from_db()
     assert loan.loan_return_stuck_since is not None and loan.loan_returned_at is None
     assert loan.loan_return_left == [{"node": NAMES[1], "why": f"move #{other.pk} holds the node"}]
@@ -118,15 +118,15 @@ def test_a_blocked_return_is_flagged_told_and_tried_again_until_the_node_is_back
 
     # Not before its time; then, the other move gone, the node goes back.
     with django_capture_on_commit_callbacks(execute=True):
-        assert workflow.loans_return_due(now=now + timedelta(seconds=60)) == []
-    workflow.move_cancel(request=other, user=user_in("requesters", "sam"), now=now)
+        assert moves.loans_return_due(now=now + timedelta(seconds=60)) == []
+    moves.move_cancel(request=other, user=user_in("requesters", "sam"), now=now)
     with django_capture_on_commit_callbacks(execute=True):
-        (again,) = workflow.loans_return_due(now=now + timedelta(minutes=2))
+        (again,) = moves.loans_return_due(now=now + timedelta(minutes=2))
     assert [i.node.name for i in again.items.all()] == [NAMES[1]]
     assert again.parent_id == loan.pk and again.destination.name == "mixed"
     finish(again, MoveItem.State.DONE)
     with django_capture_on_commit_callbacks(execute=True):
-        assert workflow.loans_return_due(now=now + timedelta(minutes=3)) == []
+        assert moves.loans_return_due(now=now + timedelta(minutes=3)) == []
     loan.refresh_from_db()
     assert loan.loan_returned_at is not None and loan.loan_return_stuck_since is None
     assert AuditEvent.objects.filter(request=loan, action="loan.returned").exists()
@@ -141,20 +141,20 @@ def test_a_failed_return_is_tried_again_with_a_doubling_delay(
 ) -> None:
     now = timezone.now()
     loan = lent(now)
-    (back,) = workflow.loans_return_due(now=now)
+    (back,) = moves.loans_return_due(now=now)
     finish(back, MoveItem.State.FAILED, "the Kubernetes API stayed unavailable")
     with django_capture_on_commit_callbacks(execute=True):
-        workflow.loans_return_due(now=now)
+        moves.loans_return_due(now=now)
     loan.refresh_from_db()
     assert [left["why"] for left in loan.loan_return_left] == [
         "its return failed: the Kubernetes API stayed unavailable"
     ] * 2
     assert loan.loan_return_retry_at == now + timedelta(minutes=1)
-    (second,) = workflow.loans_return_due(now=now + timedelta(minutes=1))
+    (second,) = moves.loans_return_due(now=now + timedelta(minutes=1))
     assert sorted(i.node.name for i in second.items.all()) == NAMES
     finish(second, MoveItem.State.FAILED, "again")
     with django_capture_on_commit_callbacks(execute=True):
-        workflow.loans_return_due(now=now + timedelta(minutes=2))
+        moves.loans_return_due(now=now + timedelta(minutes=2))
     loan.refresh_from_db()
     assert loan.loan_return_attempts == 2
     assert loan.loan_return_retry_at == now + timedelta(minutes=4)  # 2 min after round 2
@@ -195,7 +195,7 @@ def test_a_partly_failed_loan_returns_the_nodes_it_did_move() -> None:
         pool=Pool.objects.get(name="mixed"), pool_label="mixed"
     )
     MoveRequest.objects.filter(pk=loan.pk).update(state=State.PARTIALLY_FAILED)
-    (back,) = workflow.loans_return_due(now=now)
+    (back,) = moves.loans_return_due(now=now)
     assert back.parent_id == loan.pk and back.destination.name == "mixed"
     assert list(back.items.values_list("node__name", flat=True)) == [NAMES[0]]
 
@@ -207,5 +207,5 @@ def test_a_loans_unchanged_nodes_go_back_with_the_others() -> None:
     now = timezone.now()
     loan = lent(now)
     loan.items.filter(node__name=NAMES[1]).update(state=MoveItem.State.UNCHANGED)
-    (back,) = workflow.loans_return_due(now=now)
+    (back,) = moves.loans_return_due(now=now)
     assert sorted(back.items.values_list("node__name", flat=True)) == NAMES

@@ -16,7 +16,7 @@ from django.conf import settings as django_settings
 from django.test import Client
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves
 from pools.inventory import inventory_sync
 from pools.models import MoveRequest, Pool
 from portal.celery import app
@@ -82,7 +82,7 @@ def browse(web: Web, move: MoveRequest) -> dict[str, str]:
 
 def a_move() -> MoveRequest:
     demo_inventory()
-    return workflow.move_request_create(
+    return moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["a100-reserve-000"],
         destination=Pool.objects.get(name="shared"),

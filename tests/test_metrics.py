@@ -13,7 +13,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from pools import observability, tasks, workflow
+from pools import moves as workflow
+from pools import tasks
+from pools.common import observability
 from pools.inventory import inventory_sync
 from pools.kube.errors import KubeError
 from pools.kube.patcher import apply_pool

@@ -109,7 +109,7 @@ def test_a_worker_serves_its_figures_and_they_move_when_a_move_runs(
 
 WATCHER = """
 import os, pathlib, urllib.request
-from pools import observability
+from pools.common import observability
 from portal.metrics_process import metrics_process_start
 
 directory = pathlib.Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves
 from pools.models import MoveRequest, Node, Pool
 from tests.factories import demo_inventory
 from tests.moves_helpers import user_in
@@ -119,7 +119,7 @@ def test_loans_page_shows_the_countdown_and_needs_an_approver_to_change(
     inventory: dict[str, Node],
 ) -> None:
     now = timezone.now()
-    loan = workflow.move_request_create(
+    loan = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["a100-reserve-000"],
         destination=Pool.objects.get(name="shared"),
@@ -242,7 +242,7 @@ def test_loans_page_lists_nodes_sources_history_and_the_automatic_return(
     inventory: dict[str, Node],
 ) -> None:
     now = timezone.now()
-    loan = workflow.move_request_create(
+    loan = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["a100-reserve-000", "a100-reserve-001"],
         destination=Pool.objects.get(name="shared"),
@@ -259,7 +259,7 @@ def test_loans_page_lists_nodes_sources_history_and_the_automatic_return(
     # The loan was carried out (as a worker would record it), then its time came.
     loan.items.update(state="done", active=False)
     MoveRequest.objects.filter(pk=loan.pk).update(state="succeeded")
-    (back,) = workflow.loans_return_due(now=now + timedelta(hours=2, seconds=1))
+    (back,) = moves.loans_return_due(now=now + timedelta(hours=2, seconds=1))
     ended = viewer.get("/loans/").content.decode()
     assert f'data-loan="{loan.pk}"' not in ended
     history = re.search(rf'<tr data-ended-loan="{loan.pk}">(.*?)</tr>', ended, re.S).group(1)  # type: ignore[union-attr]
@@ -292,7 +292,7 @@ def test_extend_without_a_valid_date_keeps_the_loan(
     inventory: dict[str, Node], until: str, said: str
 ) -> None:
     now = timezone.now()
-    loan = workflow.move_request_create(
+    loan = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["a100-reserve-000"],
         destination=Pool.objects.get(name="shared"),

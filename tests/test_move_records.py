@@ -11,10 +11,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from pools import execution, workflow
+from pools import moves
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
-from pools.move_records import claim_items
-from pools.node_outcome import Outcome
+from pools.moves.execution import run
+from pools.moves.execution.outcome import Outcome
+from pools.moves.execution.records import claim_items
 from tests.factories import gpu_node
 from tests.moves_helpers import user_in
 
@@ -26,19 +27,19 @@ def claimed_move(names: list[str]) -> tuple[MoveRequest, list[MoveItem]]:
     destination = Pool.objects.get(name="mixed")
     destination.requires_healthy_nodes = False
     destination.save()
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=names,
         destination=destination,
         reason="records",
         now=timezone.now(),
     )
-    workflow.move_approve(request=move, approver=user_in("approvers", "arno"), now=timezone.now())
+    moves.move_approve(request=move, approver=user_in("approvers", "arno"), now=timezone.now())
     now = timezone.now()
-    return move, execution._claim_many(execution.start_request(move.pk, now=now), now)
+    return move, run._claim_many(run.start_request(move.pk, now=now), now)
 
 
-def done(items: list[MoveItem]) -> dict[int, execution.Result]:
+def done(items: list[MoveItem]) -> dict[int, run.Result]:
     return {
         item.pk: Outcome("done", "gpu-pool: mixed", after={"labels": {"gpu-pool": "mixed"}})
         for item in items
@@ -54,7 +55,7 @@ def test_a_node_claimed_since_by_another_worker_keeps_that_workers_record() -> N
     third = items[2].pk
     assert claim_items([third], now=later, lease=later + timedelta(seconds=60)) == [third]
 
-    assert execution._record(items, done(items), now=later) == []
+    assert run._record(items, done(items), now=later) == []
 
     rows = {i.node.name: i for i in MoveItem.objects.filter(request=move).select_related("node")}
     assert [rows[n].state for n in names] == ["done", "done", "running"]
@@ -73,7 +74,7 @@ def test_recording_a_chunk_costs_the_same_statements_for_5_nodes_as_for_25() -> 
     for size in (5, 25):
         move, items = claimed_move([f"gpu-rec-{size}-{i}" for i in range(size)])
         with CaptureQueriesContext(connection) as queries:
-            execution._record(items, done(items), now=timezone.now())
+            run._record(items, done(items), now=timezone.now())
         statements.append(len(queries))
         move.refresh_from_db()
         assert move.state == MoveRequest.State.SUCCEEDED

@@ -11,8 +11,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from pools import tasks, workflow
-from pools.errors import WorkflowError
+from pools import moves, tasks
+from pools.common.errors import WorkflowError
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from tests.kubesim_process import Kubesim
@@ -33,7 +33,7 @@ def portal(cluster: Kubesim, redis: RedisServer) -> Kubesim:
 
 
 def request_move(names: list[str], destination: str, **options: object) -> MoveRequest:
-    return workflow.move_request_create(
+    return moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=names,
         destination=Pool.objects.get(name=destination),
@@ -44,7 +44,7 @@ def request_move(names: list[str], destination: str, **options: object) -> MoveR
 
 
 def approve(request: MoveRequest, name: str = "arno") -> MoveRequest:
-    return workflow.move_approve(
+    return moves.move_approve(
         request=request, approver=user_in("approvers", name), now=timezone.now()
     )
 
@@ -108,7 +108,7 @@ def test_two_approvers_racing_give_one_execution(portal: Kubesim, tmp_path: Path
 
     def race(approver) -> None:  # type: ignore[no-untyped-def]
         try:
-            workflow.move_approve(request=move, approver=approver, now=timezone.now())
+            moves.move_approve(request=move, approver=approver, now=timezone.now())
             outcomes.append("approved")
         except WorkflowError as exc:
             outcomes.append(exc.code)
@@ -316,9 +316,9 @@ def test_a_loan_returns_on_time(portal: Kubesim, tmp_path: Path) -> None:
     with celery_worker(tmp_path):
         approve(move)
         wait_for_state(move, FINAL)
-        assert workflow.loans_return_due(now=start + timedelta(hours=1)) == []
-        (back,) = workflow.loans_return_due(now=start + timedelta(hours=2, seconds=1))
-        assert workflow.loans_return_due(now=start + timedelta(hours=3)) == []  # only once
+        assert moves.loans_return_due(now=start + timedelta(hours=1)) == []
+        (back,) = moves.loans_return_due(now=start + timedelta(hours=2, seconds=1))
+        assert moves.loans_return_due(now=start + timedelta(hours=3)) == []  # only once
         back = wait_for_state(back, FINAL)
     assert (back.kind, back.state, back.parent_id) == ("loan_return", State.SUCCEEDED, move.pk)
     assert back.requested_by is None and back.destination.name == "mixed"
@@ -377,7 +377,7 @@ def test_a_worker_killed_mid_batch_resumes_with_one_patch_per_node(
 
 
 def test_a_drain_longer_than_the_lease_keeps_its_node(portal: Kubesim, tmp_path: Path) -> None:
-    from pools import execution
+    from pools.moves.execution import run
 
     move = request_move(
         ["a100-infer-001"], "mixed", drain_policy="drain-first", drain_deadline_seconds=60
@@ -386,7 +386,7 @@ def test_a_drain_longer_than_the_lease_keeps_its_node(portal: Kubesim, tmp_path:
         approve(move)
         wait_for(lambda: terminating(portal, "a100-infer-001") == 3, timeout=30, what="evictions")
         time.sleep(3)  # longer than the lease: the drain must have renewed it
-        assert execution.sweep(now=timezone.now())["items"] == []
+        assert run.sweep(now=timezone.now())["items"] == []
         item = move.items.get()
         assert item.state == MoveItem.State.RUNNING and item.lease_until > timezone.now()
         portal.control("clock", {"advance": 30})

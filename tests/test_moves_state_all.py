@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves
 from pools.models import Pool
 from pools.tokens import token_create
 from tests.api.conftest import api
@@ -21,7 +21,7 @@ from tests.test_filters import page_rows
 def test_state_all_lists_every_move_on_the_page_in_the_export_and_in_the_api() -> None:
     demo_inventory()
     asked = [
-        workflow.move_request_create(
+        moves.move_request_create(
             requested_by=user_in("requesters", "rita"),
             node_names=[name],
             destination=Pool.objects.get(name="training"),
@@ -30,7 +30,7 @@ def test_state_all_lists_every_move_on_the_page_in_the_export_and_in_the_api() -
         )
         for name in ("a100-reserve-000", "a100-reserve-001")
     ]
-    workflow.move_reject(
+    moves.move_reject(
         request=asked[1], approver=user_in("approvers"), reason="no", now=timezone.now()
     )
     every = {str(m.pk) for m in asked}

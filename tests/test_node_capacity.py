@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from pools.fitcheck.cluster import fit_cluster
+from pools.fit.cluster import fit_cluster
 from pools.insights import pool_readiness
 from pools.inventory import inventory_sync
 from pools.models import Node, Pool

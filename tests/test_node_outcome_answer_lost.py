@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from pools import execution, workflow
+from pools import moves
 from pools.inventory import inventory_sync
 from pools.kube import patcher
 from pools.models import AuditEvent, MoveRequest, Pool
+from pools.moves.execution import run
 from tests.kube.test_patcher import applied_then_timed_out
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
@@ -22,19 +23,19 @@ def test_a_node_patched_before_the_api_hung_is_recorded_done_with_the_planned_di
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     inventory_sync()
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["gpu-new-000"],
         destination=Pool.objects.get(name="mixed"),
         reason="rebalance",
         now=timezone.now(),
     )
-    move = workflow.move_approve(
+    move = moves.move_approve(
         request=move, approver=user_in("approvers", "arno"), now=timezone.now()
     )
     monkeypatch.setattr(patcher, "_send_patch", applied_then_timed_out(patcher._send_patch))
 
-    assert execution.execute_items(execution.start_request(move.pk)) == []
+    assert run.execute_items(run.start_request(move.pk)) == []
 
     move.refresh_from_db()
     item = move.items.get()

@@ -13,11 +13,11 @@ from django.core import mail
 from django.dispatch import receiver
 from django.utils import timezone
 
-from pools import tasks, workflow
+from pools import moves, tasks
+from pools.common.events import move_event
 from pools.core.notices import Audience, Event, MoveFacts, notice
-from pools.events import move_event
 from pools.models import MoveRequest, Node, Pool
-from pools.notifications import notification_email
+from pools.moves.notifications import notification_email
 from pools.notify.errors import NotificationFailed
 from portal.env import EnvError, env_email
 from tests.factories import demo_inventory
@@ -69,7 +69,7 @@ def announced() -> Iterator[list[tuple[int, str]]]:
 
 
 def _ask(loan_until: datetime | None = None) -> MoveRequest:
-    return workflow.move_request_create(
+    return moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["a100-reserve-000"],
         destination=Pool.objects.get(name="training"),
@@ -89,18 +89,18 @@ def test_the_workflow_announces_after_commit(
         move = _ask()
         assert announced == []  # nothing before the commit
     with django_capture_on_commit_callbacks(execute=True):
-        workflow.move_reject(
+        moves.move_reject(
             request=move, approver=user_in("approvers"), reason="no", now=timezone.now()
         )
     with django_capture_on_commit_callbacks(execute=True):
-        other = workflow.move_request_create(
+        other = moves.move_request_create(
             requested_by=user_in("requesters", "rita"),
             node_names=["a100-reserve-001"],
             destination=Pool.objects.get(name="training"),
             reason="launch",
             now=timezone.now(),
         )
-        workflow.moves_expire(now=timezone.now() + timedelta(days=365))
+        moves.moves_expire(now=timezone.now() + timedelta(days=365))
     assert announced == [
         (move.pk, "requested"),
         (move.pk, "rejected"),
@@ -120,13 +120,13 @@ def test_a_loan_owner_is_told_once_per_end(
     MoveRequest.objects.filter(pk=loan.pk).update(state=MoveRequest.State.SUCCEEDED)
     announced.clear()
     with django_capture_on_commit_callbacks(execute=True):
-        assert workflow.loans_ending_announce(now=now) == []  # three hours left
+        assert moves.loans_ending_announce(now=now) == []  # three hours left
         later = now + timedelta(hours=2, minutes=30)
-        assert workflow.loans_ending_announce(now=later) == [loan.pk]
-        assert workflow.loans_ending_announce(now=later) == []  # told already
+        assert moves.loans_ending_announce(now=later) == [loan.pk]
+        assert moves.loans_ending_announce(now=later) == []  # told already
     assert announced == [(loan.pk, "loan_ending")]
     loan.refresh_from_db()
-    workflow.loan_change(
+    moves.loan_change(
         loan=loan,
         approver=user_in("approvers"),
         until=now + timedelta(hours=5),
@@ -134,8 +134,8 @@ def test_a_loan_owner_is_told_once_per_end(
         now=later,
     )
     with django_capture_on_commit_callbacks(execute=True):
-        assert workflow.loans_ending_announce(now=later) == []
-        assert workflow.loans_ending_announce(now=now + timedelta(hours=4, minutes=30)) == [loan.pk]
+        assert moves.loans_ending_announce(now=later) == []
+        assert moves.loans_ending_announce(now=now + timedelta(hours=4, minutes=30)) == [loan.pk]
 
 
 @pytest.mark.django_db
@@ -165,7 +165,7 @@ def test_email_goes_to_each_approver_but_the_requester(settings) -> None:  # typ
     assert message.from_email == settings.DEFAULT_FROM_EMAIL
 
     mail.outbox.clear()
-    workflow.move_reject(
+    moves.move_reject(
         request=move, approver=user_in("approvers", "abe"), reason="not now", now=timezone.now()
     )
     tasks.notify_email.apply(args=("rejected", move.pk))

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves
 from pools.inventory import inventory_sync
 from pools.models import MoveRequest, Pool
 from tests.kubesim_process import Kubesim
@@ -78,14 +78,14 @@ def _move_through(tmp_path: Path, settings: Any, hook: Receiver) -> tuple[MoveRe
     settings.NOTIFY_WEBHOOK_URL = hook.url  # the web side enqueues, the worker delivers
     worker_env = {"NOTIFY_WEBHOOK_URL": hook.url, "NOTIFY_RETRY_SECONDS": "0.2"}
     with celery_worker(tmp_path, **worker_env) as worker:
-        move = workflow.move_request_create(
+        move = moves.move_request_create(
             requested_by=user_in("requesters", "rita"),
             node_names=["a100-reserve-000"],
             destination=Pool.objects.get(name="training"),
             reason="launch",
             now=timezone.now(),
         )
-        workflow.move_approve(request=move, approver=user_in("approvers"), now=timezone.now())
+        moves.move_approve(request=move, approver=user_in("approvers"), now=timezone.now())
         move = wait_for_state(move, FINAL)
         # Every event delivered (or refused): the retried one may come after the others.
         wait_for(lambda: len(hook.events(hook.statuses[-1])) >= 3, timeout=30, what="three events")

@@ -17,7 +17,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves as workflow
 from pools.models import AuditEvent, Drill, MoveRequest, Node, Pool
 from pools.tokens import token_create
 from tests.api.conftest import api

@@ -27,8 +27,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from pools import drills
+from pools.common.errors import InvalidInput
 from pools.drills import new_node
-from pools.errors import InvalidInput
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, Drill, MoveRequest, Node, Pool
 from portal.readiness import check_kubernetes

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import AnonymousUser, Group, User
 
-from pools.roles import Capability, Role, capabilities, has_capability
+from pools.common.roles import Capability, Role, capabilities, has_capability
 from tests.moves_helpers import role_group
 
 

@@ -14,8 +14,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from pools import execution, workflow
+from pools import moves
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
+from pools.moves.execution import run
 from tests.moves_helpers import user_in
 from tests.postgres_rerun import rerun_on_postgresql, rerunning_on_postgres
 from tests.servers import RedisServer
@@ -37,19 +38,19 @@ def test_two_nodes_ending_at_once_end_their_request(destination: Pool, redis: Re
     queued_executions(redis)  # start from an empty queue
     for round_ in range(ROUNDS):
         nodes = [gpu_node(f"gpu-end-{round_}-{i}").name for i in range(2)]
-        move = workflow.move_request_create(
+        move = moves.move_request_create(
             requested_by=user_in("requesters", "rita"),
             node_names=nodes,
             destination=destination,
             reason="race",
             now=timezone.now(),
         )
-        workflow.move_approve(request=move, approver=user_in("approvers", "a1"), now=timezone.now())
-        claimed = [execution._claim(i, timezone.now()) for i in execution.start_request(move.pk)]
+        moves.move_approve(request=move, approver=user_in("approvers", "a1"), now=timezone.now())
+        claimed = [run._claim(i, timezone.now()) for i in run.start_request(move.pk)]
         assert len(claimed) == 2 and all(claimed)
         outcomes = race(
             *(
-                lambda item=item: execution._finish(item, MoveItem.State.DONE, message="done")
+                lambda item=item: run._finish(item, MoveItem.State.DONE, message="done")
                 for item in claimed
             )
         )

@@ -10,7 +10,7 @@ from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pools import workflow
+from pools import moves
 from pools.core.search import label_matches, parse_query, pod_matches
 from pools.models import Node, Pool
 from pools.tokens import token_create
@@ -65,7 +65,7 @@ def _groups(page: str) -> dict[str, str]:
 @pytest.mark.django_db
 def test_page_groups_nodes_pods_moves_and_pools(viewer: Client) -> None:
     demo_inventory()
-    move = workflow.move_request_create(
+    move = moves.move_request_create(
         requested_by=user_in("requesters", "rita"),
         node_names=["a100-reserve-000"],
         destination=Pool.objects.get(name="training"),

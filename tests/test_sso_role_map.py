@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pools.roles import Role
+from pools.common.roles import Role
 from portal.env import EnvError
 from portal.sso.config import MODEL_BACKEND, OIDC_BACKEND, PORTAL_ROLES, sso_settings
 from portal.sso.role_map import (

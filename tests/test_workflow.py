@@ -9,9 +9,10 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from pools import selectors, workflow
+from pools import moves
+from pools.common.errors import InvalidMove, MoveRefused, NotAllowed, WorkflowError
 from pools.core.checks import NodeFacts, PoolFacts, move_checks
-from pools.errors import InvalidMove, MoveRefused, NotAllowed, WorkflowError
+from pools.fleet import selectors
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from tests.factories import demo_inventory
 from tests.moves_helpers import user_in
@@ -26,7 +27,7 @@ def inventory(db) -> dict[str, Node]:  # type: ignore[no-untyped-def]
 
 
 def ask(names: list[str], destination: str, user=None, **options):  # type: ignore[no-untyped-def]
-    return workflow.move_request_create(
+    return moves.move_request_create(
         requested_by=user or user_in("requesters", "rita"),
         node_names=names,
         destination=Pool.objects.get(name=destination),
@@ -172,7 +173,7 @@ def test_one_active_move_per_node_is_a_database_constraint(inventory: dict[str, 
     node = Node.objects.get(name="gpu-new-000")
     with pytest.raises(IntegrityError), transaction.atomic():
         MoveItem.objects.create(request=move, node=node, planned_diff={})
-    workflow.move_cancel(request=move, user=move.requested_by, now=timezone.now())
+    moves.move_cancel(request=move, user=move.requested_by, now=timezone.now())
     assert ask(["gpu-new-000"], "inference").state == State.PENDING  # free again
 
 
@@ -212,7 +213,7 @@ def test_viewers_cannot_ask_and_requesters_cannot_approve(inventory: dict[str, N
         ask(["gpu-new-000"], "mixed", user=user_in("viewers"))
     move = ask(["gpu-new-000"], "mixed")
     with pytest.raises(NotAllowed) as caught:
-        workflow.move_approve(
+        moves.move_approve(
             request=move, approver=user_in("requesters", "other"), now=timezone.now()
         )
     assert caught.value.code == "forbidden"
@@ -226,7 +227,7 @@ def test_no_self_approval_even_for_a_pool_admin(inventory: dict[str, Node]) -> N
     admin = user_in("pool-admins")
     move = ask(["gpu-new-000"], "mixed", user=admin)
     with pytest.raises(NotAllowed) as caught:
-        workflow.move_approve(request=move, approver=admin, now=timezone.now())
+        moves.move_approve(request=move, approver=admin, now=timezone.now())
     assert caught.value.code == "self_approval"
     move.refresh_from_db()
     assert move.state == State.PENDING and not move.approvals.exists()
@@ -240,13 +241,13 @@ def test_a_pool_can_require_two_approvals(
     move = ask(["gpu-new-000"], "training")
     first = user_in("approvers", "a1")
     with django_capture_on_commit_callbacks() as queued:
-        move = workflow.move_approve(request=move, approver=first, now=timezone.now())
+        move = moves.move_approve(request=move, approver=first, now=timezone.now())
     assert move.state == State.PENDING and not queued
     with pytest.raises(WorkflowError) as caught:
-        workflow.move_approve(request=move, approver=first, now=timezone.now())
+        moves.move_approve(request=move, approver=first, now=timezone.now())
     assert caught.value.code == "already_approved"
     with django_capture_on_commit_callbacks() as queued:
-        move = workflow.move_approve(
+        move = moves.move_approve(
             request=move, approver=user_in("approvers", "a2"), now=timezone.now()
         )
     # The execution, and the "approved" notification event.
@@ -259,11 +260,11 @@ def test_a_pool_can_require_two_approvals(
 def test_illegal_steps_are_refused_with_the_state(inventory: dict[str, Node]) -> None:
     move = ask(["gpu-new-000"], "mixed")
     approver = user_in("approvers")
-    workflow.move_reject(request=move, approver=approver, reason="not now", now=timezone.now())
+    moves.move_reject(request=move, approver=approver, reason="not now", now=timezone.now())
     for step in (
-        lambda: workflow.move_approve(request=move, approver=approver, now=timezone.now()),
-        lambda: workflow.move_cancel(request=move, user=move.requested_by, now=timezone.now()),
-        lambda: workflow.move_reject(
+        lambda: moves.move_approve(request=move, approver=approver, now=timezone.now()),
+        lambda: moves.move_cancel(request=move, user=move.requested_by, now=timezone.now()),
+        lambda: moves.move_reject(
             request=move, approver=approver, reason="again", now=timezone.now()
         ),
     ):
@@ -278,10 +279,10 @@ def test_illegal_steps_are_refused_with_the_state(inventory: dict[str, Node]) ->
 def test_only_the_requester_or_a_pool_admin_cancels(inventory: dict[str, Node]) -> None:
     move = ask(["gpu-new-000"], "mixed")
     with pytest.raises(NotAllowed):
-        workflow.move_cancel(
+        moves.move_cancel(
             request=move, user=user_in("requesters", "someone-else"), now=timezone.now()
         )
-    cancelled = workflow.move_cancel(request=move, user=user_in("pool-admins"), now=timezone.now())
+    cancelled = moves.move_cancel(request=move, user=user_in("pool-admins"), now=timezone.now())
     assert cancelled.state == State.CANCELLED
 
 
@@ -289,8 +290,8 @@ def test_only_the_requester_or_a_pool_admin_cancels(inventory: dict[str, Node]) 
 def test_pending_requests_expire(inventory: dict[str, Node]) -> None:
     now = timezone.now()
     move = ask(["gpu-new-000"], "mixed", now=now)
-    assert workflow.moves_expire(now=now + timedelta(hours=71)) == 0
-    assert workflow.moves_expire(now=now + timedelta(hours=73)) == 1
+    assert moves.moves_expire(now=now + timedelta(hours=71)) == 0
+    assert moves.moves_expire(now=now + timedelta(hours=73)) == 1
     move.refresh_from_db()
     assert move.state == State.EXPIRED
     assert AuditEvent.objects.filter(request=move, action="move.expired").exists()
@@ -315,9 +316,9 @@ def test_loans_end_early_or_extend_only_through_another_person(inventory: dict[s
     requester = user_in("requesters", "rita")
     loan = ask(["a100-reserve-000"], "shared", user=requester, loan_until=now + timedelta(hours=4))
     with pytest.raises(NotAllowed):
-        workflow.loan_change(loan=loan, approver=requester, until=None, reason="x", now=now)
+        moves.loan_change(loan=loan, approver=requester, until=None, reason="x", now=now)
     approver = user_in("approvers")
-    extended = workflow.loan_change(
+    extended = moves.loan_change(
         loan=loan,
         approver=approver,
         until=now + timedelta(hours=8),
@@ -325,7 +326,7 @@ def test_loans_end_early_or_extend_only_through_another_person(inventory: dict[s
         now=now,
     )
     assert extended.loan_until == now + timedelta(hours=8)
-    ended = workflow.loan_change(loan=loan, approver=approver, until=None, reason="done", now=now)
+    ended = moves.loan_change(loan=loan, approver=approver, until=None, reason="done", now=now)
     assert ended.loan_until == now
     assert [e.action for e in AuditEvent.objects.filter(request=loan).order_by("id")][-2:] == [
         "loan.extended",
@@ -345,7 +346,7 @@ def test_a_loan_return_skips_a_node_another_move_holds(inventory: dict[str, Node
     MoveItem.objects.filter(request=loan).update(state=MoveItem.State.DONE, active=False)
     MoveRequest.objects.filter(pk=loan.pk).update(state=State.SUCCEEDED)
     other = ask(["a100-reserve-001"], "inference", user=user_in("requesters", "someone"))
-    (back,) = workflow.loans_return_due(now=now + timedelta(hours=2))
+    (back,) = moves.loans_return_due(now=now + timedelta(hours=2))
     assert [i.node.name for i in back.items.all()] == ["a100-reserve-000"]
     assert back.destination.name == "mixed"
     blocked = AuditEvent.objects.get(request=loan, action="loan.return_blocked")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pools.xid import xid_meaning
+from pools.core.xid import xid_meaning
 
 
 @pytest.mark.parametrize(

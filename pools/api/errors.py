@@ -13,7 +13,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
-from pools.errors import WorkflowError
+from pools.common.errors import WorkflowError
 
 log = logging.getLogger("pools.api")
 

@@ -1,5 +1,5 @@
 """Idempotency-Key on POSTs that create or act: a retried request gets the first answer
-(pools.idempotency keeps it)."""
+(pools.common.idempotency keeps it)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from pools.api.errors import error_body
-from pools.idempotency import (
+from pools.common.idempotency import (
     KEY_MAX_LENGTH,
     IdempotencyConflict,
     idempotency_forget,

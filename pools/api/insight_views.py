@@ -11,12 +11,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools import advice, insights
+from pools import insights
 from pools.api import insight_serializers as s
 from pools.api.views import READ_ERRORS, WRITE_ERRORS, BaseView, errors
+from pools.common.roles import Capability
 from pools.core.insights import documents
+from pools.insights import advice
 from pools.models import Pool
-from pools.roles import Capability
 
 
 def _query(serializer: type[s.WindowQuerySerializer], request: Request) -> dict:  # type: ignore[type-arg]

@@ -1,4 +1,5 @@
-"""API permissions: the capability each action needs, asked of pools.roles (as the pages do)."""
+"""API permissions: the capability each action needs, asked of pools.common.roles, as the
+pages ask it."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from rest_framework import permissions
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from pools import guarded_cache
+from pools.common import guarded_cache
+from pools.common.roles import Capability, has_capability, refusal_reason
 from pools.core import rate_window
-from pools.roles import Capability, has_capability, refusal_reason
 
 
 class HasCapability(permissions.BasePermission):

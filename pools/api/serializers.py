@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from pools.api.fields import StrictCharField, StrictIntegerField
 from pools.models import FREE_TEXT_MAX_LENGTH, AuditEvent, MoveItem, MoveRequest, Node, Pool
-from pools.workflow import BULK_LIMIT
+from pools.moves import BULK_LIMIT
 
 
 class PoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]

@@ -22,19 +22,20 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools import selectors, services, tasks, workflow
+from pools import moves, tasks
 from pools.api import node_pages
 from pools.api import serializers as s
 from pools.api.errors import ErrorSerializer
 from pools.api.idempotency import idempotent
 from pools.api.permissions import HasCapability
-from pools.errors import WorkflowError
-from pools.filters import AuditFilter, MoveFilter, NodeFilter
-from pools.fitcheck import service as fitcheck
-from pools.fitcheck.impact import move_impact
+from pools.common.errors import WorkflowError
+from pools.common.roles import Capability
+from pools.fit import service as fitcheck
+from pools.fleet import selectors, services
+from pools.fleet.filters import AuditFilter, MoveFilter, NodeFilter
 from pools.metrics.node_figures import latest_node_metrics, latest_node_metrics_versioned
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
-from pools.roles import Capability
+from pools.moves.impact import move_impact
 from pools.search import search
 
 
@@ -287,8 +288,8 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
 
 # --- moves ---
 
-DECISIONS = (workflow.Action.APPROVE, workflow.Action.REJECT, workflow.Action.CANCEL)
-BULK = (workflow.Action.APPROVE, workflow.Action.REJECT)
+DECISIONS = (moves.Action.APPROVE, moves.Action.REJECT, moves.Action.CANCEL)
+BULK = (moves.Action.APPROVE, moves.Action.REJECT)
 BULK_DESCRIPTION = (
     "Decide several moves in one step. Each move is decided on its own (four eyes holds per "
     "move): the answer is 200 with one result per id, refused ones with their code."
@@ -309,9 +310,9 @@ class MoveViewSet(
     capabilities = {
         "create": Capability.REQUEST_MOVE,
         "dry_run": Capability.REQUEST_MOVE,
-        # The gate of each decision; who may decide on which move is workflow.rules'.
-        **{action.value: workflow.ACTION_CAPABILITY[action] for action in DECISIONS},
-        **{f"bulk_{action.value}": workflow.ACTION_CAPABILITY[action] for action in BULK},
+        # The gate of each decision; who may decide on which move is moves.rules'.
+        **{action.value: moves.ACTION_CAPABILITY[action] for action in DECISIONS},
+        **{f"bulk_{action.value}": moves.ACTION_CAPABILITY[action] for action in BULK},
     }
 
     def get_queryset(self) -> QuerySet[MoveRequest]:
@@ -328,7 +329,7 @@ class MoveViewSet(
     @idempotent
     def create(self, request: Request) -> Response:
         ask = _ask(_valid(s.MoveCreateSerializer, request))
-        move = workflow.move_request_ask(requested_by=request.user, ask=ask, now=timezone.now())
+        move = moves.move_request_ask(requested_by=request.user, ask=ask, now=timezone.now())
         return Response(
             s.MoveSerializer(self.get_queryset().get(pk=move.pk)).data,
             status=status.HTTP_201_CREATED,
@@ -342,7 +343,7 @@ class MoveViewSet(
     @action(detail=False, methods=["post"], url_path="dry-run")
     def dry_run(self, request: Request) -> Response:
         ask = _ask(_valid(s.DryRunSerializer, request))
-        plan = workflow.move_plan(ask=ask, now=timezone.now())
+        plan = moves.move_plan(ask=ask, now=timezone.now())
         impact = move_impact(plan, drain_policy=ask.drain_policy)
         return Response(
             s.DryRunResultSerializer(
@@ -365,9 +366,9 @@ class MoveViewSet(
             ).data
         )
 
-    def _decide(self, request: Request, action: workflow.Action) -> Response:
+    def _decide(self, request: Request, action: moves.Action) -> Response:
         move = self.get_object()
-        workflow.move_decide(
+        moves.move_decide(
             move=move,
             user=request.user,
             action=action,
@@ -383,7 +384,7 @@ class MoveViewSet(
     @action(detail=True, methods=["post"])
     @idempotent
     def approve(self, request: Request, pk: str | None = None) -> Response:
-        return self._decide(request, workflow.Action.APPROVE)
+        return self._decide(request, moves.Action.APPROVE)
 
     @extend_schema(
         request=s.DecisionSerializer,
@@ -392,7 +393,7 @@ class MoveViewSet(
     @action(detail=True, methods=["post"])
     @idempotent
     def reject(self, request: Request, pk: str | None = None) -> Response:
-        return self._decide(request, workflow.Action.REJECT)
+        return self._decide(request, moves.Action.REJECT)
 
     @extend_schema(
         request=s.DecisionSerializer,
@@ -401,11 +402,11 @@ class MoveViewSet(
     @action(detail=True, methods=["post"])
     @idempotent
     def cancel(self, request: Request, pk: str | None = None) -> Response:
-        return self._decide(request, workflow.Action.CANCEL)
+        return self._decide(request, moves.Action.CANCEL)
 
-    def _decide_bulk(self, request: Request, action: workflow.Action) -> Response:
+    def _decide_bulk(self, request: Request, action: moves.Action) -> Response:
         data = _valid(s.BulkDecisionSerializer, request)
-        outcomes = workflow.moves_decide_bulk(
+        outcomes = moves.moves_decide_bulk(
             move_ids=data["ids"],
             user=request.user,
             action=action,
@@ -427,7 +428,7 @@ class MoveViewSet(
     @action(detail=False, methods=["post"], url_path="bulk-approve")
     @idempotent
     def bulk_approve(self, request: Request) -> Response:
-        return self._decide_bulk(request, workflow.Action.APPROVE)
+        return self._decide_bulk(request, moves.Action.APPROVE)
 
     @extend_schema(
         request=s.BulkDecisionSerializer,
@@ -437,11 +438,11 @@ class MoveViewSet(
     @action(detail=False, methods=["post"], url_path="bulk-reject")
     @idempotent
     def bulk_reject(self, request: Request) -> Response:
-        return self._decide_bulk(request, workflow.Action.REJECT)
+        return self._decide_bulk(request, moves.Action.REJECT)
 
 
-def _ask(data: dict[str, Any]) -> workflow.MoveAsk:
-    return workflow.MoveAsk(
+def _ask(data: dict[str, Any]) -> moves.MoveAsk:
+    return moves.MoveAsk(
         node_names=data["nodes"],
         destination=data["destination"],
         reason=data.get("reason", ""),
@@ -506,5 +507,5 @@ class InventorySyncView(BaseView, APIView):
         ),
     )
     def post(self, request: Request) -> Response:
-        tasks.sync_inventory.delay()
+        tasks.queue_inventory_sync()
         return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)

@@ -65,7 +65,7 @@ class AskFacts:
 
 
 # What a drain-first node needs besides its drain, within one task: the PATCH, the uncordon,
-# the records, and the pods' final reports (pools/execution.py's termination slack).
+# the records, and the pods' final reports (pools/moves/execution/run.py's termination slack).
 DRAIN_TASK_MARGIN_SECONDS = 60
 MIN_DRAIN_SECONDS = 1
 

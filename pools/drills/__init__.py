@@ -13,15 +13,15 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
 from pools.audit import audit
+from pools.common.errors import InvalidInput, NotAllowed, WorkflowError
+from pools.common.events import announce_drill_after_commit
+from pools.common.roles import Capability, has_capability
 from pools.core.insights.readiness import Status
 from pools.drills import gpu_fault, new_node, node_down
 from pools.drills.node_down import MIN_HOLD_SECONDS
 from pools.drills.steps import DrillSteps
-from pools.errors import InvalidInput, NotAllowed, WorkflowError
-from pools.events import announce_drill_after_commit
 from pools.kube.errors import KubeError
 from pools.models import Drill, Pool
-from pools.roles import Capability, has_capability
 
 __all__ = [
     "MIN_HOLD_SECONDS",

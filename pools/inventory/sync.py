@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from pools import observability
+from pools.common import observability
 from pools.core.desired import drift_record
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import pod_requests
@@ -50,7 +50,7 @@ from pools.kube import nodes as kube_nodes
 from pools.kube.nodes import Raw
 from pools.kube.read_ahead import read_ahead
 from pools.models import Node
-from pools.move_records import update_nodes
+from pools.moves.execution.records import update_nodes
 
 
 @dataclass(frozen=True)

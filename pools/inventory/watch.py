@@ -32,12 +32,12 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from pools import observability
+from pools.common import observability
+from pools.common.heartbeat import Heartbeat
 from pools.core.collector import collector_paused
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import pod_requests
 from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
-from pools.heartbeat import Heartbeat
 from pools.inventory.lease import (
     holder_name,
     lease_acquire,

@@ -16,7 +16,7 @@ from django.conf import settings
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from pools import observability
+from pools.common import observability
 from pools.core.snapshot import pod_gpus
 from pools.kube.nodes import Raw, core_api, pod_pages
 from pools.kube.retry import RetryPolicy, retry_after_seconds

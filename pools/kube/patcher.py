@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from kubernetes.client.exceptions import ApiException
 
-from pools import observability
+from pools.common import observability
 from pools.core.desired import (
     NodeDiff,
     NodeState,

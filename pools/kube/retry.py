@@ -15,7 +15,7 @@ from typing import TypeVar
 from django.conf import settings
 from kubernetes.client.exceptions import ApiException
 
-from pools import observability
+from pools.common import observability
 from pools.kube.client import translate
 from pools.kube.errors import KubeError, KubeUnavailable
 

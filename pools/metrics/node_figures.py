@@ -14,7 +14,7 @@ METRICS_CACHE_SECONDS:
   its queries one after another and Prometheus takes one core at a time;
 - each process keeps the entry it last unpickled, and checks a small version key instead
   of loading 5,000 tuples on every request; with the shared cache unreachable it serves
-  that entry for its lifetime and refreshes it itself (pools.guarded_cache);
+  that entry for its lifetime and refreshes it itself (pools.common.guarded_cache);
 - figures derived from the entry and the inventory (the per-pool figures) are kept with
   it, under the entry's time and the caller's inventory version (`derived_figures`), so a
   warm overview neither reads every node row nor sums them again.
@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.core.cache import cache
 
-from pools import guarded_cache, observability
+from pools.common import guarded_cache, observability
 from pools.core.collector import collector_paused
 from pools.core.figures import NodeMetrics, node_metric_rows
 from pools.metrics import queries, source

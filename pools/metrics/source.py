@@ -28,7 +28,7 @@ from django.core.cache import cache
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
-from pools import observability
+from pools.common import observability
 from pools.core.collector import collector_paused
 from pools.core.redact import redact_url
 from pools.metrics.http import adapter as http_adapter

@@ -10,7 +10,7 @@ from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
 from pools.core import labels
-from pools.xid import xid_meaning as _xid_meaning
+from pools.core.xid import xid_meaning as _xid_meaning
 
 register = template.Library()
 
@@ -72,7 +72,7 @@ def drift_text(drift: dict[str, object] | None) -> str:
 
 @register.filter
 def pool_class(name: str | None) -> str:
-    """The class that gives a pool's chip or card its colour (pools.views.pool_colours)."""
+    """The class that gives a pool's chip or card its colour (pools.pages.fleet.pool_colours)."""
     return f"pool-colour-{name}" if name else "pool-unassigned"
 
 

@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group, User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from pools.roles import Role
+from pools.common.roles import Role
 from portal.sso.models import OidcIdentity
 from portal.sso.role_map import RoleMap, roles_after_sign_on
 

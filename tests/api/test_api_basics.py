@@ -268,7 +268,7 @@ def test_the_fast_node_row_equals_the_declared_serializer(token_for: Callable[[s
 def test_idempotency_answers_are_forgotten_after_a_day(token_for: Callable[[str], str]) -> None:
     from datetime import timedelta
 
-    from pools.idempotency import idempotency_records_purge
+    from pools.common.idempotency import idempotency_records_purge
     from pools.models import IdempotencyRecord
 
     client = api(token_for("requesters"))

@@ -18,11 +18,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from pools.api.node_pages import RenderedPages
-from pools.guarded_cache import caches_setting
+from pools.common.guarded_cache import caches_setting
+from pools.common.roles import Capability, refusal_reason
 from pools.inventory import drift_recompute, inventory_refresh_nodes
 from pools.inventory.watch import WatchState, flush
 from pools.models import Pool
-from pools.roles import Capability, refusal_reason
 from pools.tokens import token_create
 from tests.api.conftest import api
 from tests.factories import demo_inventory, pool_labels, raw_node

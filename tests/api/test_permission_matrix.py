@@ -8,7 +8,7 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from pools import workflow
+from pools import moves
 from pools.models import Node, Pool
 from pools.tokens import token_create, token_revoke
 from tests.api.conftest import api
@@ -111,7 +111,7 @@ def world(db, redis: RedisServer) -> dict[str, str]:  # type: ignore[no-untyped-
             last_seen=now,
         )
     other = user_in("requesters", "someone-else")
-    pending = workflow.move_request_create(
+    pending = moves.move_request_create(
         requested_by=other,
         node_names=["n-pending"],
         destination=Pool.objects.get(name="shared"),
@@ -119,7 +119,7 @@ def world(db, redis: RedisServer) -> dict[str, str]:  # type: ignore[no-untyped-
         now=now,
     )
     me = user_in(REQUESTER, "matrix-requesters")
-    own = workflow.move_request_create(
+    own = moves.move_request_create(
         requested_by=me,
         node_names=["n-own"],
         destination=Pool.objects.get(name="shared"),

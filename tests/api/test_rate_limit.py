@@ -11,7 +11,7 @@ import pytest
 import redis as redis_client
 
 from pools.api.permissions import ApiTokenThrottle
-from pools.guarded_cache import caches_setting
+from pools.common.guarded_cache import caches_setting
 from tests.servers import redis_server
 
 LIMIT = 10

@@ -8,9 +8,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from pools import workflow
-from pools.fitcheck.impact import EVICTED, LEFT, move_impact
+from pools import moves
 from pools.models import Pool
+from pools.moves.impact import EVICTED, LEFT, move_impact
 from tests.factories import demo_inventory, gpu_node
 from tests.fitcheck.rows import TOLERATE_TRAINING, TRAINING_AFFINITY, gpu_pod
 from tests.moves_helpers import user_in
@@ -26,13 +26,13 @@ def demo(db):  # type: ignore[no-untyped-def]
 
 
 def impact_of(nodes: list[str], destination: str, drain_policy: str):  # type: ignore[no-untyped-def]
-    ask = workflow.MoveAsk(
+    ask = moves.MoveAsk(
         node_names=nodes,
         destination=Pool.objects.get(name=destination),
         reason="impact",
         drain_policy=drain_policy,
     )
-    plan = workflow.move_plan(ask=ask, now=timezone.now())
+    plan = moves.move_plan(ask=ask, now=timezone.now())
     return move_impact(plan, drain_policy=drain_policy)
 
 

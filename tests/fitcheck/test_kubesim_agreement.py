@@ -17,8 +17,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from pools.fitcheck.pending import SCHEDULER, pending_pods, pool_intruders
-from pools.fitcheck.service import PodRef, fit_check_run
+from pools.fit.pending import SCHEDULER, pending_pods, pool_intruders
+from pools.fit.service import PodRef, fit_check_run
 from pools.inventory import inventory_sync
 from pools.models import GpuPod, Pool
 from tests.api.conftest import api

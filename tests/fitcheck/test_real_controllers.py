@@ -16,7 +16,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from pools.fitcheck.service import fit_check_run
+from pools.fit.service import fit_check_run
 from pools.inventory import inventory_sync
 from tests.core.test_fit_kubesim import IN_TRAINING, NAMESPACE, POOL_KEY, gpu_pod
 from tests.real_cluster import RealCluster

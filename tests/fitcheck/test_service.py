@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pools.fitcheck.service import InvalidFitInput, PodRef, fit_check_run
+from pools.fit.service import InvalidFitInput, PodRef, fit_check_run
 from pools.models import GpuPod
 from tests.factories import demo_inventory
 from tests.fitcheck.rows import TOLERATE_TRAINING, TRAINING_AFFINITY, gpu_pod

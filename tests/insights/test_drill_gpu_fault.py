@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 
 from pools import drills
-from pools.errors import InvalidInput
+from pools.common.errors import InvalidInput
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, Drill, Node, Pool
 from tests.kubesim_process import Kubesim, kubesim_server

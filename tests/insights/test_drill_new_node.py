@@ -12,7 +12,7 @@ from django.utils import timezone
 from kubernetes.client.exceptions import ApiException
 
 from pools import drills
-from pools.errors import InvalidInput
+from pools.common.errors import InvalidInput
 from pools.insights import pool_readiness
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, Drill, Node, Pool

@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from pools import drills
-from pools.errors import InvalidInput, NotAllowed, WorkflowError
+from pools.common.errors import InvalidInput, NotAllowed, WorkflowError
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, Drill, GpuPod, Node, Pool
 from tests.kubesim_process import Kubesim

@@ -9,10 +9,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from pools import workflow
-from pools.errors import InvalidMove, NotAllowed, WorkflowError
+from pools import moves
+from pools.common.errors import InvalidMove, NotAllowed, WorkflowError
 from pools.models import MoveRequest, Node, Pool
-from pools.workflow import Action, allowed_actions
+from pools.moves import Action, allowed_actions
 from tests.factories import demo_inventory
 from tests.moves_helpers import user_in
 
@@ -31,7 +31,7 @@ def nodes(db) -> dict[str, Node]:  # type: ignore[no-untyped-def]
 
 
 def ask(node: str, user: User, **options) -> MoveRequest:  # type: ignore[no-untyped-def]
-    return workflow.move_request_create(
+    return moves.move_request_create(
         requested_by=user,
         node_names=[node],
         destination=Pool.objects.get(name=options.pop("destination", "shared")),
@@ -77,7 +77,7 @@ def test_a_loan_adds_ending_and_extending_for_approvers_only(nodes: dict[str, No
     MoveRequest.objects.filter(pk=loan.pk).update(state=MoveRequest.State.SUCCEEDED)
     loan.refresh_from_db()
     assert allowed_actions(who["approver"], loan) == {END, EXTEND}
-    workflow.loans_return_due(now=timezone.now() + timedelta(hours=5))
+    moves.loans_return_due(now=timezone.now() + timedelta(hours=5))
     loan.refresh_from_db()
     assert allowed_actions(who["approver"], loan) == set()  # on its way back
 
@@ -94,7 +94,7 @@ def test_an_action_works_exactly_when_it_is_allowed(nodes: dict[str, Node], acti
             move = ask("a100-reserve-000", who["requester"], loan_until=soon)
             offered = action in allowed_actions(user, move)
             try:
-                workflow.move_decide(
+                moves.move_decide(
                     move=move,
                     user=user,
                     action=action,
@@ -113,12 +113,12 @@ def test_an_action_works_exactly_when_it_is_allowed(nodes: dict[str, Node], acti
 def test_a_decided_move_offers_nothing_and_refuses_with_its_state(nodes: dict[str, Node]) -> None:
     who = people()
     move = ask("a100-reserve-000", who["requester"])
-    workflow.move_decide(
+    moves.move_decide(
         move=move, user=who["approver"], action=REJECT, reason="no", now=timezone.now()
     )
     assert all(allowed_actions(user, move) == set() for user in who.values())
     with pytest.raises(WorkflowError) as caught:
-        workflow.move_decide(move=move, user=who["requester"], action=CANCEL, now=timezone.now())
+        moves.move_decide(move=move, user=who["requester"], action=CANCEL, now=timezone.now())
     assert caught.value.code == "state_conflict"
 
 
@@ -127,7 +127,7 @@ def test_rejecting_ones_own_request_is_refused(nodes: dict[str, Node]) -> None:
     admin = user_in("pool-admins", "pat")
     move = ask("a100-reserve-000", admin)
     with pytest.raises(NotAllowed) as caught:
-        workflow.move_decide(move=move, user=admin, action=REJECT, reason="x", now=timezone.now())
+        moves.move_decide(move=move, user=admin, action=REJECT, reason="x", now=timezone.now())
     assert caught.value.code == "self_approval"
     assert "cancel it instead" in caught.value.message
 
@@ -141,7 +141,7 @@ def test_extending_a_loan_needs_the_new_end(nodes: dict[str, Node]) -> None:
         loan_until=timezone.now() + timedelta(hours=4),
     )
     with pytest.raises(InvalidMove) as caught:
-        workflow.move_decide(
+        moves.move_decide(
             move=loan,
             user=user_in("approvers", "arno"),
             action=EXTEND,

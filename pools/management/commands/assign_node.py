@@ -3,8 +3,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from pools.break_glass import BreakGlassRefused, node_assign
 from pools.kube.errors import KubeError
+from pools.moves.break_glass import BreakGlassRefused, node_assign
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from pools.roles import Role
+from pools.common.roles import Role
 
 DEMO_USERS: list[tuple[str, Role | None]] = [
     ("admin", None),  # superuser

@@ -240,13 +240,13 @@ than maxAge, and the kubelet restarts a hung process. Call with (dict "maxAge" N
 {{- define "portal.heartbeatProbes" -}}
 startupProbe:
   exec:
-    command: [python, -m, pools.heartbeat, /tmp/heartbeat, {{ .maxAge | quote }}]
+    command: [python, -m, pools.common.heartbeat, /tmp/heartbeat, {{ .maxAge | quote }}]
   periodSeconds: 10
   timeoutSeconds: 10
   failureThreshold: 30
 livenessProbe:
   exec:
-    command: [python, -m, pools.heartbeat, /tmp/heartbeat, {{ .maxAge | quote }}]
+    command: [python, -m, pools.common.heartbeat, /tmp/heartbeat, {{ .maxAge | quote }}]
   periodSeconds: 30
   timeoutSeconds: 10
   failureThreshold: 2

@@ -1,0 +1,420 @@
+"""Reads for pages and the API: a constant number of SQL and PromQL queries per page."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.paginator import Page, Paginator
+from django.db import connection
+from django.db.models import Count, F, Prefetch, Q, QuerySet
+from django.db.models.functions import Greatest
+
+from pools.core import charts, figures
+from pools.core.collector import collector_paused
+from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
+from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
+from pools.core.owned_keys import ownership_problems
+from pools.inventory.version import inventory_version
+from pools.metrics import dcgm
+from pools.metrics.node_figures import derived_figures, reads_recorded
+from pools.metrics.results import InstantResult, RangeResult
+from pools.models import AuditEvent, MoveItem, MoveRequest, Node, NodeQuerySet, Pool
+from pools.moves.rules import OPEN_LOAN_STATES, Action, allowed_actions
+
+UNASSIGNED = "unassigned"
+HISTORY_SPANS = tuple(charts.TIME_RANGES)
+
+
+_ROW_FIELDS = (
+    "name",
+    "pool__name",
+    "gpu_model",
+    "gpu_allocatable",
+    "gpu_allocated",
+    "ready",
+    "cordoned",
+    "drifted",
+)
+
+
+def node_rows(nodes: Iterable[Any], metrics: Mapping[str, NodeMetrics]) -> list[NodeRow]:
+    return [
+        NodeRow(name, pool, model, gpus, allocated, ready, cordoned, drifted, metrics.get(name))
+        for name, pool, model, gpus, allocated, ready, cordoned, drifted in nodes
+    ]
+
+
+@dataclass(frozen=True)
+class PoolCard:
+    pool: Pool | None  # None: the unassigned GPU nodes
+    figures: PoolFigures
+
+    @property
+    def slug(self) -> str:
+        return self.pool.name if self.pool else UNASSIGNED
+
+
+@dataclass(frozen=True)
+class Overview:
+    cluster: PoolFigures
+    cards: list[PoolCard]
+    metrics_error: str | None
+
+
+@dataclass(frozen=True)
+class PoolFigureSet:
+    by_pool: dict[str | None, PoolFigures]  # by pool name; None: the unassigned nodes
+    cluster: PoolFigures
+    empty: PoolFigures  # a pool without present nodes
+
+    def of(self, pool: str | None) -> PoolFigures:
+        return self.by_pool.get(pool, self.empty)
+
+
+def _figure_rows() -> list[tuple[Any, ...]]:
+    """Every present node's _ROW_FIELDS as the database driver returns them: the figures
+    count SQLite's 0 and 1 as they count False and True, and the ORM's converters for the
+    three flags cost half of reading 5,000 rows."""
+    sql, params = Node.objects.present().values_list(*_ROW_FIELDS).query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _pool_figure_set(result: InstantResult, metrics: Mapping[str, NodeMetrics]) -> PoolFigureSet:
+    with collector_paused():  # a row and its figures a node, and no cycle among them
+        rows = node_rows(_figure_rows(), metrics)
+        return _figures_of(rows, available=result.available)
+
+
+def _figures_of(rows: list[NodeRow], *, available: bool) -> PoolFigureSet:
+    # One pass over the rows: each group's figures, and the cluster's merged from them.
+    by_pool = {
+        name: figures.pool_figures(members, metrics_available=available)
+        for name, members in figures.group_by_pool(rows).items()
+    }
+    return PoolFigureSet(
+        by_pool,
+        figures.merge_figures(by_pool.values(), metrics_available=available),
+        figures.pool_figures([], metrics_available=available),
+    )
+
+
+def pool_figure_set() -> tuple[InstantResult, Mapping[str, NodeMetrics], PoolFigureSet]:
+    """Every node's DCGM figures, and every pool's figures and the cluster's over all
+    present nodes. The pool figures are cached with the node figures under the inventory
+    version: while neither changes, no node row is read."""
+    # The version before the rows: figures stored under it are at least as new as it.
+    version = inventory_version()
+    return derived_figures("pool-figures", version, _pool_figure_set)
+
+
+def overview() -> Overview:
+    pools = list(Pool.objects.active())
+    result, _, figure_set = pool_figure_set()
+    cards = [PoolCard(pool, figure_set.of(pool.name)) for pool in pools]
+    cards.append(PoolCard(None, figure_set.of(None)))
+    return Overview(figure_set.cluster, cards, result.error)
+
+
+# --- the pool page ---
+
+TABLE_PAGE_ROWS = 100  # as the API's pages
+# Sorts the database does (then by name), and sorts by a DCGM figure from the node figures
+# (then by name; a node without the figure first, ascending).
+SQL_SORTS = {
+    "name": ("name",),
+    "model": ("gpu_model", "name"),
+    "gpus": ("gpu_allocatable", "name"),
+    "allocated": ("gpu_allocated", "name"),
+    "unallocated": ("unallocated", "name"),
+}
+METRIC_SORTS: dict[str, Callable[[NodeMetrics | None], float]] = {
+    "util": lambda m: m.util if m and m.util is not None else -1.0,
+    "temp": lambda m: m.temp_max if m and m.temp_max is not None else -1.0,
+    "xid": lambda m: m.xid_gpus if m else -1,
+}
+
+
+@dataclass(frozen=True)
+class TableRow:
+    row: NodeRow
+    pods: int
+    fb_percent: float | None
+
+
+@dataclass(frozen=True)
+class PoolPage:
+    pool: Pool | None
+    figures: PoolFigures  # over the whole pool, whatever the filter and the page
+    rows: list[TableRow]  # the table's page
+    matching: int  # nodes the filter lets through, on every page
+    total_rows: int  # the pool's present nodes
+    models: tuple[str, ...]
+    metrics_error: str | None
+    number: int  # this page's number, from 1
+    pages: int
+    first: int  # the positions of the page's first and last rows among the matching ones
+    last: int
+
+
+def pool_nodes(pool: Pool | None) -> NodeQuerySet:
+    """The pool's present nodes (None: the unassigned ones)."""
+    qs = Node.objects.present()
+    return qs.filter(pool=pool) if pool is not None else qs.filter(pool__isnull=True)
+
+
+def _table_row(row: NodeRow, pods: int) -> TableRow:
+    m = row.metrics
+    fb = 100 * m.fb_used / m.fb_total if m and m.fb_used is not None and m.fb_total else None
+    return TableRow(row, pods, fb)
+
+
+def _metric_sorted_page(
+    shown: QuerySet[Node], metrics: Mapping[str, NodeMetrics], key: str, descending: bool
+) -> tuple[Paginator[str], Callable[[Page[str]], list[tuple[Any, ...]]]]:
+    figure = METRIC_SORTS[key]
+    names = sorted(
+        shown.values_list("name", flat=True),
+        key=lambda name: (figure(metrics.get(name)), name),
+        reverse=descending,
+    )
+
+    def rows_of(page: Page[str]) -> list[tuple[Any, ...]]:
+        wanted = list(page.object_list)
+        found = Node.objects.filter(name__in=wanted).values_list(*_ROW_FIELDS, "pods")
+        by_name = {row[0]: row for row in found}
+        return [by_name[name] for name in wanted if name in by_name]
+
+    return Paginator(names, TABLE_PAGE_ROWS), rows_of
+
+
+def _table_page(
+    shown: QuerySet[Node], metrics: Mapping[str, NodeMetrics], sort: str, number: object
+) -> tuple[Page[Any], list[tuple[Any, ...]]]:
+    """One page of `shown` sorted by `sort`, and its rows (_ROW_FIELDS and pods): reading
+    the page's rows only, or, for a sort by a DCGM figure, every matching node's name."""
+    key, descending = sort.lstrip("-"), sort.startswith("-")
+    if key in METRIC_SORTS:
+        names, rows_of = _metric_sorted_page(shown, metrics, key, descending)
+        page = names.get_page(number)
+        return page, rows_of(page)
+    order = [f"-{f}" if descending else f for f in SQL_SORTS.get(key, SQL_SORTS["name"])]
+    ordered = (
+        shown.annotate(unallocated=Greatest(F("gpu_allocatable") - F("gpu_allocated"), 0))
+        .order_by(*order)
+        .values_list(*_ROW_FIELDS, "pods")
+    )
+    page = Paginator(ordered, TABLE_PAGE_ROWS).get_page(number)
+    return page, list(page.object_list)
+
+
+def pool_page(
+    pool: Pool | None, *, shown: QuerySet[Node], sort: str = "name", number: object = 1
+) -> PoolPage:
+    """The pool's figures over all its nodes, and page `number` (from 1; Django's
+    Paginator.get_page reads it) of the table of the nodes in `shown` (the pool's nodes with
+    the page's filters applied), sorted by `sort` ("-" first: descending)."""
+    result, metrics, figure_set = pool_figure_set()
+    pool_figures = figure_set.of(pool.name if pool else None)
+    page, raw = _table_page(shown, metrics, sort, number)
+    rows = node_rows((r[:-1] for r in raw), metrics)
+    return PoolPage(
+        pool,
+        pool_figures,
+        [_table_row(row, len(r[-1])) for row, r in zip(rows, raw, strict=True)],
+        page.paginator.count,
+        pool_figures.nodes,
+        pool_figures.gpu_models,
+        result.error,
+        page.number,
+        page.paginator.num_pages,
+        page.start_index(),
+        page.end_index(),
+    )
+
+
+def pool_history(pool: Pool | None, span: str) -> RangeResult:
+    """The pool's utilisation over the named range (charts.TIME_RANGES; UnknownRange else)."""
+    length, step = charts.time_range(span)
+    names = list(pool_nodes(pool).values_list("name", flat=True))
+    # Read after the page's node figures, which found out whether the rules are loaded.
+    recorded = reads_recorded("gpus_reporting") and reads_recorded("util")
+    return dcgm.utilisation_history(names, span=length, step=step, recorded=recorded)
+
+
+# --- the node page ---
+
+
+@dataclass(frozen=True)
+class LabelRow:
+    key: str
+    value: str
+    managed: bool
+
+
+@dataclass(frozen=True)
+class NodeDetail:
+    node: Node
+    gpus: list[GpuRow]
+    labels: list[LabelRow]
+    taints: list[tuple[Taint, bool]]
+    metrics_error: str | None
+
+
+def _active_specs() -> list[PoolSpec]:
+    return [p.spec() for p in Pool.objects.active()]
+
+
+def node_detail(node: Node) -> NodeDetail:
+    gpus, error = dcgm.node_gpus(node.name)
+    specs = _active_specs()
+    label_keys = managed_label_keys(specs, settings.POOL_LABEL_KEY)
+    taint_keys = managed_taint_keys(specs)
+    return NodeDetail(
+        node=node,
+        gpus=gpus,
+        labels=[LabelRow(k, v, k in label_keys) for k, v in sorted(node.labels.items())],
+        taints=[(t, t.key in taint_keys) for t in node.taint_objects()],
+        metrics_error=error,
+    )
+
+
+def node_history(node: Node, span: str = charts.DEFAULT_RANGE) -> dict[str, RangeResult]:
+    """The node's charts over the named range: asked only by the full node page, not by its
+    live refresh or the API."""
+    length, step = charts.time_range(span)
+    return dcgm.node_history(node.name, span=length, step=step)
+
+
+# --- pool definitions: what a change would mean for the cluster ---
+
+
+@dataclass(frozen=True)
+class PoolImpact:
+    newly_drifted: list[tuple[str, str]]  # node, what it would need
+    no_longer_drifted: list[str]
+    nodes_in_pool: int
+
+
+def pools_for_list(*, retired: bool) -> QuerySet[Pool]:
+    """Active (or retired) pools with how many present nodes each holds: the pools page."""
+    pools = Pool.objects.retired() if retired else Pool.objects.active()
+    return pools.annotate(node_count=Count("nodes", filter=Q(nodes__gone_at__isnull=True)))
+
+
+def pool_change_impact(candidate: Pool) -> PoolImpact:
+    """Which nodes a pool definition (unsaved) would make drifted, and which it would fix.
+    The definition replaces the saved one of the same pool, if any."""
+    others = [p.spec() for p in Pool.objects.active().exclude(pk=candidate.pk)]
+    specs_after = [*others, candidate.spec()]
+    key = settings.POOL_LABEL_KEY
+    newly, fixed = [], []
+    in_pool = 0
+    for name, labels, taints, was_drifted, pool_label in Node.objects.present().values_list(
+        "name", "labels", "taints", "drifted", "pool_label"
+    ):
+        in_pool += pool_label == candidate.name
+        change = drift(labels, [Taint.from_api(t) for t in taints], specs_after, pool_key=key)
+        if change is not None and not was_drifted:
+            newly.append((name, change.summary()))
+        elif change is None and was_drifted:
+            fixed.append(name)
+    return PoolImpact(newly, fixed, in_pool)
+
+
+# --- moves and loans ---
+
+
+def single_source_pool(node_names: list[str]) -> str | None:
+    """The pool all these nodes are in, when it is one pool (the move form leaves it out of
+    the destinations); None for none, several, or unassigned nodes."""
+    pools = set(Node.objects.filter(name__in=node_names).values_list("pool__name", flat=True))
+    return next(iter(pools)) if len(pools) == 1 else None
+
+
+def drifted_node_names(pool: Pool) -> list[str]:
+    """The pool's drifted nodes that no active move holds: what a reconcile can take."""
+    return list(
+        Node.objects.present()
+        .filter(pool=pool, drifted=True)
+        .exclude(move_items__active=True)
+        .values_list("name", flat=True)
+    )
+
+
+def _loans() -> QuerySet[MoveRequest]:
+    """Loans with what the loans page shows: each node and the pool it came from, the
+    destination, and the return moves that point back to them."""
+    return (
+        MoveRequest.objects.filter(loan_until__isnull=False)
+        .select_related("destination", "requested_by")
+        .prefetch_related(
+            Prefetch(
+                "items",
+                MoveItem.objects.select_related("node", "source_pool").order_by("node__name"),
+            ),
+            Prefetch(
+                "children",
+                MoveRequest.objects.filter(kind=MoveRequest.Kind.LOAN_RETURN).order_by("id"),
+                to_attr="returns",
+            ),
+        )
+        .annotate(nodes=Count("items"))
+    )
+
+
+# Open: not yet on its way back, or its return left nodes lent (tried again until back).
+_ACTIVE_LOAN = Q(loan_return_requested_at__isnull=True, state__in=OPEN_LOAN_STATES) | Q(
+    loan_return_stuck_since__isnull=False
+)
+
+
+def active_loans() -> list[MoveRequest]:
+    """Open loans, the soonest to end first, and loans whose return left nodes lent."""
+    return list(_loans().filter(_ACTIVE_LOAN).order_by("loan_until"))
+
+
+def ended_loans(*, limit: int = 50) -> list[MoveRequest]:
+    """Loans whose nodes went back (or that never lent anything), the latest first."""
+    return list(_loans().exclude(_ACTIVE_LOAN).order_by("-loan_until", "-id")[:limit])
+
+
+def moves_awaiting_decision_count(user: Any) -> int:
+    """The pending requests `user` may approve, by the workflow's own rule (so never their
+    own): the navigation's badge. One query."""
+    pending = MoveRequest.objects.filter(state=MoveRequest.State.PENDING).only(
+        "id", "state", "requested_by_id", "loan_until", "loan_return_requested_at"
+    )
+    return sum(Action.APPROVE in allowed_actions(user, move) for move in pending)
+
+
+def moves_for_list() -> QuerySet[MoveRequest]:
+    """Requests, newest first, with what the list shows: destination, requester, approvals
+    and the number of nodes."""
+    return (
+        MoveRequest.objects.select_related("destination", "requested_by")
+        .prefetch_related("approvals")
+        .annotate(node_count=Count("items", distinct=True))
+        .order_by("-created_at", "-id")
+    )
+
+
+def audit_event_types() -> list[str]:
+    """The event types the log holds (move.approved, node.patched, …), for the audit filter."""
+    return list(AuditEvent.objects.order_by("action").values_list("action", flat=True).distinct())
+
+
+def pools_claiming_owned_keys() -> dict[str, list[str]]:
+    """Active pools whose labels or taint claim what another component owns, each with why:
+    pools stored before the definition check refused them (readiness and check --deploy)."""
+    found: dict[str, list[str]] = {}
+    for pool in Pool.objects.active().only("name", "labels", "taint_key").order_by("name"):
+        labels = pool.labels if isinstance(pool.labels, Mapping) else {}
+        problems = ownership_problems(labels, pool.taint_key)
+        if problems:
+            found[pool.name] = [message for messages in problems.values() for message in messages]
+    return found

@@ -1,0 +1,66 @@
+"""Writes to pool definitions: save and retire. Neither touches a node; moves are the
+workflow's (pools.moves)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from pools.core.palette import colour_pick
+from pools.inventory import drift_recompute
+from pools.models import Node, Pool
+
+
+class PoolInUse(ValidationError):
+    pass
+
+
+@dataclass(frozen=True)
+class PoolSaved:
+    pool: Pool
+    drifted_nodes: int
+
+
+@transaction.atomic
+def pool_save(*, pool: Pool) -> PoolSaved:
+    """Create or update a pool. Never touches nodes: the nodes the change affects show as
+    drifted until they are reconciled through the move workflow."""
+    pool.colour = pool.colour.strip().lower()
+    if not pool.colour:
+        pool.colour = colour_pick(Pool.objects.exclude(pk=pool.pk).values_list("colour", flat=True))
+    pool.full_clean()
+    pool.save()
+    return PoolSaved(pool, drift_recompute())
+
+
+@transaction.atomic
+def pool_restore(*, pool: Pool) -> Pool:
+    """Bring a retired pool back as it was; refused (ValidationError) when its definition
+    now clashes with an active pool's, as a new pool would be."""
+    locked = Pool.objects.select_for_update().get(pk=pool.pk)
+    if locked.retired_at is not None:
+        locked.retired_at = None
+        locked.full_clean()
+        locked.save(update_fields=["retired_at", "updated_at"])
+        drift_recompute()
+    return locked
+
+
+@transaction.atomic
+def pool_retire(*, pool: Pool) -> Pool:
+    locked = Pool.objects.select_for_update().get(pk=pool.pk)
+    holding = Node.objects.present().filter(pool=locked).count()
+    if holding:
+        raise PoolInUse(
+            f"Pool {locked.name!r} still holds {holding} node{'s' if holding != 1 else ''}: "
+            "move them to another pool before retiring it.",
+            code="pool_in_use",
+        )
+    if locked.retired_at is None:
+        locked.retired_at = timezone.now()
+        locked.save(update_fields=["retired_at", "updated_at"])
+        drift_recompute()
+    return locked

@@ -1,0 +1,135 @@
+"""Asking for a move: validated, checked, then created in one transaction, or refused with
+nothing created."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+
+from pools.audit import audit
+from pools.common.errors import InvalidMove, MoveRefused
+from pools.common.events import announce_event_after_commit
+from pools.common.roles import Capability
+from pools.core.checks import CheckFailure
+from pools.core.desired import move_target
+from pools.core.labels import counted
+from pools.core.notices import Event
+from pools.models import MoveItem, MoveRequest, Pool
+from pools.moves.plan import MoveAsk, MovePlan, move_plan, node_facts
+from pools.moves.rules import require_capability
+
+
+def _create(fields: dict[str, Any], plan: MovePlan) -> MoveRequest:
+    request = MoveRequest.objects.create(**fields)
+    # What the approvers see is what runs: the target is fixed now, with the planned diff.
+    target = move_target(
+        plan.destination.spec(),
+        [p.spec() for p in Pool.objects.active()],
+        pool_key=settings.POOL_LABEL_KEY,
+    )
+    MoveItem.objects.bulk_create(
+        [
+            MoveItem(
+                request=request,
+                node=p.node,
+                source_pool=p.node.pool,
+                source_label=p.node.pool_label,
+                planned_diff=p.diff,
+                gpu_pods=p.gpu_pods,
+                **MoveItem.approved(p.node, target),
+            )
+            for p in plan.nodes
+        ]
+    )
+    override = f" (health override: {request.health_override})" if request.health_override else ""
+    audit(
+        "move.requested",
+        actor=request.requested_by,
+        request=request,
+        message=f"{counted(len(plan.nodes), 'node')} to {plan.destination.name}: "
+        f"{request.reason}{override}",
+    )
+    return request
+
+
+def _taken(node_names: Sequence[str], destination: Pool) -> MoveRefused:
+    """The refusal when the one-active-move-per-node constraint stopped the insert: another
+    request took a node between our checks and our write."""
+    facts, _ = node_facts(node_names, destination)
+    return MoveRefused(
+        [
+            CheckFailure(
+                f.name,
+                "active_move",
+                f"{f.name} already has an active move (#{f.active_move}): one at a time.",
+            )
+            for f in facts
+            if f.active_move is not None
+        ]
+        or [CheckFailure(None, "active_move", "A node already has an active move.")]
+    )
+
+
+def move_request_ask(*, requested_by: AbstractBaseUser, ask: MoveAsk, now: datetime) -> MoveRequest:
+    """move_request_create for what a form or an API body asked (the MoveAsk they preview)."""
+    fields = {f.name: getattr(ask, f.name) for f in dataclasses.fields(ask)}
+    return move_request_create(requested_by=requested_by, now=now, **fields)
+
+
+def move_request_create(
+    *,
+    requested_by: AbstractBaseUser,
+    node_names: Sequence[str],
+    destination: Pool,
+    reason: str,
+    drain_policy: str = MoveRequest.DrainPolicy.LEAVE_RUNNING,
+    drain_deadline_seconds: int = 1800,
+    loan_until: datetime | None = None,
+    health_override: str = "",
+    reconcile: bool = False,
+    now: datetime,
+) -> MoveRequest:
+    """Ask to move `node_names` to `destination`: InvalidMove names the bad fields,
+    MoveRefused lists the failed checks, and either way nothing is created. The checks are
+    the dry run's (workflow.plan.move_plan): what it passes, this accepts."""
+    require_capability(requested_by, Capability.REQUEST_MOVE, "ask for moves")
+    ask = MoveAsk(
+        node_names=node_names,
+        destination=destination,
+        reason=reason,
+        drain_policy=drain_policy,
+        drain_deadline_seconds=drain_deadline_seconds,
+        loan_until=loan_until,
+        health_override=health_override,
+        reconcile=reconcile,
+    )
+    plan = move_plan(ask=ask, now=now)
+    if problems := plan.field_errors:
+        raise InvalidMove("validation", " ".join(problems.values()), problems)
+    if plan.failures:
+        raise MoveRefused(plan.failures)
+    fields = {
+        "kind": MoveRequest.Kind.RECONCILE if reconcile else MoveRequest.Kind.MOVE,
+        "requested_by": requested_by,
+        "destination": destination,
+        "reason": reason.strip(),
+        "drain_policy": drain_policy,
+        "drain_deadline_seconds": drain_deadline_seconds,
+        "loan_until": loan_until,
+        "health_override": health_override.strip(),
+        "approvals_required": max(1, destination.approvals_required),
+        "expires_at": now + timedelta(hours=settings.MOVE_PENDING_HOURS),
+    }
+    try:
+        with transaction.atomic():
+            move = _create(fields, plan)
+            announce_event_after_commit(move.pk, Event.REQUESTED)
+            return move
+    except IntegrityError:
+        raise _taken(node_names, destination) from None
