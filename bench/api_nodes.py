@@ -168,27 +168,7 @@ def run_wrk(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--requests", type=int, default=40)
-    # The chart's, the image's and compose's gunicorn: 3 workers of 4 threads.
-    parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--seconds", type=int, default=20)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument(
-        "--profile", type=int, default=0, help="also profile this many requests in-process"
-    )
-    parser.add_argument(
-        "--cache-seconds", type=int, default=10, help="METRICS_CACHE_SECONDS for the portal"
-    )
-    parser.add_argument(
-        "--no-metrics",
-        action="store_true",
-        help="no PROMETHEUS_URL: isolates the cost of the metric refreshes",
-    )
-    args = parser.parse_args()
+    args = parse_args()
     # The load generator is a system package, installed like the project's other programs.
     subprocess.run([str(ROOT / "scripts" / "system-packages.sh"), "wrk"], check=True)
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -228,76 +208,115 @@ def main() -> None:
                 "CELERY_BROKER_URL": redis.url,
             }
             django_env.setup(tmp, **env)
-            from pools.inventory import inventory_sync
-            from pools.tokens import token_create
-            from tests.moves_helpers import user_in
-
-            print(f"inventory: {inventory_sync()}", flush=True)
-            tokens = [
-                token_create(user=user_in("viewers", f"client-{i}"), name="bench")[1]
-                for i in range(args.clients)
-            ]
+            tokens = portal_tokens(args.clients)
             port = free_port()
-            server = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "gunicorn",
-                    "portal.wsgi:application",
-                    "--bind",
-                    f"127.0.0.1:{port}",
-                    "--workers",
-                    str(args.workers),
-                    "--threads",
-                    str(args.threads),
-                    "--worker-class",
-                    "gthread",
-                    "--log-level",
-                    "warning",
-                ],
-                cwd=ROOT,
-                env={**os.environ},
-                stdout=subprocess.DEVNULL,
-                stderr=(tmp / "gunicorn.log").open("w"),  # a line a request
-            )
+            server = start_gunicorn(port, args, tmp / "gunicorn.log")
             try:
                 wait_for(
                     lambda: http_ok(f"http://127.0.0.1:{port}/healthz", timeout=30),
                     timeout=60,
                     what="gunicorn",
                 )
-                base = f"http://127.0.0.1:{port}"
-                warm = Http(base, tokens[0])
-                for _ in range(args.workers * 3):  # every worker process fills its cache
-                    assert warm.request("GET", "/api/v1/nodes/")[0] == 200
-                if args.profile:
-                    profile_requests(tokens[0], args.profile)
-                if shutil.which("wrk"):
-                    workers = worker_pids(server.pid)
-                    runs = [
-                        run_wrk(base, tokens, args, workers, prom.url) for _ in range(args.runs)
-                    ]
-                    print(
-                        f"median p99 over {args.runs} runs: "
-                        f"{statistics.median(p99 for p99, _ in runs):.0f} ms, errors "
-                        f"{sum(errors for _, errors in runs)}",
-                        flush=True,
-                    )
-                    return
-                print(
-                    "wrk is not installed (apt-get install wrk): measuring with Python "
-                    "threads, which share the two cores with the server",
-                    flush=True,
-                )
-                result = load(base, tokens, args.requests, lambda index, number: "/api/v1/nodes/")
-                print(
-                    f"GET /api/v1/nodes/ at {args.nodes} nodes, {args.clients} token "
-                    f"clients x {args.requests} requests (Python threads): {result}",
-                    flush=True,
-                )
+                measure(f"http://127.0.0.1:{port}", tokens, args, server.pid, prom.url)
             finally:
                 server.terminate()
                 server.wait(timeout=30)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--requests", type=int, default=40)
+    # The chart's, the image's and compose's gunicorn: 3 workers of 4 threads.
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--profile", type=int, default=0, help="also profile this many requests in-process"
+    )
+    parser.add_argument(
+        "--cache-seconds", type=int, default=10, help="METRICS_CACHE_SECONDS for the portal"
+    )
+    parser.add_argument(
+        "--no-metrics",
+        action="store_true",
+        help="no PROMETHEUS_URL: isolates the cost of the metric refreshes",
+    )
+    return parser.parse_args()
+
+
+def portal_tokens(clients: int) -> list[str]:
+    """The inventory synced, and an API token for each of `clients` viewers."""
+    # Imported once django_env.setup has configured Django.
+    from pools.inventory import inventory_sync
+    from pools.tokens import token_create
+    from tests.moves_helpers import user_in
+
+    print(f"inventory: {inventory_sync()}", flush=True)
+    return [
+        token_create(user=user_in("viewers", f"client-{i}"), name="bench")[1]
+        for i in range(clients)
+    ]
+
+
+def start_gunicorn(port: int, args: argparse.Namespace, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "portal.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(args.workers),
+            "--threads",
+            str(args.threads),
+            "--worker-class",
+            "gthread",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env={**os.environ},
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),  # a line a request
+    )
+
+
+def measure(
+    base: str, tokens: list[str], args: argparse.Namespace, master: int, prometheus: str
+) -> None:
+    """Warm every worker, profile if asked, then the runs: wrk's, or Python threads' when
+    wrk is missing."""
+    warm = Http(base, tokens[0])
+    for _ in range(args.workers * 3):  # every worker process fills its cache
+        assert warm.request("GET", "/api/v1/nodes/")[0] == 200
+    if args.profile:
+        profile_requests(tokens[0], args.profile)
+    if shutil.which("wrk"):
+        workers = worker_pids(master)
+        runs = [run_wrk(base, tokens, args, workers, prometheus) for _ in range(args.runs)]
+        print(
+            f"median p99 over {args.runs} runs: "
+            f"{statistics.median(p99 for p99, _ in runs):.0f} ms, errors "
+            f"{sum(errors for _, errors in runs)}",
+            flush=True,
+        )
+        return
+    print(
+        "wrk is not installed (apt-get install wrk): measuring with Python "
+        "threads, which share the two cores with the server",
+        flush=True,
+    )
+    result = load(base, tokens, args.requests, lambda index, number: "/api/v1/nodes/")
+    print(
+        f"GET /api/v1/nodes/ at {args.nodes} nodes, {args.clients} token "
+        f"clients x {args.requests} requests (Python threads): {result}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -164,6 +164,29 @@ def one_run(options: list[str], wanted: int, plane_options: Options, args: Any) 
 
 
 def main() -> None:
+    args = parse_args()
+    options = ["--nodes", str(args.nodes)] if args.nodes else ["--scenario", args.scenario]
+    for name in (
+        "pods_per_node",
+        "workers",
+        "lease_renew_seconds",
+        "lease_duration_seconds",
+        "status_seconds",
+    ):
+        if getattr(args, name) is not None:
+            options += [f"--{name.replace('_', '-')}", getattr(args, name)]
+    plane_options = Options(
+        node_monitor_grace_seconds=args.node_monitor_grace_seconds,
+        kube_api_qps=args.kube_api_qps,
+        start_timeout=300,
+    )
+    wanted = args.nodes or 24  # the demo's one silent node never becomes Ready
+    print(f"{' '.join(options)}; {plane_options}; load average {os.getloadavg()[0]:.1f}")
+    runs = [one_run(options, wanted, plane_options, args) for _ in range(args.runs)]
+    report(runs)
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scenario", default="demo")
@@ -188,28 +211,14 @@ def main() -> None:
         "--node-monitor-grace-seconds", type=int, default=Options().node_monitor_grace_seconds
     )
     plane.add_argument("--kube-api-qps", type=int)
-    args = parser.parse_args()
-    options = ["--nodes", str(args.nodes)] if args.nodes else ["--scenario", args.scenario]
-    for name in (
-        "pods_per_node",
-        "workers",
-        "lease_renew_seconds",
-        "lease_duration_seconds",
-        "status_seconds",
-    ):
-        if getattr(args, name) is not None:
-            options += [f"--{name.replace('_', '-')}", getattr(args, name)]
-    plane_options = Options(
-        node_monitor_grace_seconds=args.node_monitor_grace_seconds,
-        kube_api_qps=args.kube_api_qps,
-        start_timeout=300,
-    )
-    wanted = args.nodes or 24  # the demo's one silent node never becomes Ready
-    print(f"{' '.join(options)}; {plane_options}; load average {os.getloadavg()[0]:.1f}")
-    runs = [one_run(options, wanted, plane_options, args) for _ in range(args.runs)]
+    return parser.parse_args()
+
+
+def report(runs: list[Run]) -> None:
+    """Start times, medians over the runs; memory and CPU, the last run's."""
     api = statistics.median(r.api_ready for r in runs)
     nodes = statistics.median(r.nodes_ready for r in runs)
-    print(f"{args.runs} runs")
+    print(f"{len(runs)} runs")
     print(f"API server ready (etcd, kube-apiserver /readyz, scheduler, controllers): {api:.1f} s")
     print(f"every node Ready through kubesim's kubelets: {nodes:.1f} s (median)")
     last = runs[-1]

@@ -22,8 +22,8 @@ from bench.common import ms, timed
 from pools.core.fit.api_objects import fit_nodes
 from pools.core.fit.check import check_fit, evaluate_pod
 from pools.core.fit.cluster import ClusterSnapshot, FitPool
-from pools.core.fit.scheduling import Taint
 from pools.core.fit.workloads import read_manifest
+from pools.core.taints import Taint
 
 POOL_KEY = "gpu-pool"
 POOLS = [

@@ -118,7 +118,7 @@ def main() -> None:
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
-        from pools import insights
+        from pools.insights import gather
         from pools.models import GpuPod, Pool
 
         now = datetime.now(UTC)
@@ -131,9 +131,9 @@ def main() -> None:
         pool = Pool.objects.get(name="big")
         print(f"load average {os.getloadavg()[0]:.1f}")
         for label, action in (
-            ("pool insights, 30 days", lambda: insights.pool_insights(pool, days=30, now=now)),
-            ("advice, every pool", lambda: insights.advice(days=30, now=now)),
-            ("profiles, 30 days", lambda: insights.profiles(days=30, by="namespace", now=now)),
+            ("pool insights, 30 days", lambda: gather.pool_insights(pool, days=30, now=now)),
+            ("advice, every pool", lambda: gather.advice(days=30, now=now)),
+            ("profiles, 30 days", lambda: gather.profiles(days=30, by="namespace", now=now)),
         ):
             with CaptureQueriesContext(connection) as queries:
                 cold, warm = timed_runs(args.runs, action)
@@ -145,7 +145,7 @@ def main() -> None:
             )
         print(f"load average {os.getloadavg()[0]:.1f}")
         if args.profile:
-            profile_cold(lambda: insights.pool_insights(pool, days=30, now=now))
+            profile_cold(lambda: gather.pool_insights(pool, days=30, now=now))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -165,17 +166,7 @@ def serve(args: argparse.Namespace, tmp: Path) -> tuple[Any, Serving, ssl.SSLCon
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--moved", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--clients", type=int, default=1)
-    parser.add_argument("--tls", action="store_true")
-    parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--top", type=int, default=25)
-    args = parser.parse_args()
-    if args.profile and args.clients != 1:
-        parser.error("--profile follows one serving thread: use it with --clients 1")
+    args = parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         server, serving, context = serve(args, Path(tmp_name))
         store = server.RequestHandlerClass.api.cluster.store
@@ -198,35 +189,65 @@ def main() -> None:
 
         send("training", "inference")  # warm: connections, caches
         send("inference", "training")
-        figures = []
-        for round_ in range(args.rounds + (1 if args.profile else 0)):
-            source, destination = (
-                ("training", "inference") if round_ % 2 == 0 else ("inference", "training")
-            )
-            if args.profile and round_ == args.rounds:
-                serving.profile = cProfile.Profile(time.thread_time)
-            serving.cpu, wall = 0.0, time.perf_counter()
-            send(source, destination)
-            wall = time.perf_counter() - wall
-            if serving.profile is None:
-                figures.append((wall, serving.cpu))
-                print(
-                    f"round {round_ + 1}: {len(training)} PATCHes in {wall * 1000:.0f} ms, "
-                    f"kubesim CPU {serving.cpu * 1000:.0f} ms "
-                    f"({serving.cpu / len(training) * 1000:.2f} ms a PATCH)",
-                    flush=True,
-                )
-        cpu = statistics.median(c for _, c in figures)
-        print(
-            f"median: kubesim CPU {cpu * 1000:.0f} ms for {len(training)} PATCHes "
-            f"({cpu / len(training) * 1000:.2f} ms a PATCH) from {args.clients} client(s), wall "
-            f"{statistics.median(w for w, _ in figures) * 1000:.0f} ms"
-        )
-        if serving.profile is not None:
-            stats = pstats.Stats(serving.profile)
-            stats.sort_stats("cumulative").print_stats(args.top)
-            stats.sort_stats("tottime").print_stats(args.top)
+        figures = measured_rounds(send, serving, args, len(training))
+        report(figures, serving, args, len(training))
         server.shutdown()
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--moved", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--clients", type=int, default=1)
+    parser.add_argument("--tls", action="store_true")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    if args.profile and args.clients != 1:
+        parser.error("--profile follows one serving thread: use it with --clients 1")
+    return args
+
+
+def measured_rounds(
+    send: Callable[[str, str], None], serving: Serving, args: argparse.Namespace, moved: int
+) -> list[tuple[float, float]]:
+    """(wall, kubesim CPU) seconds of each round; with --profile, one more round, profiled
+    and not counted (cProfile slows it)."""
+    figures = []
+    for round_ in range(args.rounds + (1 if args.profile else 0)):
+        source, destination = (
+            ("training", "inference") if round_ % 2 == 0 else ("inference", "training")
+        )
+        if args.profile and round_ == args.rounds:
+            serving.profile = cProfile.Profile(time.thread_time)
+        serving.cpu, wall = 0.0, time.perf_counter()
+        send(source, destination)
+        wall = time.perf_counter() - wall
+        if serving.profile is None:
+            figures.append((wall, serving.cpu))
+            print(
+                f"round {round_ + 1}: {moved} PATCHes in {wall * 1000:.0f} ms, "
+                f"kubesim CPU {serving.cpu * 1000:.0f} ms "
+                f"({serving.cpu / moved * 1000:.2f} ms a PATCH)",
+                flush=True,
+            )
+    return figures
+
+
+def report(
+    figures: list[tuple[float, float]], serving: Serving, args: argparse.Namespace, moved: int
+) -> None:
+    cpu = statistics.median(c for _, c in figures)
+    print(
+        f"median: kubesim CPU {cpu * 1000:.0f} ms for {moved} PATCHes "
+        f"({cpu / moved * 1000:.2f} ms a PATCH) from {args.clients} client(s), wall "
+        f"{statistics.median(w for w, _ in figures) * 1000:.0f} ms"
+    )
+    if serving.profile is not None:
+        stats = pstats.Stats(serving.profile)
+        stats.sort_stats("cumulative").print_stats(args.top)
+        stats.sort_stats("tottime").print_stats(args.top)
 
 
 if __name__ == "__main__":

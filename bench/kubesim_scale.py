@@ -39,8 +39,16 @@ def main() -> None:
     nodes, took = len(store.objects["nodes"]), time.perf_counter() - started
     print(f"seeded {nodes} nodes, {pods} pods in {took:.1f} s")
     print(f"max RSS after seeding: {rss_mib():.0f} MiB")
+    time_budget(cluster, "team-training")
+    time_graceful_deletes(cluster, "team-inference", args.terminate)
+    print(
+        f"max RSS at the end: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+    )
 
-    namespace = "team-training"
+
+def time_budget(cluster: Cluster, namespace: str) -> None:
+    """A budget over the namespace's workers: its first status sync, then evictions."""
+    store = cluster.store
     in_namespace = len(cluster.pods_in(namespace))
     pdb = {
         "apiVersion": "policy/v1",
@@ -69,9 +77,12 @@ def main() -> None:
         f"eviction under that budget (condition, graceful delete, budget sync): {per:.0f} ms each"
     )
 
+
+def time_graceful_deletes(cluster: Cluster, namespace: str, count: int) -> None:
+    """`count` of the namespace's pods deleted (a timer each), then their grace periods end."""
     names = [
         (e.obj["metadata"]["namespace"], e.obj["metadata"]["name"])
-        for e in cluster.pods_in("team-inference")[: args.terminate]
+        for e in cluster.pods_in(namespace)[:count]
     ]
     started = time.perf_counter()
     for ns, name in names:
@@ -79,12 +90,9 @@ def main() -> None:
     deleting = time.perf_counter() - started
     print(f"{len(names)} graceful deletes: {deleting:.1f} s ({len(cluster.timers)} timers pending)")
     started = time.perf_counter()
-    store.clock.advance(30)
+    cluster.store.clock.advance(30)
     fired = cluster.timers.run_due()
     print(f"grace periods end: {fired} pods reaped in {time.perf_counter() - started:.1f} s")
-    print(
-        f"max RSS at the end: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
-    )
 
 
 if __name__ == "__main__":

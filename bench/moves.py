@@ -329,26 +329,7 @@ def users() -> tuple[Any, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--nodes", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--portal-only", action="store_true", help="skip the kubectl loop (while iterating)"
-    )
-    parser.add_argument("--backend", choices=("kubesim", "kubernetes"), default="kubesim")
-    parser.add_argument("--cluster-nodes", type=int, default=1000)
-    real = parser.add_argument_group(
-        "--backend kubernetes: one Python process plays every kubelet on the measured cores, "
-        "so it renews less often than a kubelet (10 s; Lease held 4x the renewal) and the "
-        "controllers allow for it"
-    )
-    real.add_argument("--lease-renew-seconds", type=float, default=60)
-    real.add_argument("--status-seconds", type=float, default=300)
-    real.add_argument("--node-monitor-grace-seconds", type=int, default=300)
-    real.add_argument("--kube-api-qps", type=int, default=100, help="the controllers' rate")
-    real.add_argument("--kubelet-workers", type=int, default=8)
-    real.add_argument("--pods-per-node", type=int, help="default: the generated scenario's")
-    args = parser.parse_args()
+    args = parse_args()
     if shutil.which("kubectl") is None and not args.portal_only:
         sys.exit("kubectl is needed for the comparison")
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -389,6 +370,29 @@ def main() -> None:
                 count(sim.audit, "get", loop_names),
             )
             report(*rounds, loop_requests, nodes=args.nodes, cluster=sim)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--portal-only", action="store_true", help="skip the kubectl loop (while iterating)"
+    )
+    parser.add_argument("--backend", choices=("kubesim", "kubernetes"), default="kubesim")
+    parser.add_argument("--cluster-nodes", type=int, default=1000)
+    real = parser.add_argument_group(
+        "--backend kubernetes: one Python process plays every kubelet on the measured cores, "
+        "so it renews less often than a kubelet (10 s; Lease held 4x the renewal) and the "
+        "controllers allow for it"
+    )
+    real.add_argument("--lease-renew-seconds", type=float, default=60)
+    real.add_argument("--status-seconds", type=float, default=300)
+    real.add_argument("--node-monitor-grace-seconds", type=int, default=300)
+    real.add_argument("--kube-api-qps", type=int, default=100, help="the controllers' rate")
+    real.add_argument("--kubelet-workers", type=int, default=8)
+    real.add_argument("--pods-per-node", type=int, help="default: the generated scenario's")
+    return parser.parse_args()
 
 
 def run_rounds(

@@ -12,6 +12,7 @@ import ssl
 import sys
 import threading
 import time
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
@@ -28,9 +29,9 @@ from kubesim.dcgm import (
 )
 from kubesim.kubelet import command as kubelet_command
 from kubesim.rbac import Rbac, RbacFileError
-from kubesim.scenario import ScenarioError, generated_scenario, load_scenario
+from kubesim.scenario import Scenario, ScenarioError, generated_scenario, load_scenario
 from kubesim.seeding import seed
-from kubesim.server import ApiServer, User, make_server
+from kubesim.server import ApiServer, Server, User, make_server
 from kubesim.store import Store
 from kubesim.tls import make_certificates
 from kubesim.workload_runner import WorkloadRunner
@@ -183,9 +184,34 @@ def replay_history(
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = command_line().parse_args(argv)
+    if args.command == "kubelet":
+        return kubelet_command.run(args)
+    return serve(args)
+
+
+def command_line() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubesim")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the API server and the DCGM exporter")
+    # Added in the order --help lists them.
+    add_server_options(serve)
+    add_exporter_options(serve)
+    add_access_options(serve)
+    add_state_and_clock_options(serve)
+    add_workload_options(serve)
+    serve.add_argument(
+        "--churn",
+        type=float,
+        default=0.0,
+        help="pod events a second: a workload pod is deleted and replaced on its node, "
+        "two events each time (a busy cluster's traffic, for benchmarks)",
+    )
+    kubelet_command.add_command(sub)
+    return parser
+
+
+def add_server_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--scenario", default="demo", help="a name under kubesim/scenarios or a file"
     )
@@ -198,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--audit-log", type=Path)
     serve.add_argument("--tls", action="store_true", help="serve HTTPS with a generated CA")
     serve.add_argument("--token", help="the admin bearer token (random by default)")
+
+
+def add_exporter_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--exporter-targets-file",
         type=Path,
@@ -227,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the DCGM fields the exporter collects, comma-separated (as dcgm-exporter's "
         "counters file chooses them); all the default ones unless given",
     )
+
+
+def add_access_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--readonly-token", help="a read-only bearer token (random by default)")
     serve.add_argument(
         "--rbac",
@@ -235,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
         "it): each service account gets a token and a kubeconfig context, and is authorised "
         "by RBAC",
     )
+
+
+def add_state_and_clock_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--state",
         type=Path,
@@ -255,19 +290,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the cluster clock's time at start, as 2026-06-01T12:00:00Z (default: now): "
         "the same seed and start replay the same workload whatever the day and hour",
     )
-    add_workload_options(serve)
-    serve.add_argument(
-        "--churn",
-        type=float,
-        default=0.0,
-        help="pod events a second: a workload pod is deleted and replaced on its node, "
-        "two events each time (a busy cluster's traffic, for benchmarks)",
-    )
-    kubelet_command.add_command(sub)
-    args = parser.parse_args(argv)
-    if args.command == "kubelet":
-        return kubelet_command.run(args)
 
+
+def serve(args: argparse.Namespace) -> int:
+    """`kubesim serve`: the cluster, its API server and exporter, until SIGTERM or SIGINT."""
     try:
         scenario = generated_scenario(args.nodes) if args.nodes else load_scenario(args.scenario)
         rbac = Rbac.load(args.rbac) if args.rbac else None
@@ -277,7 +303,6 @@ def main(argv: list[str] | None = None) -> int:
     except RbacFileError as exc:
         print(f"kubesim: bad --rbac file: {exc}", file=sys.stderr)
         return 2
-
     cluster = Cluster(store=Store(Clock(args.clock_scale)))
     start = time.time() if args.clock_start is None else args.clock_start
     cluster.store.clock.set_now(start)
@@ -287,41 +312,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kubesim: bad --state file: {exc}", file=sys.stderr)
         return 2
     history = 0.0 if restored or not args.workload else args.history_days * 86400
-    if history:
-        # From the start of that UTC day: a seed gives the same history all day long.
-        began = start - history
-        cluster.store.clock.set_now(began - began % 86400)
-    if not restored:
-        seed(cluster, scenario)
-    runner = start_workload(cluster, args)
+    runner = populate(cluster, scenario, args, start=start, history=history, restored=restored)
     # The seeded objects live as long as the process: keep the garbage collector from
     # walking millions of them on every full collection (a 1.5 s pause at 114,000 pods).
     gc.freeze()
     admin_token = args.token or secrets.token_urlsafe(24)
     readonly_token = args.readonly_token or secrets.token_urlsafe(24)
-    tokens = {
-        admin_token: User("kubesim-admin", False, ("system:masters",), admin=True),
-        readonly_token: User("kubesim-viewer", True),
-    }
-    for account in rbac.service_accounts if rbac else []:
-        tokens[account.token] = User(account.user, False, account.groups)
-    api = ApiServer(
-        cluster,
-        tokens,
-        audit_path=args.audit_log,
-        server_address=f"{args.host}:{args.port}",
-        rbac=rbac,
-        workload=runner,
-    )
-    server = make_server(api, args.host, args.port)
-    scheme, ca = "http", None
-    if args.tls:
-        state = args.kubeconfig.parent / "kubesim-tls"
-        ca, crt, key = make_certificates(state, args.host)
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(crt, key)
-        server.socket = context.wrap_socket(server.socket, server_side=True)
-        scheme = "https"
+    tokens = user_tokens(admin_token, readonly_token, rbac)
+    server, scheme, ca = api_server(cluster, args, tokens, rbac, runner)
     exporter = Exporter(
         cluster,
         hostname_is_pod=args.hostname_is_pod,
@@ -331,6 +329,86 @@ def main(argv: list[str] | None = None) -> int:
     )
     if runner is not None and history:
         replay_history(cluster, runner, exporter, args, history, start)
+    exporter_server = exporter_server_for(cluster, exporter, args)
+    stop = threading.Event()
+    start_controllers(cluster, args, stop)
+    serve_forever_in_thread(exporter_server)
+    url = args.server_url or f"{scheme}://{args.host}:{server.server_address[1]}"
+    accounts = {a.user: a.token for a in rbac.service_accounts} if rbac else {}
+    write_kubeconfig(args.kubeconfig, url, admin_token, readonly_token, ca, accounts)
+    origin = f"state {args.state}" if restored else f"scenario {scenario.name}"
+    announce(cluster, args, origin, url, exporter_server)
+    stop_on_signals(stop, server, exporter_server)
+    server.serve_forever()
+    if args.state is not None:
+        persistence.save(cluster, args.state)
+    return 0
+
+
+def populate(
+    cluster: Cluster,
+    scenario: Scenario,
+    args: argparse.Namespace,
+    *,
+    start: float,
+    history: float,
+    restored: bool,
+) -> WorkloadRunner | None:
+    """Seed the scenario (unless the state file restored the cluster) and start the
+    workload, the clock wound back `history` seconds for the replay to catch up."""
+    if history:
+        # From the start of that UTC day: a seed gives the same history all day long.
+        began = start - history
+        cluster.store.clock.set_now(began - began % 86400)
+    if not restored:
+        seed(cluster, scenario)
+    return start_workload(cluster, args)
+
+
+def user_tokens(admin_token: str, readonly_token: str, rbac: Rbac | None) -> dict[str, User]:
+    """Bearer token -> the user it authenticates: the admin, the viewer, and one per --rbac
+    service account."""
+    tokens = {
+        admin_token: User("kubesim-admin", False, ("system:masters",), admin=True),
+        readonly_token: User("kubesim-viewer", True),
+    }
+    for account in rbac.service_accounts if rbac else []:
+        tokens[account.token] = User(account.user, False, account.groups)
+    return tokens
+
+
+def api_server(
+    cluster: Cluster,
+    args: argparse.Namespace,
+    tokens: dict[str, User],
+    rbac: Rbac | None,
+    runner: WorkloadRunner | None,
+) -> tuple[Server, str, Path | None]:
+    """The API server, not serving yet; its URL scheme, and the CA a client must trust
+    (None without --tls)."""
+    api = ApiServer(
+        cluster,
+        tokens,
+        audit_path=args.audit_log,
+        server_address=f"{args.host}:{args.port}",
+        rbac=rbac,
+        workload=runner,
+    )
+    server = make_server(api, args.host, args.port)
+    if not args.tls:
+        return server, "http", None
+    # Kept next to the kubeconfig: a restart reuses them, so clients keep trusting it.
+    ca, crt, key = make_certificates(args.kubeconfig.parent / "kubesim-tls", args.host)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(crt, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    return server, "https", ca
+
+
+def exporter_server_for(
+    cluster: Cluster, exporter: Exporter, args: argparse.Namespace
+) -> ThreadingHTTPServer:
+    """The exporter's HTTP server, not serving yet, and the targets file if asked."""
     exporter_server = make_exporter_server(exporter, args.host, args.metrics_port)
     if args.exporter_targets_file:
         nodes = sorted(cluster.store.objects["nodes"])
@@ -340,21 +418,27 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.host}:{exporter_server.server_address[1]}",
             {node: exporter.exporter_pod(node) for node in nodes},
         )
+    return exporter_server
 
-    stop = threading.Event()
+
+def start_controllers(cluster: Cluster, args: argparse.Namespace, stop: threading.Event) -> None:
+    """The scheduler, the clock's timers and --churn, each a thread until `stop` is set."""
     threading.Thread(target=cluster.run_scheduler, args=(stop,), daemon=True).start()
     threading.Thread(target=cluster.timers.run_forever, args=(stop,), daemon=True).start()
     if args.churn > 0:
         threading.Thread(target=Churn(cluster, args.churn).run, args=(stop,), daemon=True).start()
-    serve_forever_in_thread(exporter_server)
-    port = server.server_address[1]
-    url = args.server_url or f"{scheme}://{args.host}:{port}"
-    accounts = {a.user: a.token for a in rbac.service_accounts} if rbac else {}
-    write_kubeconfig(args.kubeconfig, url, admin_token, readonly_token, ca, accounts)
 
+
+def announce(
+    cluster: Cluster,
+    args: argparse.Namespace,
+    origin: str,
+    url: str,
+    exporter_server: ThreadingHTTPServer,
+) -> None:
+    """What runs and where, for whoever started it."""
     nodes = len(cluster.store.objects["nodes"])
     pods = len(cluster.store.objects["pods"])
-    origin = f"state {args.state}" if restored else f"scenario {scenario.name}"
     print(f"kubesim: {origin}: {nodes} nodes, {pods} pods", flush=True)
     print(f"kubesim: API server on {url}", flush=True)
     print(
@@ -363,17 +447,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"kubesim: kubeconfig {args.kubeconfig}", flush=True)
 
+
+def stop_on_signals(
+    stop: threading.Event, server: Server, exporter_server: ThreadingHTTPServer
+) -> None:
     def shutdown(*_: object) -> None:
         stop.set()
+        # From other threads: shutdown() waits for serve_forever, which runs in this one.
         threading.Thread(target=server.shutdown, daemon=True).start()
         threading.Thread(target=exporter_server.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
-    server.serve_forever()
-    if args.state is not None:
-        persistence.save(cluster, args.state)
-    return 0
 
 
 if __name__ == "__main__":

@@ -12,12 +12,12 @@ from __future__ import annotations
 import collections
 import copy
 import threading
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubesim import apply, scheduling
+from kubesim.addresses import node_ip, pod_ip
 from kubesim.admission import admit_pod
 from kubesim.clock import Timers
 from kubesim.disruption import Disruption
@@ -235,10 +235,10 @@ class Cluster:
                 {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
                 {"type": "Ready", "status": "True", "lastTransitionTime": now},
             ],
-            "hostIP": self._node_ip(node_name),
-            "hostIPs": [{"ip": self._node_ip(node_name)}],
-            "podIP": self._pod_ip(pod),
-            "podIPs": [{"ip": self._pod_ip(pod)}],
+            "hostIP": node_ip(self.store, node_name),
+            "hostIPs": [{"ip": node_ip(self.store, node_name)}],
+            "podIP": pod_ip(pod),
+            "podIPs": [{"ip": pod_ip(pod)}],
             "startTime": now,
             "qosClass": qos_class(pod),
             "containerStatuses": [
@@ -254,20 +254,6 @@ class Cluster:
                 for c in containers
             ],
         }
-
-    @staticmethod
-    def _pod_ip(pod: dict[str, Any]) -> str:
-        number = zlib.crc32(
-            f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}".encode()
-        )
-        return f"10.{244 + number % 8}.{(number >> 8) % 256}.{(number >> 16) % 254 + 1}"
-
-    def _node_ip(self, node_name: str) -> str:
-        node = self.store.objects["nodes"].get(node_name)
-        for address in ((node.obj.get("status") or {}).get("addresses") or []) if node else []:
-            if address.get("type") == "InternalIP":
-                return str(address.get("address"))
-        return ""
 
     def _unschedulable(self, message: str) -> dict[str, Any]:
         return {

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubesim import scheduling
+from kubesim.addresses import node_ip, pod_ip
 from kubesim.admission import admit_pod
 from kubesim.errors import ApiError
 from kubesim.store import Entry
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.cluster_view import ClusterView
 
 NAMESPACE = "gpu-operator"
 EXPORTER = "nvidia-dcgm-exporter"
@@ -204,7 +205,7 @@ class _Shared:
 
 
 class DaemonSetController:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.store = cluster.store
         self._shared: dict[str, _Shared] = {}  # by DaemonSet uid
@@ -217,8 +218,9 @@ class DaemonSetController:
         self._gone: dict[tuple[str, str], int] = {}
 
     @classmethod
-    def install(cls, cluster: Cluster) -> DaemonSetController:
-        """Create the GPU operator's DaemonSets and keep their pods from now on."""
+    def install(cls, cluster: ClusterView) -> DaemonSetController:
+        """Create the GPU operator's DaemonSets and keep their pods from now on (the caller
+        hands the controller to the cluster: `Cluster.daemonsets`)."""
         controller = cls(cluster)
         created = cluster.store.clock.rfc3339()
         for operand in OPERANDS:
@@ -229,7 +231,6 @@ class DaemonSetController:
         cluster.store.listeners.append(controller._observe)
         for node in cluster.store.list("nodes", None)[1]:
             controller._place(node.obj)
-        cluster.daemonsets = controller
         return controller
 
     # --- which nodes ---
@@ -339,13 +340,13 @@ class DaemonSetController:
             "status": {
                 "phase": "Running",
                 "conditions": shared.conditions[ready],
-                "hostIP": self.cluster._node_ip(node_name),
+                "hostIP": node_ip(self.store, node_name),
                 "startTime": now,
                 "qosClass": "BestEffort",
                 "containerStatuses": shared.statuses[ready],
             },
         }
-        pod["status"]["podIP"] = self.cluster._pod_ip(pod)
+        pod["status"]["podIP"] = pod_ip(pod)
         admit_pod(pod)  # what the API server fills in on the controller's create
         return pod
 

@@ -230,6 +230,17 @@ def driver_version(labels: dict[str, str]) -> str:
     return DRIVER_VERSION
 
 
+def _load(pod: dict[str, Any] | None) -> str:
+    """What a GPU does: idle when no pod holds it, else its pod's load annotation."""
+    if pod is None:
+        return "idle"
+    annotations = pod["metadata"].get("annotations") or {}
+    load = annotations.get(LOAD_ANNOTATION) or "inference"
+    # Devices are allocated at admission: a pod whose container has not started (an image
+    # still failing to pull) holds its GPUs and uses none of them.
+    return "held" if load == "idle" or not _running(pod) else load
+
+
 def _running(pod: dict[str, Any]) -> bool:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return not statuses or any("running" in (s.get("state") or {}) for s in statuses)
@@ -328,13 +339,7 @@ class Exporter:
             zip(devices, self.holders(name, len(devices)), strict=True)
         ):
             pod = entry.obj if entry is not None else None
-            load = "idle"
-            if pod is not None:
-                annotations = pod["metadata"].get("annotations") or {}
-                load = annotations.get(LOAD_ANNOTATION) or "inference"
-                # Devices are allocated at admission: a pod whose container has not started
-                # (an image still failing to pull) holds its GPUs and uses none of them.
-                load = "held" if load == "idle" or not _running(pod) else load
+            load = _load(pod)
             override = self.cluster.gpu_overrides.get((name, slot))
             util_override = override.util if override else None
             with self._meters_lock:
@@ -360,19 +365,19 @@ class Exporter:
             )
             head = self._identity(name, model_name, device)
             head += f',DCGM_FI_DRIVER_VERSION="{driver_version(labels)}"'
-            tail = ""
-            if pod is not None:
-                meta = pod["metadata"]
-                container = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name", "")
-                head += f',container="{_escape(container)}"'
-                tail = (
-                    f',namespace="{_escape(meta.get("namespace", ""))}"'
-                    f',pod="{_escape(meta["name"])}"'
-                )
-                if self.pod_uid:
-                    tail += f',pod_uid="{meta.get("uid", "")}"'
-            rows.append((head, tail, s, bool(device.profile)))
+            container, tail = self._pod_labels(pod) if pod is not None else ("", "")
+            rows.append((head + container, tail, s, bool(device.profile)))
         return rows
+
+    def _pod_labels(self, pod: dict[str, Any]) -> tuple[str, str]:
+        """The labels of the pod holding a GPU: its container's before err_code, its
+        namespace, name (and uid) after."""
+        meta = pod["metadata"]
+        container = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name", "")
+        tail = f',namespace="{_escape(meta.get("namespace", ""))}",pod="{_escape(meta["name"])}"'
+        if self.pod_uid:
+            tail += f',pod_uid="{meta.get("uid", "")}"'
+        return f',container="{_escape(container)}"', tail
 
     def render(self, only_node: str | None = None) -> bytes:
         now = time.time()

@@ -25,17 +25,15 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kubesim import errors
 from kubesim.clock import parse_rfc3339
+from kubesim.cluster_view import ClusterView
 from kubesim.errors import ApiError
 from kubesim.selectors import SelectorError, selector_from_object, selector_is_empty
 from kubesim.store import Entry, key_of
-from kubesim.termination import DeleteOptions, check_before_delete
-
-if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+from kubesim.termination import DeleteOptions, Termination, check_before_delete
 
 DELETION_TIMEOUT = 120.0  # seconds an approved eviction holds a pod out of currentHealthy
 MAX_DISRUPTED_PODS = 2000
@@ -64,8 +62,14 @@ def scaled(value: Any, total: int) -> int:
     return int(value)
 
 
+class EvictingCluster(ClusterView, Protocol):
+    """The cluster as the eviction API uses it: an eviction ends in a graceful delete."""
+
+    termination: Termination
+
+
 class Disruption:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: EvictingCluster) -> None:
         self.cluster = cluster
         self.dirty: set[str] = set()
         self.by_namespace: dict[str, set[str]] = {}

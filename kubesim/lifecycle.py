@@ -23,7 +23,7 @@ from kubesim.events import NORMAL
 from kubesim.store import Entry
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.cluster_view import ClusterView
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -63,7 +63,7 @@ def wanted_no_execute(node: dict[str, Any]) -> str | None:
 
 
 class NodeLifecycle:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.dirty: set[str] = set()
         self._monitoring: set[str] = set()

@@ -312,142 +312,163 @@ class Operation:
 
 def _operations(kind: Kind) -> dict[str, list[Operation]]:
     """Path -> the operations on it, for one served kind."""
-    group = kind.operation_group
-    scope = "Namespaced" if kind.namespaced else ""
     base = (
         f"{kind.prefix}/namespaces/{{namespace}}/{kind.plural}"
         if kind.namespaced
-        else (f"{kind.prefix}/{kind.plural}")
+        else f"{kind.prefix}/{kind.plural}"
     )
+    item = f"{base}/{{name}}"
+    paths = {base: _collection_operations(kind), item: _item_operations(kind)}
+    if kind.namespaced and "list" in kind.verbs:
+        paths[f"{kind.prefix}/{kind.plural}"] = [_list_all_namespaces(kind)]
+    for sub in kind.subresources:
+        paths[f"{item}/{sub}"] = _subresource_operations(kind, sub)
+    return {path: ops for path, ops in paths.items() if ops}
+
+
+def _operation_id(verb: str, kind: Kind, suffix: str = "") -> str:
+    """As the API server names them: listCoreV1NamespacedPod, patchCoreV1NodeStatus."""
+    scope = "Namespaced" if kind.namespaced else ""
+    return f"{verb}{kind.operation_group}{scope}{kind.kind}{suffix}"
+
+
+def _collection_operations(kind: Kind) -> list[Operation]:
+    """List and create, on the kind's path (within a namespace for a namespaced kind)."""
     scoped = (NAMESPACE,) if kind.namespaced else ()
-    list_model = kind.model + "List"
-    paths: dict[str, list[Operation]] = {base: [], f"{base}/{{name}}": []}
-    verbs = set(kind.verbs)
-    if "list" in verbs:
-        paths[base].append(
+    operations = []
+    if "list" in kind.verbs:
+        operations.append(
             Operation(
                 "get",
                 "list",
-                f"list{group}{scope}{kind.kind}",
+                _operation_id("list", kind),
                 kind,
-                list_model,
+                kind.model + "List",
                 None,
                 (*scoped, *LIST_PARAMETERS),
             )
         )
-        if kind.namespaced:
-            paths[f"{kind.prefix}/{kind.plural}"] = [
-                Operation(
-                    "get",
-                    "list",
-                    f"list{group}{kind.kind}ForAllNamespaces",
-                    kind,
-                    list_model,
-                    None,
-                    tuple(LIST_PARAMETERS),
-                )
-            ]
-    if "create" in verbs:
-        paths[base].append(
+    if "create" in kind.verbs:
+        operations.append(
             Operation(
                 "post",
                 "post",
-                f"create{group}{scope}{kind.kind}",
+                _operation_id("create", kind),
                 kind,
                 kind.model,
                 kind.model,
                 (*scoped, *WRITE_PARAMETERS),
             )
         )
-    item = f"{base}/{{name}}"
-    one = (NAME, *scoped)
-    if "get" in verbs:
-        paths[item].append(
-            Operation("get", "get", f"read{group}{scope}{kind.kind}", kind, kind.model, None, one)
+    return operations
+
+
+def _list_all_namespaces(kind: Kind) -> Operation:
+    return Operation(
+        "get",
+        "list",
+        f"list{kind.operation_group}{kind.kind}ForAllNamespaces",
+        kind,
+        kind.model + "List",
+        None,
+        tuple(LIST_PARAMETERS),
+    )
+
+
+def _item_operations(kind: Kind) -> list[Operation]:
+    """Read, replace, patch and delete one object, by name."""
+    one = _one(kind)
+    operations = []
+    if "get" in kind.verbs:
+        operations.append(
+            Operation("get", "get", _operation_id("read", kind), kind, kind.model, None, one)
         )
-    if "update" in verbs:
-        paths[item].append(
+    if "update" in kind.verbs:
+        operations.append(
             Operation(
                 "put",
                 "put",
-                f"replace{group}{scope}{kind.kind}",
+                _operation_id("replace", kind),
                 kind,
                 kind.model,
                 kind.model,
                 (*one, *WRITE_PARAMETERS),
             )
         )
-    if "patch" in verbs:
+    if "patch" in kind.verbs:
         force = _parameter("force", "query", 'Force is going to "force" Apply requests.', "boolean")
-        paths[item].append(
+        operations.append(
             Operation(
                 "patch",
                 "patch",
-                f"patch{group}{scope}{kind.kind}",
+                _operation_id("patch", kind),
                 kind,
                 kind.model,
                 "Patch",
                 (*one, *WRITE_PARAMETERS, force),
             )
         )
-    if "delete" in verbs:
-        paths[item].append(
+    if "delete" in kind.verbs:
+        operations.append(_delete(kind, one))
+    return operations
+
+
+def _one(kind: Kind) -> tuple[dict[str, Any], ...]:
+    """The parameters that name one object."""
+    return (NAME, NAMESPACE) if kind.namespaced else (NAME,)
+
+
+def _delete(kind: Kind, one: tuple[dict[str, Any], ...]) -> Operation:
+    dry_run = _parameter(
+        "dryRun", "query", "When present, indicates that modifications should not be persisted."
+    )
+    return Operation(
+        "delete",
+        "delete",
+        _operation_id("delete", kind),
+        kind,
+        "V1Status",
+        "V1DeleteOptions",
+        (*one, dry_run),
+    )
+
+
+def _subresource_operations(kind: Kind, sub: str) -> list[Operation]:
+    """A pod's eviction (create only), or a status (read, replace, patch)."""
+    one = _one(kind)
+    if sub == "eviction":
+        return [
             Operation(
-                "delete",
-                "delete",
-                f"delete{group}{scope}{kind.kind}",
-                kind,
-                "V1Status",
-                "V1DeleteOptions",
-                (
-                    *one,
-                    _parameter(
-                        "dryRun",
-                        "query",
-                        "When present, indicates that modifications should not be persisted.",
-                    ),
-                ),
+                "post",
+                "post",
+                _operation_id("create", kind, "Eviction"),
+                EVICTION,
+                "V1Eviction",
+                "V1Eviction",
+                (*one, *WRITE_PARAMETERS),
             )
-        )
-    for sub in kind.subresources:
-        path = f"{item}/{sub}"
-        if sub == "eviction":
-            paths[path] = [
-                Operation(
-                    "post",
-                    "post",
-                    f"create{group}{scope}{kind.kind}Eviction",
-                    EVICTION,
-                    "V1Eviction",
-                    "V1Eviction",
-                    (*one, *WRITE_PARAMETERS),
-                )
-            ]
-            continue
-        paths[path] = [
-            Operation(
-                "get", "get", f"read{group}{scope}{kind.kind}Status", kind, kind.model, None, one
-            ),
-            Operation(
-                "put",
-                "put",
-                f"replace{group}{scope}{kind.kind}Status",
-                kind,
-                kind.model,
-                kind.model,
-                (*one, *WRITE_PARAMETERS),
-            ),
-            Operation(
-                "patch",
-                "patch",
-                f"patch{group}{scope}{kind.kind}Status",
-                kind,
-                kind.model,
-                "Patch",
-                (*one, *WRITE_PARAMETERS),
-            ),
         ]
-    return {path: ops for path, ops in paths.items() if ops}
+    return [
+        Operation("get", "get", _operation_id("read", kind, "Status"), kind, kind.model, None, one),
+        Operation(
+            "put",
+            "put",
+            _operation_id("replace", kind, "Status"),
+            kind,
+            kind.model,
+            kind.model,
+            (*one, *WRITE_PARAMETERS),
+        ),
+        Operation(
+            "patch",
+            "patch",
+            _operation_id("patch", kind, "Status"),
+            kind,
+            kind.model,
+            "Patch",
+            (*one, *WRITE_PARAMETERS),
+        ),
+    ]
 
 
 # --- the two documents ---

@@ -98,71 +98,79 @@ def list_options(query: dict[str, str], *, watch: bool) -> dict[str, Any]:
     cont = query.get("continue", "")
     if watch and send_initial is None and not match and rv in ("", "0"):
         send_initial, match = True, NOT_OLDER_THAN
-    problems: list[FieldError] = []
     if watch:
-        if send_initial is not None and match != NOT_OLDER_THAN:
-            problems.append(
-                _forbidden(
-                    "resourceVersionMatch",
-                    f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}",
-                )
-            )
-        if match:
-            if send_initial is None:
-                problems.append(
-                    _forbidden(
-                        "resourceVersionMatch",
-                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents "
-                        "is provided",
-                    )
-                )
-            if match != NOT_OLDER_THAN:
-                problems.append(
-                    _not_supported("resourceVersionMatch", f'"{match}"', [NOT_OLDER_THAN])
-                )
-            if cont:
-                problems.append(
-                    _forbidden(
-                        "resourceVersionMatch",
-                        "resourceVersionMatch is forbidden when continue is provided",
-                    )
-                )
+        problems = _watch_problems(match, send_initial, cont)
     else:
-        if match:
-            if not rv:
-                problems.append(
-                    _forbidden(
-                        "resourceVersionMatch",
-                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                    )
-                )
-            if cont:
-                problems.append(
-                    _forbidden(
-                        "resourceVersionMatch",
-                        "resourceVersionMatch is forbidden when continue is provided",
-                    )
-                )
-            if match not in (EXACT, NOT_OLDER_THAN):
-                problems.append(
-                    _not_supported(
-                        "resourceVersionMatch", f'"{match}"', [EXACT, NOT_OLDER_THAN, ""]
-                    )
-                )
-            if match == EXACT and rv == "0":
-                problems.append(
-                    _forbidden(
-                        "resourceVersionMatch",
-                        'resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
-                    )
-                )
-        if send_initial is not None:
-            problems.append(
-                _forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list")
-            )
+        problems = _list_problems(rv, match, send_initial, cont)
     if problems:
         raise _invalid_options("ListOptions", problems)
     return {"resourceVersion": rv, "match": match, "sendInitialEvents": send_initial}
+
+
+def _watch_problems(match: str, send_initial: bool | None, cont: str) -> list[FieldError]:
+    """ValidateListOptions for a watch: a resourceVersionMatch only with sendInitialEvents."""
+    problems: list[FieldError] = []
+    if send_initial is not None and match != NOT_OLDER_THAN:
+        problems.append(
+            _forbidden(
+                "resourceVersionMatch",
+                f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}",
+            )
+        )
+    if not match:
+        return problems
+    if send_initial is None:
+        problems.append(
+            _forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            )
+        )
+    if match != NOT_OLDER_THAN:
+        problems.append(_not_supported("resourceVersionMatch", f'"{match}"', [NOT_OLDER_THAN]))
+    if cont:
+        problems.append(
+            _forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden when continue is provided",
+            )
+        )
+    return problems
+
+
+def _list_problems(rv: str, match: str, send_initial: bool | None, cont: str) -> list[FieldError]:
+    """ValidateListOptions for a list: a resourceVersionMatch needs a resourceVersion, and
+    sendInitialEvents is a watch's only."""
+    problems: list[FieldError] = []
+    if match:
+        if not rv:
+            problems.append(
+                _forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                )
+            )
+        if cont:
+            problems.append(
+                _forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                )
+            )
+        if match not in (EXACT, NOT_OLDER_THAN):
+            problems.append(
+                _not_supported("resourceVersionMatch", f'"{match}"', [EXACT, NOT_OLDER_THAN, ""])
+            )
+        if match == EXACT and rv == "0":
+            problems.append(
+                _forbidden(
+                    "resourceVersionMatch",
+                    'resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+                )
+            )
+    if send_initial is not None:
+        problems.append(_forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
+    return problems
 
 
 def include_object(query: dict[str, str]) -> str:

@@ -215,13 +215,7 @@ class _Reader:
         )
         if "model" not in gpu:
             raise self.fail(f["gpu"], "gpu needs a model")
-        layout = None
-        if "mig" in gpu:
-            profile = self.string(gpu["mig"], "gpu.mig")
-            problem = mig.profile_problem(profile)
-            if problem:
-                raise self.fail(gpu["mig"], problem)
-            layout = mig.MigLayout(profile)
+        layout = self.mig_layout(gpu["mig"]) if "mig" in gpu else None
         name = self.string(f["name"], "name")
         return NodeGroup(
             name=name,
@@ -249,6 +243,14 @@ class _Reader:
             mig=layout,
             driver=self.driver(gpu["driver"]) if "driver" in gpu else "550.54.15",
         )
+
+    def mig_layout(self, node: yaml.Node) -> mig.MigLayout:
+        """`gpu.mig`: the MIG profile every GPU of the group is split into."""
+        profile = self.string(node, "gpu.mig")
+        problem = mig.profile_problem(profile)
+        if problem:
+            raise self.fail(node, problem)
+        return mig.MigLayout(profile)
 
     def allocatable(self, node: yaml.Node) -> tuple[str | None, str | None]:
         """A group's allocatable CPU and memory, each None when not given (the capacity)."""
@@ -393,7 +395,32 @@ def driver_labels(driver: str) -> dict[str, str]:
 
 def node_object(group: NodeGroup, index: int, created: str) -> dict[str, Any]:
     name = f"{group.prefix}-{index:03d}" if group.count < 1000 else f"{group.prefix}-{index:05d}"
-    labels = {
+    # A node that is not ready gets its taints from the node lifecycle controller.
+    taints = [dict(t) for t in group.taints]
+    octet = index % 250 + 1
+    return {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": name,
+            "labels": node_labels(group, name),
+            "creationTimestamp": created,
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {
+            "podCIDR": f"10.244.{octet}.0/24",
+            "podCIDRs": [f"10.244.{octet}.0/24"],
+            # Empty lists are not served (omitempty): an untainted node has no taints field.
+            **({"taints": taints} if taints else {}),
+            **({"unschedulable": True} if group.unschedulable else {}),
+        },
+        "status": node_status(group, index, name, created),
+    }
+
+
+def node_labels(group: NodeGroup, name: str) -> dict[str, str]:
+    """The kubelet's well-known labels, GPU feature discovery's, then the group's own."""
+    return {
         "kubernetes.io/arch": "amd64",
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
@@ -410,93 +437,74 @@ def node_object(group: NodeGroup, index: int, created: str) -> dict[str, Any]:
         **(mig.node_labels(group.gpu_model, group.gpus, group.mig) if group.mig else {}),
         **group.labels,
     }
+
+
+def node_status(group: NodeGroup, index: int, name: str, created: str) -> dict[str, Any]:
+    """The status the node's kubelet posts: resources, conditions, addresses, versions."""
     gpus = str(advertised_gpus(group))
-    # A node that is not ready gets its taints from the node lifecycle controller.
-    taints = [dict(t) for t in group.taints]
-    octet = index % 250 + 1
     return {
-        "kind": "Node",
-        "apiVersion": "v1",
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "creationTimestamp": created,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+        "capacity": {
+            "cpu": group.cpu,
+            "memory": group.memory,
+            "pods": "110",
+            "nvidia.com/gpu": gpus,
         },
-        "spec": {
-            "podCIDR": f"10.244.{octet}.0/24",
-            "podCIDRs": [f"10.244.{octet}.0/24"],
-            # Empty lists are not served (omitempty): an untainted node has no taints field.
-            **({"taints": taints} if taints else {}),
-            **({"unschedulable": True} if group.unschedulable else {}),
+        "allocatable": {
+            "cpu": group.allocatable_cpu or group.cpu,
+            "memory": group.allocatable_memory or group.memory,
+            "pods": "110",
+            "nvidia.com/gpu": gpus,
         },
-        "status": {
-            "capacity": {
-                "cpu": group.cpu,
-                "memory": group.memory,
-                "pods": "110",
-                "nvidia.com/gpu": gpus,
-            },
-            "allocatable": {
-                "cpu": group.allocatable_cpu or group.cpu,
-                "memory": group.allocatable_memory or group.memory,
-                "pods": "110",
-                "nvidia.com/gpu": gpus,
-            },
-            "conditions": [
-                {
-                    "type": "MemoryPressure",
-                    "status": "False",
-                    "reason": "KubeletHasSufficientMemory",
-                    "message": "kubelet has sufficient memory available",
-                    "lastHeartbeatTime": created,
-                    "lastTransitionTime": created,
-                },
-                {
-                    "type": "DiskPressure",
-                    "status": "False",
-                    "reason": "KubeletHasNoDiskPressure",
-                    "message": "kubelet has no disk pressure",
-                    "lastHeartbeatTime": created,
-                    "lastTransitionTime": created,
-                },
-                {
-                    "type": "PIDPressure",
-                    "status": "False",
-                    "reason": "KubeletHasSufficientPID",
-                    "message": "kubelet has sufficient PID available",
-                    "lastHeartbeatTime": created,
-                    "lastTransitionTime": created,
-                },
-                {
-                    "type": "Ready",
-                    "status": "True" if group.ready else "Unknown",
-                    "reason": "KubeletReady" if group.ready else "NodeStatusUnknown",
-                    "message": "kubelet is posting ready status"
-                    if group.ready
-                    else "Kubelet stopped posting node status.",
-                    "lastHeartbeatTime": created,
-                    "lastTransitionTime": created,
-                },
-            ],
-            "addresses": [
-                {"type": "InternalIP", "address": f"10.0.{index // 250}.{octet}"},
-                {"type": "Hostname", "address": name},
-            ],
-            "nodeInfo": {
-                "kubeletVersion": "v1.30.0",
-                "kubeProxyVersion": "v1.30.0",
-                "osImage": "Ubuntu 22.04.4 LTS",
-                "kernelVersion": "5.15.0-105-generic",
-                "containerRuntimeVersion": "containerd://1.7.13",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-                "machineID": "",
-                "systemUUID": "",
-                "bootID": "",
-            },
+        "conditions": node_conditions(group.ready, created),
+        "addresses": [
+            {"type": "InternalIP", "address": f"10.0.{index // 250}.{index % 250 + 1}"},
+            {"type": "Hostname", "address": name},
+        ],
+        "nodeInfo": {
+            "kubeletVersion": "v1.30.0",
+            "kubeProxyVersion": "v1.30.0",
+            "osImage": "Ubuntu 22.04.4 LTS",
+            "kernelVersion": "5.15.0-105-generic",
+            "containerRuntimeVersion": "containerd://1.7.13",
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
         },
     }
+
+
+def node_conditions(ready: bool, created: str) -> list[dict[str, Any]]:
+    """No pressure; Ready, or Unknown as a kubelet that stopped posting leaves it."""
+    pressures = [
+        ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ]
+    return [
+        *(
+            {
+                "type": kind,
+                "status": "False",
+                "reason": reason,
+                "message": message,
+                "lastHeartbeatTime": created,
+                "lastTransitionTime": created,
+            }
+            for kind, reason, message in pressures
+        ),
+        {
+            "type": "Ready",
+            "status": "True" if ready else "Unknown",
+            "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+            "message": "kubelet is posting ready status"
+            if ready
+            else "Kubelet stopped posting node status.",
+            "lastHeartbeatTime": created,
+            "lastTransitionTime": created,
+        },
+    ]
 
 
 def pod_object(spec: PodSpec, name: str, node_name: str | None) -> dict[str, Any]:

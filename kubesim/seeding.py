@@ -21,7 +21,7 @@ from kubesim.scenario import NodeGroup, PodSpec, Scenario, node_object, pod_obje
 def seed(cluster: Cluster, scenario: Scenario) -> None:
     created = (datetime.now(UTC) - timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
     # Before the nodes: the DaemonSet controller places its pods as each node appears.
-    DaemonSetController.install(cluster)
+    cluster.daemonsets = DaemonSetController.install(cluster)
     for group in scenario.groups:
         managed: list[dict[str, Any]] | None = None
         for index in range(group.count):

@@ -1100,79 +1100,98 @@ class Handler(BaseHTTPRequestHandler):
     def _control(self, method: str, path: str, user: User) -> int:
         if not user.admin:
             raise errors.forbidden_path(user.name, method.lower(), path)
-        cluster = self.api.cluster
         if path == "/kubesim/faults":
             if method == "POST":
                 self.api.faults.configure(self._json_body() or {})
             self._send_json(200, self.api.faults.describe())
             return 200
         if path == "/kubesim/gpus" and method == "POST":
-            # {"node": N, "gpu": 0 | [0, 1] | "all", "util": float | null, "xid": int | null}
-            body = self._json_body() or {}
-            node = str(body["node"])
-            with cluster.store.lock:
-                node_obj = cluster.store.get("nodes", None, node).obj
-                count = int(node_obj["status"]["allocatable"].get("nvidia.com/gpu", "0"))
-                wanted = body.get("gpu", 0)
-                indexes = (
-                    range(count)
-                    if wanted == "all"
-                    else wanted
-                    if isinstance(wanted, list)
-                    else [wanted]
-                )
-                for index in indexes:
-                    override = cluster.gpu_overrides.setdefault((node, int(index)), GpuOverride())
-                    if "util" in body:
-                        override.util = None if body["util"] is None else float(body["util"])
-                    if "xid" in body:
-                        override.xid = None if body["xid"] is None else int(body["xid"])
-            self._send_json(200, {"node": node, "gpus": list(indexes)})
-            return 200
+            return self._set_gpus()
         if path == "/kubesim/exporter" and method == "POST":
-            body = self._json_body() or {}
-            node = str(body["node"])
-            if body.get("enabled", True):
-                cluster.exporter_disabled.discard(node)
-            else:
-                cluster.exporter_disabled.add(node)
-            self._send_json(200, {"node": node, "enabled": node not in cluster.exporter_disabled})
-            return 200
+            return self._set_exporter()
         if path == "/kubesim/schedule" and method == "POST":
-            self._send_json(200, {"bound": cluster.schedule_pending()})
+            self._send_json(200, {"bound": self.api.cluster.schedule_pending()})
             return 200
         if path == "/kubesim/clock":
             return self._clock(method)
         if path in ("/kubesim/workload", "/kubesim/workload/history") and method == "GET":
-            # The workload model's state, or every pod's record (what a watcher saw go by).
-            runner = self.api.workload
-            if runner is None:
-                raise errors.not_found("kubesim", path)
-            with cluster.store.lock:
-                body = runner.history() if path.endswith("history") else runner.describe()
-            self._send_json(200, body)
-            return 200
+            return self._workload(path)
         if path == "/kubesim/kubelet" and method == "POST":
-            # {"node": N, "posting": false}: the kubelet stops (or resumes) posting status.
-            body = self._json_body() or {}
-            with cluster.store.lock:
-                if body.get("posting", True):
-                    cluster.lifecycle.kubelet_resumes(str(body["node"]))
-                else:
-                    cluster.lifecycle.kubelet_stops(str(body["node"]))
-                cluster.settle()
-            self._send_json(200, {"node": body["node"], "posting": body.get("posting", True)})
-            return 200
+            return self._set_kubelet()
         if path == "/kubesim/controllers" and method == "POST":
-            # {"disruption": false}: the disruption controller stalls (budgets go stale).
-            body = self._json_body() or {}
-            with cluster.store.lock:
-                if "disruption" in body:
-                    cluster.disruption.paused = not body["disruption"]
-                cluster.settle()
-            self._send_json(200, {"disruption": not cluster.disruption.paused})
-            return 200
+            return self._set_controllers()
         raise errors.not_found("kubesim", path)
+
+    def _set_gpus(self) -> int:
+        """{"node": N, "gpu": 0 | [0, 1] | "all", "util": float | null, "xid": int | null}"""
+        cluster = self.api.cluster
+        body = self._json_body() or {}
+        node = str(body["node"])
+        with cluster.store.lock:
+            node_obj = cluster.store.get("nodes", None, node).obj
+            count = int(node_obj["status"]["allocatable"].get("nvidia.com/gpu", "0"))
+            wanted = body.get("gpu", 0)
+            indexes = (
+                range(count)
+                if wanted == "all"
+                else wanted
+                if isinstance(wanted, list)
+                else [wanted]
+            )
+            for index in indexes:
+                override = cluster.gpu_overrides.setdefault((node, int(index)), GpuOverride())
+                if "util" in body:
+                    override.util = None if body["util"] is None else float(body["util"])
+                if "xid" in body:
+                    override.xid = None if body["xid"] is None else int(body["xid"])
+        self._send_json(200, {"node": node, "gpus": list(indexes)})
+        return 200
+
+    def _set_exporter(self) -> int:
+        """{"node": N, "enabled": false}: the node's exporter stops answering (or starts)."""
+        disabled = self.api.cluster.exporter_disabled
+        body = self._json_body() or {}
+        node = str(body["node"])
+        if body.get("enabled", True):
+            disabled.discard(node)
+        else:
+            disabled.add(node)
+        self._send_json(200, {"node": node, "enabled": node not in disabled})
+        return 200
+
+    def _workload(self, path: str) -> int:
+        """The workload model's state, or every pod's record (what a watcher saw go by)."""
+        runner = self.api.workload
+        if runner is None:
+            raise errors.not_found("kubesim", path)
+        with self.api.cluster.store.lock:
+            body = runner.history() if path.endswith("history") else runner.describe()
+        self._send_json(200, body)
+        return 200
+
+    def _set_kubelet(self) -> int:
+        """{"node": N, "posting": false}: the kubelet stops (or resumes) posting status."""
+        cluster = self.api.cluster
+        body = self._json_body() or {}
+        with cluster.store.lock:
+            if body.get("posting", True):
+                cluster.lifecycle.kubelet_resumes(str(body["node"]))
+            else:
+                cluster.lifecycle.kubelet_stops(str(body["node"]))
+            cluster.settle()
+        self._send_json(200, {"node": body["node"], "posting": body.get("posting", True)})
+        return 200
+
+    def _set_controllers(self) -> int:
+        """{"disruption": false}: the disruption controller stalls (budgets go stale)."""
+        cluster = self.api.cluster
+        body = self._json_body() or {}
+        with cluster.store.lock:
+            if "disruption" in body:
+                cluster.disruption.paused = not body["disruption"]
+            cluster.settle()
+        self._send_json(200, {"disruption": not cluster.disruption.paused})
+        return 200
 
     def _clock(self, method: str) -> int:
         """GET the simulated time; POST {"advance": seconds} or {"scale": factor}. An

@@ -23,7 +23,7 @@ from kubesim.clock import parse_rfc3339
 from kubesim.store import Entry, check_preconditions, entry, key_of
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.cluster_view import ClusterView
 
 STOP_ANNOTATION = "kubesim.io/stop-seconds"
 DEFAULT_GRACE = 30
@@ -83,7 +83,7 @@ def check_before_delete(
 
 
 class Termination:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
 
     @property

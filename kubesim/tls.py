@@ -18,15 +18,20 @@ def make_certificates(directory: Path, host: str) -> tuple[Path, Path, Path]:
         raise SystemExit("kubesim: --tls needs the openssl command (apt-get install openssl)")
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca_crt = directory / "ca.key", directory / "ca.crt"
-    key, csr, crt = directory / "server.key", directory / "server.csr", directory / "server.crt"
-    ext = directory / "server.ext"
-
-    def run(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True)
-
+    key, crt = directory / "server.key", directory / "server.crt"
     if _reusable(ca_crt, ca_key, crt, key, host):
         return ca_crt, crt, key
-    run(
+    _make_ca(ca_key, ca_crt)
+    _make_server_certificate(directory, host, ca_key, ca_crt)
+    return ca_crt, crt, key
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def _make_ca(ca_key: Path, ca_crt: Path) -> None:
+    _openssl(
         "req",
         "-x509",
         "-newkey",
@@ -45,7 +50,13 @@ def make_certificates(directory: Path, host: str) -> tuple[Path, Path, Path]:
         "-addext",
         "keyUsage=keyCertSign,cRLSign",
     )
-    run(
+
+
+def _make_server_certificate(directory: Path, host: str, ca_key: Path, ca_crt: Path) -> None:
+    """server.key, and server.crt signed by the CA for localhost, 127.0.0.1 and `host`."""
+    key, csr, crt = directory / "server.key", directory / "server.csr", directory / "server.crt"
+    ext = directory / "server.ext"
+    _openssl(
         "req",
         "-newkey",
         "rsa:2048",
@@ -61,7 +72,7 @@ def make_certificates(directory: Path, host: str) -> tuple[Path, Path, Path]:
     ext.write_text(
         f"subjectAltName=DNS:localhost,IP:127.0.0.1,{alt}\nextendedKeyUsage=serverAuth\n"
     )
-    run(
+    _openssl(
         "x509",
         "-req",
         "-in",
@@ -78,7 +89,6 @@ def make_certificates(directory: Path, host: str) -> tuple[Path, Path, Path]:
         "-extfile",
         str(ext),
     )
-    return ca_crt, crt, key
 
 
 def _reusable(ca_crt: Path, ca_key: Path, crt: Path, key: Path, host: str) -> bool:

@@ -194,50 +194,6 @@ def pod_name(job: Job, index: int) -> str:
 
 def pod_manifest(job_class: JobClass, job: Job, index: int) -> dict[str, Any]:
     """The pod a Job's controller creates for one member of the job (Indexed completion)."""
-    requests: dict[str, str] = {"cpu": job_class.cpu, "memory": job_class.memory}
-    limits: dict[str, str] = {"memory": job_class.memory}
-    if job_class.gpus:
-        requests[GPU] = limits[GPU] = str(job_class.gpus)
-    container = {
-        "name": "main",
-        "image": job_class.image_ref,
-        "resources": {"requests": requests, "limits": limits},
-        "terminationMessagePath": "/dev/termination-log",
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-        "imagePullPolicy": "IfNotPresent",
-    }
-    if CONFIG_ERROR in job_class.failures:
-        container["env"] = [
-            {
-                "name": "HF_TOKEN",
-                "valueFrom": {"secretKeyRef": {"name": f"{job.name}-token", "key": "token"}},
-            }
-        ]
-    spec: dict[str, Any] = {
-        "containers": [container],
-        "restartPolicy": "Never",
-        "activeDeadlineSeconds": job_class.deadline,
-    }
-    if job_class.pool:
-        spec["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": "gpu-pool", "operator": "In", "values": [job_class.pool]}
-                            ]
-                        }
-                    ]
-                }
-            }
-        }
-    if job_class.tolerate:
-        spec["tolerations"] = [
-            {"key": job_class.tolerate, "operator": "Exists", "effect": "NoSchedule"}
-        ]
-    if job_class.priority_class:
-        spec["priorityClassName"] = job_class.priority_class
     return {
         "kind": "Pod",
         "apiVersion": "v1",
@@ -267,8 +223,61 @@ def pod_manifest(job_class: JobClass, job: Job, index: int) -> dict[str, Any]:
                 }
             ],
         },
-        "spec": spec,
+        "spec": _pod_spec(job_class, job),
     }
+
+
+def _pod_spec(job_class: JobClass, job: Job) -> dict[str, Any]:
+    """The job template's pod spec: its container, its pool, its priority."""
+    spec: dict[str, Any] = {
+        "containers": [_container(job_class, job)],
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": job_class.deadline,
+    }
+    if job_class.pool:
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "gpu-pool", "operator": "In", "values": [job_class.pool]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    if job_class.tolerate:
+        spec["tolerations"] = [
+            {"key": job_class.tolerate, "operator": "Exists", "effect": "NoSchedule"}
+        ]
+    if job_class.priority_class:
+        spec["priorityClassName"] = job_class.priority_class
+    return spec
+
+
+def _container(job_class: JobClass, job: Job) -> dict[str, Any]:
+    requests: dict[str, str] = {"cpu": job_class.cpu, "memory": job_class.memory}
+    limits: dict[str, str] = {"memory": job_class.memory}
+    if job_class.gpus:
+        requests[GPU] = limits[GPU] = str(job_class.gpus)
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": job_class.image_ref,
+        "resources": {"requests": requests, "limits": limits},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "imagePullPolicy": "IfNotPresent",
+    }
+    if CONFIG_ERROR in job_class.failures:
+        container["env"] = [
+            {
+                "name": "HF_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": f"{job.name}-token", "key": "token"}},
+            }
+        ]
+    return container
 
 
 def _job_uid(job: Job) -> str:

@@ -12,8 +12,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from pools.core import names
-from pools.core.desired import PoolSpec, Taint, Target
+from pools.core.desired import PoolSpec, Target
 from pools.core.pool_definition import definition_errors
+from pools.core.taints import Taint
 
 # Free text people type (a move's reason, a decision's comment, a pool's description): a
 # paragraph, not a document. Every form and serializer that takes one reads its limit from

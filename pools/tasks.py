@@ -15,9 +15,10 @@ from django.conf import settings
 from django.dispatch import receiver
 from django.utils import timezone
 
-from pools import drills, insights, moves
+from pools import drills, moves
 from pools.common.events import drill_wanted, execution_wanted, move_event
 from pools.common.idempotency import idempotency_records_purge
+from pools.insights import gather
 from pools.inventory.sync import inventory_safety_net
 from pools.moves import notifications
 from pools.moves.execution import run
@@ -103,7 +104,7 @@ def end_overdue_drills() -> int:
 
 @shared_task(ignore_result=True)
 def refresh_insights() -> int:
-    return insights.insights_refresh(days=insights.DEFAULT_DAYS, now=timezone.now())
+    return gather.insights_refresh(days=gather.DEFAULT_DAYS, now=timezone.now())
 
 
 @shared_task(ignore_result=True)

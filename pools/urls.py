@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pools.pages import drills, exports, fit, fleet, insights, moves, search, tokens
+from pools.pages import audit, drills, exports, fit, fleet, insights, moves, search, tokens
 
 urlpatterns = [
     path("", fleet.home, name="home"),
@@ -28,7 +28,7 @@ urlpatterns = [
     path("loans/<int:pk>/change/", moves.loan_change, name="loan-change"),
     path("fit/", fit.fit_check, name="fit-check"),
     path("pending/", fit.pending, name="pending"),
-    path("audit/", moves.audit_log, name="audit-log"),
+    path("audit/", audit.audit_log, name="audit-log"),
     path("export/nodes.csv", exports.nodes_csv, name="export-nodes"),
     path("export/moves.csv", exports.moves_csv, name="export-moves"),
     path("export/audit.csv", exports.audit_csv, name="export-audit"),

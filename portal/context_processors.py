@@ -3,7 +3,7 @@ from django.http import HttpRequest
 
 from pools.common import guarded_cache
 from pools.common.roles import Capability, has_capability
-from pools.fleet.selectors import moves_awaiting_decision_count
+from pools.moves.selectors import moves_awaiting_decision_count
 
 
 def portal(request: HttpRequest) -> dict[str, object]:

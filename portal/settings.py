@@ -1,4 +1,4 @@
-"""Django settings, read from the environment only (see portal/env.py and README.md)."""
+"""Django settings, read from the environment only (see portal/env.py and docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -301,7 +301,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SECURITY": [{"bearerToken": []}],
     "ENUM_NAME_OVERRIDES": {
-        "InsightLevelEnum": "pools.api.insight_serializers.LEVELS",
+        "InsightLevelEnum": "pools.api.insights.LEVELS",
         # Two choice sets share the field name "kind": each gets its own schema name.
         "MoveKindEnum": "pools.models.MoveRequest.Kind",
         "DrillKindEnum": "pools.models.Drill.Kind",

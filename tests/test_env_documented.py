@@ -1,5 +1,5 @@
-"""The README's configuration tables list every environment variable the code reads, and
-nothing it does not read."""
+"""docs/configuration.md lists every environment variable the code reads, and nothing it does
+not read; the README's short table names only variables documented there."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+CONFIGURATION = ROOT / "docs" / "configuration.md"
 SOURCES = ["portal", "pools", "scripts"]
 # Set for the child processes, never read as configuration.
 NOT_CONFIGURATION = {"DJANGO_SETTINGS_MODULE", "PYTHONUNBUFFERED"}
@@ -62,15 +63,30 @@ def code_variables() -> set[str]:
     return names
 
 
-def readme_variables() -> set[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+def table_variables(text: str) -> set[str]:
+    """The variables named in the first cell of each table row; the other cells only
+    mention them."""
     names: set[str] = set()
-    for line in section.splitlines():
+    for line in text.splitlines():
         if line.startswith("| `"):
             first_cell = line.split("|")[1]
             names |= set(re.findall(r"`([A-Z][A-Z0-9_]*)`", first_cell))
     return names
+
+
+def documented_variables() -> set[str]:
+    return table_variables(CONFIGURATION.read_text())
+
+
+def readme_variables() -> list[str]:
+    """The first cell of each row of the README's short table, in order."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Configuration", 1)[1].split("\n## ", 1)[0]
+    return [
+        line.split("|")[1].strip().strip("`")
+        for line in section.splitlines()
+        if line.startswith("| `")
+    ]
 
 
 def test_the_collector_finds_what_it_should() -> None:
@@ -82,11 +98,27 @@ def test_the_collector_finds_what_it_should() -> None:
     assert names_read(tree) == {"A", "B", "B_FILE", "C", "D", "E", "F"}
 
 
+def test_the_table_reader_takes_the_first_cell_only() -> None:
+    text = (
+        "| variable | meaning | default |\n| --- | --- | --- |\n"
+        "| `A_B`, `C` / `C_FILE` | like `D` | `E` |\nprose naming `F`\n"
+    )
+    assert table_variables(text) == {"A_B", "C", "C_FILE"}
+
+
 def test_every_variable_read_is_documented() -> None:
     code = code_variables()
     assert len(code) > 40  # the collector found the settings
-    assert sorted(code - readme_variables()) == []
+    assert sorted(code - documented_variables()) == []
 
 
 def test_every_documented_variable_is_read() -> None:
-    assert sorted(readme_variables() - code_variables()) == []
+    assert sorted(documented_variables() - code_variables()) == []
+
+
+def test_the_readme_shows_ten_documented_variables_and_links_the_rest() -> None:
+    shown = readme_variables()
+    assert len(shown) == len(set(shown)) == 10
+    assert sorted(set(shown) - documented_variables()) == []
+    section = (ROOT / "README.md").read_text().split("\n## Configuration", 1)[1]
+    assert "](docs/configuration.md)" in section

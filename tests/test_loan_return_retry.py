@@ -14,8 +14,9 @@ from django.dispatch import receiver
 from django.test import Client
 from django.utils import timezone
 
-from pools import insights, moves, tasks
+from pools import moves, tasks
 from pools.common.events import move_event
+from pools.insights import gather
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from pools.moves.loan_returns import loan_retry_delay
 from tests.factories import demo_inventory
@@ -71,7 +72,7 @@ def finish(back: MoveRequest, state: str, error: str = "") -> None:
 def loans_check(now: datetime) -> Any:
     (check,) = [
         c
-        for c in insights.pool_readiness(Pool.objects.get(name="shared"), now=now)
+        for c in gather.pool_readiness(Pool.objects.get(name="shared"), now=now)
         if c.name == "loans"
     ]
     return check

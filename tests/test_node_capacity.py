@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from pools.fit.cluster import fit_cluster
-from pools.insights import pool_readiness
+from pools.insights.gather import pool_readiness
 from pools.inventory import inventory_sync
 from pools.models import Node, Pool
 from tests.kubesim_process import Kubesim

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from pools.core.desired import Taint
+from pools.core.taints import Taint
 from pools.models import Pool
 
 

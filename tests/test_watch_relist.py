@@ -12,8 +12,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from pools import insights
 from pools.core.insights.readiness import Status
+from pools.insights import gather
 from pools.inventory.watch import WatchState, flush, nodes_relist, pods_relist
 from pools.kube.watching import list_pages
 from pools.models import GpuPod, Node, Pool
@@ -147,7 +147,7 @@ def test_a_relist_of_an_unchanged_cluster_moves_last_seen_on_in_one_statement(
     assert set(Node.objects.present().values_list("last_seen", flat=True)) == {later}
 
     for pool in Pool.objects.active():
-        checks = {c.name: c for c in insights.pool_readiness(pool, now=later)}
+        checks = {c.name: c for c in gather.pool_readiness(pool, now=later)}
         assert checks["recognised"].status == Status.PASS, checks["recognised"].detail
 
 

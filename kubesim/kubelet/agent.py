@@ -31,7 +31,8 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from kubesim.cluster import Cluster, qos_class
+from kubesim import addresses
+from kubesim.cluster import qos_class
 from kubesim.kubelet import owners
 from kubesim.kubelet.mirror import TERMINAL, MirrorCluster
 from kubesim.scenario import Scenario, node_object, pod_object
@@ -543,7 +544,7 @@ class Kubelet:
 def running_status(pod: dict[str, Any], host_ip: str) -> dict[str, Any]:
     stamp = now_rfc3339()
     containers = pod["spec"].get("containers") or []
-    pod_ip = Cluster._pod_ip(pod)  # the address kubesim's own API server gives the pod
+    pod_ip = addresses.pod_ip(pod)  # the address kubesim's own API server gives the pod
     return {
         "phase": "Running",
         "conditions": [

@@ -4,14 +4,14 @@ from rest_framework.decorators import api_view
 from rest_framework.exceptions import NotFound
 from rest_framework.routers import SimpleRouter
 
-from pools.api import drill_views, insight_views, views
+from pools.api import audit, drills, fit, fleet, insights, inventory, moves, search
 
 router = SimpleRouter()
-router.register("pools", views.PoolViewSet, basename="pool")
-router.register("nodes", views.NodeViewSet, basename="node")
-router.register("moves", views.MoveViewSet, basename="move")
-router.register("audit-events", views.AuditEventViewSet, basename="audit-event")
-router.register("drills", drill_views.DrillViewSet, basename="drill")
+router.register("pools", fleet.PoolViewSet, basename="pool")
+router.register("nodes", fleet.NodeViewSet, basename="node")
+router.register("moves", moves.MoveViewSet, basename="move")
+router.register("audit-events", audit.AuditEventViewSet, basename="audit-event")
+router.register("drills", drills.DrillViewSet, basename="drill")
 
 
 @extend_schema(exclude=True)
@@ -21,16 +21,16 @@ def unknown(request, rest):  # type: ignore[no-untyped-def]
 
 
 urlpatterns = [
-    path("summary/", views.SummaryView.as_view(), name="pool-summary"),
-    path("search/", views.SearchView.as_view(), name="search"),
-    path("fit/", views.FitView.as_view(), name="fit-api"),
-    path("inventory/sync/", views.InventorySyncView.as_view(), name="inventory-sync"),
-    path("profiles/", insight_views.ProfilesView.as_view(), name="api-profiles"),
-    path("advice/", insight_views.AdviceView.as_view(), name="api-advice"),
-    path("advice/dismiss/", insight_views.AdviceDismissView.as_view(), name="api-advice-dismiss"),
+    path("summary/", fleet.SummaryView.as_view(), name="pool-summary"),
+    path("search/", search.SearchView.as_view(), name="search"),
+    path("fit/", fit.FitView.as_view(), name="fit-api"),
+    path("inventory/sync/", inventory.InventorySyncView.as_view(), name="inventory-sync"),
+    path("profiles/", insights.ProfilesView.as_view(), name="api-profiles"),
+    path("advice/", insights.AdviceView.as_view(), name="api-advice"),
+    path("advice/dismiss/", insights.AdviceDismissView.as_view(), name="api-advice-dismiss"),
     path(
         "pools/<str:name>/insights/",
-        insight_views.PoolInsightsView.as_view(),
+        insights.PoolInsightsView.as_view(),
         name="api-pool-insights",
     ),
     *router.urls,

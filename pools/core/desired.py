@@ -14,38 +14,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass(frozen=True, order=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
-    # Kept as read, not part of a taint's identity: a PATCH rewrites the whole list, and the
-    # node lifecycle controller's taints (node.kubernetes.io/*) must go back unchanged —
-    # a NoExecute taint's timeAdded is when its pods' tolerationSeconds started counting.
-    time_added: str = field(default="", compare=False, repr=False)
-
-    @classmethod
-    def from_api(cls, raw: Mapping[str, Any]) -> Taint:
-        return cls(
-            str(raw.get("key") or ""),
-            str(raw.get("value") or ""),
-            str(raw.get("effect") or ""),
-            str(raw.get("timeAdded") or ""),
-        )
-
-    def to_api(self) -> dict[str, str]:
-        body = {"key": self.key, "effect": self.effect}
-        if self.value:
-            body["value"] = self.value
-        if self.time_added:
-            body["timeAdded"] = self.time_added
-        return body
-
-    def __str__(self) -> str:
-        return (
-            f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
-        )
+from pools.core.taints import Taint
 
 
 @dataclass(frozen=True)

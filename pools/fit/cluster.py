@@ -27,7 +27,7 @@ from django.db.models import Sum
 from pools.core.fit.cluster import ClusterSnapshot, FitNode, FitPool, NodePod
 from pools.core.fit.quantities import QuantityError, parse_quantity
 from pools.core.fit.resources import ZERO, Resources, amount_in_units
-from pools.core.fit.scheduling import Taint
+from pools.core.taints import Taint
 from pools.models import GpuPod, Node, Pool
 
 OTHER_PODS = "other pods"  # the NodePod standing for a node's pods that are not GPU pods

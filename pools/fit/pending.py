@@ -15,11 +15,13 @@ from typing import Any
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 
-from pools.core.fit.check import PodVerdict, evaluate_pod
+from pools.core.fit.check import evaluate_pod
 from pools.core.fit.pods import PodShape
-from pools.core.fit.scheduling import Taint, Toleration, untolerated_taint
+from pools.core.fit.scheduling import Toleration, untolerated_taint
+from pools.core.fit.verdicts import PodVerdict
 from pools.core.fit.workloads import pod_shape
 from pools.core.insights.scheduling import wanted_pool
+from pools.core.taints import Taint
 from pools.fit.cluster import FitCluster, fit_cluster
 from pools.fit.service import pod_manifest
 from pools.models import GpuPod, Node, Pool

@@ -9,8 +9,9 @@ from typing import Any
 import yaml
 
 from pools.common.errors import WorkflowError
-from pools.core.fit.check import FitReport, check_fit
+from pools.core.fit.check import check_fit
 from pools.core.fit.findings import ManifestError
+from pools.core.fit.verdicts import FitReport
 from pools.core.fit.workloads import read_manifest, read_objects
 from pools.fit.cluster import FitCluster, fit_cluster
 from pools.models import GpuPod
@@ -23,7 +24,7 @@ class InvalidFitInput(WorkflowError):
 
 
 @dataclass(frozen=True)
-class PodRef:
+class PodName:
     namespace: str
     name: str
 
@@ -46,7 +47,7 @@ class FitCheck:
         return body
 
 
-def fit_check_run(*, manifest: str | None = None, pod: PodRef | None = None) -> FitCheck:
+def fit_check_run(*, manifest: str | None = None, pod: PodName | None = None) -> FitCheck:
     """Check a manifest (YAML or JSON text) or a pod the inventory holds against every pool."""
     if (manifest is None) == (pod is None):
         raise InvalidFitInput(
@@ -77,7 +78,7 @@ def fit_check_run(*, manifest: str | None = None, pod: PodRef | None = None) -> 
     return FitCheck(report, cluster, manifest, documents.format, row)
 
 
-def _pod_row(ref: PodRef) -> GpuPod:
+def _pod_row(ref: PodName) -> GpuPod:
     row = GpuPod.objects.live().filter(namespace=ref.namespace, name=ref.name).first()
     if row is None:
         raise InvalidFitInput(

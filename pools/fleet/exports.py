@@ -41,7 +41,7 @@ NODE_COLUMNS = (
 )
 
 
-def node_rows(nodes: QuerySet[Node]) -> Iterator[list[object]]:
+def node_csv_rows(nodes: QuerySet[Node]) -> Iterator[list[object]]:
     """The node table with each node's latest DCGM figures (blank where there are none)."""
     _, metrics = latest_node_metrics()
     yield list(NODE_COLUMNS)

@@ -1,4 +1,5 @@
-"""Reads for pages and the API: a constant number of SQL and PromQL queries per page."""
+"""Reads of pools and nodes for pages and the API: a constant number of SQL and PromQL
+queries per page."""
 
 from __future__ import annotations
 
@@ -9,20 +10,21 @@ from typing import Any
 from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import Count, F, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.db.models.functions import Greatest
 
 from pools.core import charts, figures
 from pools.core.collector import collector_paused
-from pools.core.desired import PoolSpec, Taint, drift, managed_label_keys, managed_taint_keys
+from pools.core.desired import drift
 from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.core.owned_keys import ownership_problems
+from pools.core.taints import Taint
+from pools.fleet.targets import pool_target
 from pools.inventory.version import inventory_version
 from pools.metrics import dcgm
 from pools.metrics.node_figures import derived_figures, reads_recorded
 from pools.metrics.results import InstantResult, RangeResult
-from pools.models import AuditEvent, MoveItem, MoveRequest, Node, NodeQuerySet, Pool
-from pools.moves.rules import OPEN_LOAN_STATES, Action, allowed_actions
+from pools.models import Node, NodeQuerySet, Pool
 
 UNASSIGNED = "unassigned"
 HISTORY_SPANS = tuple(charts.TIME_RANGES)
@@ -265,15 +267,10 @@ class NodeDetail:
     metrics_error: str | None
 
 
-def _active_specs() -> list[PoolSpec]:
-    return [p.spec() for p in Pool.objects.active()]
-
-
 def node_detail(node: Node) -> NodeDetail:
     gpus, error = dcgm.node_gpus(node.name)
-    specs = _active_specs()
-    label_keys = managed_label_keys(specs, settings.POOL_LABEL_KEY)
-    taint_keys = managed_taint_keys(specs)
+    managed = pool_target(None)
+    label_keys, taint_keys = managed.label_keys, managed.taint_keys
     return NodeDetail(
         node=node,
         gpus=gpus,
@@ -344,68 +341,6 @@ def drifted_node_names(pool: Pool) -> list[str]:
         .exclude(move_items__active=True)
         .values_list("name", flat=True)
     )
-
-
-def _loans() -> QuerySet[MoveRequest]:
-    """Loans with what the loans page shows: each node and the pool it came from, the
-    destination, and the return moves that point back to them."""
-    return (
-        MoveRequest.objects.filter(loan_until__isnull=False)
-        .select_related("destination", "requested_by")
-        .prefetch_related(
-            Prefetch(
-                "items",
-                MoveItem.objects.select_related("node", "source_pool").order_by("node__name"),
-            ),
-            Prefetch(
-                "children",
-                MoveRequest.objects.filter(kind=MoveRequest.Kind.LOAN_RETURN).order_by("id"),
-                to_attr="returns",
-            ),
-        )
-        .annotate(nodes=Count("items"))
-    )
-
-
-# Open: not yet on its way back, or its return left nodes lent (tried again until back).
-_ACTIVE_LOAN = Q(loan_return_requested_at__isnull=True, state__in=OPEN_LOAN_STATES) | Q(
-    loan_return_stuck_since__isnull=False
-)
-
-
-def active_loans() -> list[MoveRequest]:
-    """Open loans, the soonest to end first, and loans whose return left nodes lent."""
-    return list(_loans().filter(_ACTIVE_LOAN).order_by("loan_until"))
-
-
-def ended_loans(*, limit: int = 50) -> list[MoveRequest]:
-    """Loans whose nodes went back (or that never lent anything), the latest first."""
-    return list(_loans().exclude(_ACTIVE_LOAN).order_by("-loan_until", "-id")[:limit])
-
-
-def moves_awaiting_decision_count(user: Any) -> int:
-    """The pending requests `user` may approve, by the workflow's own rule (so never their
-    own): the navigation's badge. One query."""
-    pending = MoveRequest.objects.filter(state=MoveRequest.State.PENDING).only(
-        "id", "state", "requested_by_id", "loan_until", "loan_return_requested_at"
-    )
-    return sum(Action.APPROVE in allowed_actions(user, move) for move in pending)
-
-
-def moves_for_list() -> QuerySet[MoveRequest]:
-    """Requests, newest first, with what the list shows: destination, requester, approvals
-    and the number of nodes."""
-    return (
-        MoveRequest.objects.select_related("destination", "requested_by")
-        .prefetch_related("approvals")
-        .annotate(node_count=Count("items", distinct=True))
-        .order_by("-created_at", "-id")
-    )
-
-
-def audit_event_types() -> list[str]:
-    """The event types the log holds (move.approved, node.patched, …), for the audit filter."""
-    return list(AuditEvent.objects.order_by("action").values_list("action", flat=True).distinct())
 
 
 def pools_claiming_owned_keys() -> dict[str, list[str]]:

@@ -7,10 +7,10 @@ from datetime import datetime
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from pools import insights
 from pools.audit import audit
 from pools.common.errors import InvalidInput
 from pools.common.roles import Capability
+from pools.insights import gather
 from pools.models import AdviceDismissal
 from pools.moves.rules import require_capability
 
@@ -23,7 +23,7 @@ def advice_dismiss(
     require_capability(user, Capability.REQUEST_MOVE, "dismiss advice")
     if not reason.strip():
         raise InvalidInput("validation", "A dismissal needs a reason.", {"reason": "Required."})
-    current = {a.key: a for a in insights.advice(days=days, now=now, dismissed=True)}
+    current = {a.key: a for a in gather.advice(days=days, now=now, dismissed=True)}
     found = current.get(key)
     if found is None:
         raise InvalidInput(

@@ -20,13 +20,13 @@ from pools.core.desired import (
     NodeDiff,
     NodeState,
     PoolSpec,
-    Taint,
     Target,
     move_target,
     node_diff,
     node_patch,
     target_state,
 )
+from pools.core.taints import Taint
 from pools.kube.errors import KubeError
 from pools.kube.nodes import Raw, read_node
 from pools.kube.retry import RetryPolicy

@@ -16,6 +16,7 @@ from pools.audit import audit
 from pools.common.roles import Capability, has_capability
 from pools.core.desired import NodeDiff
 from pools.core.snapshot import node_record
+from pools.fleet.targets import active_pool_specs
 from pools.inventory import inventory_refresh_node
 from pools.kube.errors import KubeRefused
 from pools.kube.nodes import read_node
@@ -65,7 +66,7 @@ def node_assign(*, node_name: str, pool_name: str, username: str, dry_run: bool)
         raise BreakGlassRefused(
             f"Move #{holder.request_id} holds {node_name}: cancel it or let it finish first."
         )
-    pools = [p.spec() for p in Pool.objects.active()]
+    pools = active_pool_specs()
     raw = _read(node_name)
     _, _, diff = plan(raw, pool.spec(), pools)
     if dry_run or diff.is_empty:

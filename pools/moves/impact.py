@@ -17,11 +17,12 @@ from dataclasses import dataclass, field, replace
 from pools.core.fit.check import evaluate_pod
 from pools.core.fit.cluster import ClusterSnapshot, FitNode, NodePod, PoolCapacity
 from pools.core.fit.pods import PodShape
-from pools.core.fit.scheduling import NO_EXECUTE, Taint, untolerated_taint
+from pools.core.fit.scheduling import untolerated_taint
 from pools.core.fit.workloads import pod_shape
 from pools.core.insights.records import NodeFacts
 from pools.core.insights.replacement import node_traits
 from pools.core.labels import counted
+from pools.core.taints import NO_EXECUTE, Taint
 from pools.fit.cluster import OTHER_PODS, FitCluster, fit_cluster, gpu_node_pod
 from pools.fit.pending import wants_pool
 from pools.fit.service import pod_manifest

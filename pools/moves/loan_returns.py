@@ -12,15 +12,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import transaction
 
 from pools.audit import audit
 from pools.common.events import announce_event_after_commit, announce_execution_after_commit
-from pools.core.desired import move_target
 from pools.core.labels import counted
 from pools.core.notices import Event
-from pools.models import MoveItem, MoveRequest, Pool
+from pools.fleet.targets import pool_target
+from pools.models import MoveItem, MoveRequest
 
 State = MoveRequest.State
 # A loan returns once its own move is done (partly or wholly); an earlier state still runs.
@@ -94,11 +93,7 @@ def _return_move(loan: MoveRequest, items: list[MoveItem], now: datetime) -> Mov
         approvals_required=0,
     )
     # The pool it goes back to, as that pool is defined now: the loan's window approved it.
-    target = move_target(
-        back.destination.spec(),
-        [p.spec() for p in Pool.objects.active()],
-        pool_key=settings.POOL_LABEL_KEY,
-    )
+    target = pool_target(back.destination.spec())
     MoveItem.objects.bulk_create(
         [
             MoveItem(

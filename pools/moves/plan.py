@@ -21,8 +21,9 @@ from pools.core.checks import (
     max_drain_seconds,
     move_checks,
 )
-from pools.core.desired import NodeState, PoolSpec, Taint, desired_state, node_diff
+from pools.core.desired import NodeState, PoolSpec, desired_state, node_diff
 from pools.core.figures import NodeMetrics
+from pools.core.taints import Taint
 from pools.metrics.node_figures import latest_node_metrics
 from pools.models import MoveItem, MoveRequest, Node, Pool
 

@@ -3,7 +3,6 @@ nothing created."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,9 +16,9 @@ from pools.common.errors import InvalidMove, MoveRefused
 from pools.common.events import announce_event_after_commit
 from pools.common.roles import Capability
 from pools.core.checks import CheckFailure
-from pools.core.desired import move_target
 from pools.core.labels import counted
 from pools.core.notices import Event
+from pools.fleet.targets import pool_target
 from pools.models import MoveItem, MoveRequest, Pool
 from pools.moves.plan import MoveAsk, MovePlan, move_plan, node_facts
 from pools.moves.rules import require_capability
@@ -28,11 +27,7 @@ from pools.moves.rules import require_capability
 def _create(fields: dict[str, Any], plan: MovePlan) -> MoveRequest:
     request = MoveRequest.objects.create(**fields)
     # What the approvers see is what runs: the target is fixed now, with the planned diff.
-    target = move_target(
-        plan.destination.spec(),
-        [p.spec() for p in Pool.objects.active()],
-        pool_key=settings.POOL_LABEL_KEY,
-    )
+    target = pool_target(plan.destination.spec())
     MoveItem.objects.bulk_create(
         [
             MoveItem(
@@ -77,9 +72,35 @@ def _taken(node_names: Sequence[str], destination: Pool) -> MoveRefused:
 
 
 def move_request_ask(*, requested_by: AbstractBaseUser, ask: MoveAsk, now: datetime) -> MoveRequest:
-    """move_request_create for what a form or an API body asked (the MoveAsk they preview)."""
-    fields = {f.name: getattr(ask, f.name) for f in dataclasses.fields(ask)}
-    return move_request_create(requested_by=requested_by, now=now, **fields)
+    """Ask for the move `ask` describes: InvalidMove names the bad fields, MoveRefused lists
+    the failed checks, and either way nothing is created. The checks are the dry run's
+    (moves.plan.move_plan, on the same MoveAsk): what it passes, this accepts."""
+    require_capability(requested_by, Capability.REQUEST_MOVE, "ask for moves")
+    plan = move_plan(ask=ask, now=now)
+    if problems := plan.field_errors:
+        raise InvalidMove("validation", " ".join(problems.values()), problems)
+    if plan.failures:
+        raise MoveRefused(plan.failures)
+    destination = ask.destination
+    fields = {
+        "kind": MoveRequest.Kind.RECONCILE if ask.reconcile else MoveRequest.Kind.MOVE,
+        "requested_by": requested_by,
+        "destination": destination,
+        "reason": ask.reason.strip(),
+        "drain_policy": ask.drain_policy,
+        "drain_deadline_seconds": ask.drain_deadline_seconds,
+        "loan_until": ask.loan_until,
+        "health_override": ask.health_override.strip(),
+        "approvals_required": max(1, destination.approvals_required),
+        "expires_at": now + timedelta(hours=settings.MOVE_PENDING_HOURS),
+    }
+    try:
+        with transaction.atomic():
+            move = _create(fields, plan)
+            announce_event_after_commit(move.pk, Event.REQUESTED)
+            return move
+    except IntegrityError:
+        raise _taken(ask.node_names, destination) from None
 
 
 def move_request_create(
@@ -95,10 +116,7 @@ def move_request_create(
     reconcile: bool = False,
     now: datetime,
 ) -> MoveRequest:
-    """Ask to move `node_names` to `destination`: InvalidMove names the bad fields,
-    MoveRefused lists the failed checks, and either way nothing is created. The checks are
-    the dry run's (workflow.plan.move_plan): what it passes, this accepts."""
-    require_capability(requested_by, Capability.REQUEST_MOVE, "ask for moves")
+    """move_request_ask with the ask spelled out, for commands and scripts."""
     ask = MoveAsk(
         node_names=node_names,
         destination=destination,
@@ -109,27 +127,4 @@ def move_request_create(
         health_override=health_override,
         reconcile=reconcile,
     )
-    plan = move_plan(ask=ask, now=now)
-    if problems := plan.field_errors:
-        raise InvalidMove("validation", " ".join(problems.values()), problems)
-    if plan.failures:
-        raise MoveRefused(plan.failures)
-    fields = {
-        "kind": MoveRequest.Kind.RECONCILE if reconcile else MoveRequest.Kind.MOVE,
-        "requested_by": requested_by,
-        "destination": destination,
-        "reason": reason.strip(),
-        "drain_policy": drain_policy,
-        "drain_deadline_seconds": drain_deadline_seconds,
-        "loan_until": loan_until,
-        "health_override": health_override.strip(),
-        "approvals_required": max(1, destination.approvals_required),
-        "expires_at": now + timedelta(hours=settings.MOVE_PENDING_HOURS),
-    }
-    try:
-        with transaction.atomic():
-            move = _create(fields, plan)
-            announce_event_after_commit(move.pk, Event.REQUESTED)
-            return move
-    except IntegrityError:
-        raise _taken(node_names, destination) from None
+    return move_request_ask(requested_by=requested_by, ask=ask, now=now)

@@ -12,10 +12,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 
+from pools.audit.filters import AuditFilter
 from pools.common.roles import Capability, require
 from pools.fleet import exports
-from pools.fleet.filters import AuditFilter, MoveFilter, NodeFilter
+from pools.fleet.filters import NodeFilter
 from pools.models import AuditEvent, MoveRequest, Node
+from pools.moves.filters import MoveFilter
 
 
 class _Line:
@@ -62,7 +64,7 @@ def _export(
 @require(Capability.VIEW)
 def nodes_csv(request: HttpRequest) -> HttpResponse:
     filterset = NodeFilter(request.GET, queryset=Node.objects.all(), request=request)
-    return _export(request, "nodes", filterset, exports.node_rows)
+    return _export(request, "nodes", filterset, exports.node_csv_rows)
 
 
 @require(Capability.VIEW)

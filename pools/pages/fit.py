@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -17,8 +20,7 @@ from pools.fit.pending import (
     pending_pod_names,
     pending_pods,
 )
-from pools.fit.service import FitCheck, PodRef, fit_check_run
-from pools.pages.forms import FitForm
+from pools.fit.service import FitCheck, PodName, fit_check_run
 
 
 @require(Capability.VIEW)
@@ -38,7 +40,7 @@ def fit_check(request: HttpRequest) -> HttpResponse:
         try:
             check = fit_check_run(
                 manifest=form.cleaned_data["manifest"] or form.cleaned_data["upload"] or None,
-                pod=PodRef(*pod) if pod else None,
+                pod=PodName(*pod) if pod else None,
             )
         except WorkflowError as error:
             for field, problems in error.fields.items():
@@ -81,3 +83,60 @@ def pending(request: HttpRequest) -> HttpResponse:
         "sorts": list(PENDING_SORT_LABELS.items()),
     }
     return render(request, "pools/pending.html", context, status=status)
+
+
+class FitForm(forms.Form):
+    """The fit check's input: a manifest pasted or uploaded, or a Pending pod by name."""
+
+    manifest = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}),
+        help_text="YAML or JSON: Pod, Deployment, StatefulSet, Job, CronJob, PyTorchJob, "
+        "MPIJob, RayCluster, JobSet, Volcano Job; gangs sized by their own field, a Volcano "
+        "PodGroup or YuniKorn task groups; several documents allowed.",
+    )
+    upload = forms.FileField(required=False, label="or upload a file")
+    pod = forms.CharField(
+        required=False,
+        max_length=320,
+        label="or a Pending pod",
+        widget=forms.TextInput(attrs={"list": "pending-pods", "placeholder": "namespace/name"}),
+        help_text="namespace/name of a pod the inventory holds.",
+    )
+    MAX_UPLOAD_BYTES = 1_000_000
+
+    def clean_upload(self) -> str | None:
+        upload = self.cleaned_data.get("upload")
+        if not upload:
+            return None
+        if upload.size > self.MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(
+                f"The file is {upload.size} bytes; the fit check reads at most "
+                f"{self.MAX_UPLOAD_BYTES}."
+            )
+        try:
+            return str(upload.read().decode("utf-8"))
+        except UnicodeDecodeError:
+            raise forms.ValidationError("The file is not UTF-8 text.") from None
+
+    def clean_pod(self) -> tuple[str, str] | None:
+        text = (self.cleaned_data.get("pod") or "").strip()
+        if not text:
+            return None
+        namespace, slash, name = text.partition("/")
+        if not slash or not namespace or not name:
+            raise forms.ValidationError(f"Write the pod as namespace/name, got {text!r}.")
+        return namespace, name
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:  # a field refused (a file too large) was given: say only what is wrong
+            return data
+        given = [k for k in ("manifest", "upload", "pod") if data.get(k)]
+        if len(given) != 1:
+            raise forms.ValidationError(
+                "Give one of: a manifest, a file or a pod"
+                + (f" (got {', '.join(given)})." if given else ".")
+            )
+        return data

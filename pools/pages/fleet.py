@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 from urllib.parse import urlencode
 
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
@@ -21,14 +23,15 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from pools.common.errors import MetricsUnavailable
+from pools.common.filtering import page_queryset
 from pools.common.roles import Capability, has_capability, require
 from pools.core import charts, figures, links, palette
+from pools.core.palette import colour_pick
 from pools.core.snippets import scheduling_block
 from pools.fit.pending import pending_groups, pending_pods, pool_intruders
 from pools.fleet import selectors, services
-from pools.fleet.filters import NodeFilter, page_queryset
+from pools.fleet.filters import NodeFilter
 from pools.models import AuditEvent, Node, Pool
-from pools.pages.forms import PoolForm
 
 
 def _chart(points: list[tuple[float, float]], **options: object) -> SafeString:
@@ -315,3 +318,71 @@ def pool_restore(request: HttpRequest, name: str) -> HttpResponse:
         return redirect(f"{reverse('pool-list')}?retired=1")
     messages.success(request, f"Pool {name} restored.")
     return redirect("pool-detail", name=name)
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line:
+            continue
+        if "=" not in line:
+            raise forms.ValidationError(f"Line {number}: write labels as key=value, got {line!r}.")
+        key, value = (part.strip() for part in line.split("=", 1))
+        if key in labels:
+            raise forms.ValidationError(f"Line {number}: label {key!r} appears twice.")
+        labels[key] = value
+    return labels
+
+
+class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
+    # Text areas in place of the JSON fields: one key=value (or model) a line.
+    labels = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="One key=value a line, besides the pool key (set from the name).",
+    )
+    accepted_gpu_models = forms.CharField(
+        label="Accepted GPU models",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="nvidia.com/gpu.product values, one a line; empty accepts any model.",
+    )
+
+    utilisation_target = forms.IntegerField(
+        label="Utilisation target (%)",
+        min_value=1,
+        max_value=100,
+        required=False,
+        help_text="The average GPU utilisation the pool should reach over weeks (empty: "
+        f"{Pool._meta.get_field('utilisation_target').default} %).",
+    )
+
+    class Meta:
+        model = Pool
+        fields = Pool.EDITABLE_FIELDS
+        widgets = {"colour": forms.TextInput(attrs={"type": "color"})}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["name"].disabled = True  # nodes carry it: renaming would orphan them
+        self.initial["labels"] = "\n".join(
+            f"{k}={v}" for k, v in sorted((self.instance.labels or {}).items())
+        )
+        self.initial["accepted_gpu_models"] = "\n".join(self.instance.accepted_gpu_models or [])
+        if not self.instance.colour:  # a new pool: the first colour no other pool uses
+            self.initial["colour"] = colour_pick(Pool.objects.values_list("colour", flat=True))
+
+    def clean_utilisation_target(self) -> int:
+        value = self.cleaned_data.get("utilisation_target")
+        if value is None:
+            return int(Pool._meta.get_field("utilisation_target").default)
+        return int(value)
+
+    def clean_labels(self) -> dict[str, str]:
+        return parse_labels(self.cleaned_data.get("labels") or "")
+
+    def clean_accepted_gpu_models(self) -> list[str]:
+        text = self.cleaned_data.get("accepted_gpu_models") or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]

@@ -13,7 +13,6 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from pools import insights
 from pools.common.errors import WorkflowError
 from pools.common.roles import Capability, has_capability, require
 from pools.core import charts
@@ -23,13 +22,13 @@ from pools.core.insights.profiles import GROUPINGS
 from pools.core.insights.queueing import QUEUE_CAUSE_TITLES
 from pools.core.insights.records import WINDOW_DAYS
 from pools.core.insights.replacement import DIMENSION_TITLES
-from pools.insights import advice
+from pools.insights import advice, gather
 from pools.models import Pool
 from pools.pages.fleet import chart_range
 
 
 def _days(request: HttpRequest) -> int:
-    days = insights.window_days(request.GET.get("days") or request.POST.get("days"))
+    days = gather.window_days(request.GET.get("days") or request.POST.get("days"))
     if days is None:
         raise Http404("The window is 7, 30 or 90 days.")
     return days
@@ -41,7 +40,7 @@ def profiles(request: HttpRequest) -> HttpResponse:
     by = request.GET.get("by", "namespace")
     if by not in GROUPINGS:
         raise Http404("Group by namespace or team.")
-    found = insights.profiles(days=days, by=by, now=timezone.now())
+    found = gather.profiles(days=days, by=by, now=timezone.now())
     context = {
         "found": found,
         "cause_titles": {str(c): t for c, t in CAUSE_TITLES.items()},
@@ -58,7 +57,7 @@ def pool_insights(request: HttpRequest, name: str) -> HttpResponse:
     pool = get_object_or_404(Pool.objects.active(), name=name)
     days = _days(request)
     now = timezone.now()
-    found, checks = insights.pool_insights(pool, days=days, now=now)
+    found, checks = gather.pool_insights(pool, days=days, now=now)
     # The window chosen is the charts' range, unless a range is asked for.
     span, status = chart_range(request, ranges=charts.WINDOW_RANGES, default=f"{days}d")
     context = {
@@ -96,7 +95,7 @@ def failure_classes(report: FailureReport) -> list[dict[str, object]]:
 def _history_charts(pool: Pool, span: str, now: float) -> dict[str, SafeString | str | None]:
     """The pool's utilisation and idle whole nodes over the chart range, drawn over the
     whole range (a history shorter than the range leaves its start empty)."""
-    history = insights.pool_utilisation_history(pool, span)
+    history = gather.pool_utilisation_history(pool, span)
     x_range = (now - charts.WINDOW_RANGES[span].total_seconds(), now)
     # charts.line_chart escapes every text it writes.
     average = charts.line_chart(
@@ -132,7 +131,7 @@ def move_link(suggestion: advisor.MoveSuggestion) -> str:
 @require(Capability.VIEW)
 def advice_list(request: HttpRequest) -> HttpResponse:
     days = _days(request)
-    found = insights.advice(days=days, now=timezone.now())
+    found = gather.advice(days=days, now=timezone.now())
     context = {
         "days": days,
         "windows": WINDOW_DAYS,

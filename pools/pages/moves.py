@@ -1,9 +1,11 @@
-"""Pages of the move workflow: ask (with the dry-run preview), decide, follow, audit."""
+"""Pages of the move workflow: ask (with the dry-run preview), decide, follow, and loans."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -15,13 +17,15 @@ from django.views.decorators.http import require_POST
 
 from pools import moves
 from pools.common.errors import MetricsUnavailable, WorkflowError
+from pools.common.filtering import page_queryset
 from pools.common.roles import Capability, require
 from pools.fleet import selectors
-from pools.fleet.filters import ACTIVE, ALL, AuditFilter, MoveFilter, NodeFilter, page_queryset
-from pools.models import FREE_TEXT_MAX_LENGTH, AuditEvent, MoveItem, MoveRequest, Pool
+from pools.fleet.filters import NodeFilter
+from pools.models import FREE_TEXT_MAX_LENGTH, MoveItem, MoveRequest, Pool
 from pools.moves import ACTION_CAPABILITY, Action
+from pools.moves.filters import ACTIVE, ALL, MoveFilter
 from pools.moves.impact import move_impact
-from pools.pages.forms import DecisionForm, LoanChangeForm, MoveForm
+from pools.moves.selectors import active_loans, ended_loans, moves_for_list
 
 
 def _move_form_initial(request: HttpRequest) -> dict[str, object]:
@@ -126,7 +130,7 @@ def move_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.setlist("state", [state])  # the same FilterSet as the export's and the API's
     found, status = page_queryset(
-        MoveFilter(query, queryset=selectors.moves_for_list(), request=request), request
+        MoveFilter(query, queryset=moves_for_list(), request=request), request
     )
     page = Paginator(found, 50).get_page(request.GET.get("page"))
     query.pop("page", None)
@@ -273,11 +277,8 @@ def loans(request: HttpRequest) -> HttpResponse:
         request,
         "pools/loans.html",
         {
-            "loans": [
-                (loan, moves.allowed_actions(request.user, loan))
-                for loan in selectors.active_loans()
-            ],
-            "ended": selectors.ended_loans(),
+            "loans": [(loan, moves.allowed_actions(request.user, loan)) for loan in active_loans()],
+            "ended": ended_loans(),
             "now": timezone.now(),
             "reason_max_length": FREE_TEXT_MAX_LENGTH,
         },
@@ -309,29 +310,85 @@ def loan_change(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("loans")
 
 
-def _audit_filter_values(filterset: AuditFilter) -> dict[str, str]:
-    """What the audit page's filter form shows: as typed, but times as a datetime-local
-    input reads them (an API-style 2026-01-02T03:04:05+00:00 in the page's time zone)."""
-    values = {name: filterset.data.get(name, "").strip() for name in AuditFilter.base_filters}
-    cleaned = filterset.form.cleaned_data if filterset.form.is_valid() else {}
-    for name in ("since", "until"):
-        if cleaned.get(name):
-            values[name] = timezone.localtime(cleaned[name]).strftime("%Y-%m-%dT%H:%M")
-    return values
+class MoveForm(forms.Form):
+    nodes = forms.CharField(
+        help_text="Node names, separated by commas (ticking nodes on a pool page fills this).",
+        widget=forms.TextInput(attrs={"placeholder": "a100-node-000, a100-node-001"}),
+    )
+    destination = forms.ModelChoiceField(
+        queryset=Pool.objects.none(), to_field_name="name", empty_label="Choose a pool…"
+    )
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        max_length=FREE_TEXT_MAX_LENGTH,
+        help_text="Why: it goes on record and to the approvers.",
+    )
+    drain_policy = forms.ChoiceField(
+        choices=[
+            ("leave-running", "Leave running pods (new pods follow the new pool)"),
+            (
+                "drain-first",
+                "Drain first: cordon, evict GPU pods (respecting budgets), relabel, uncordon",
+            ),
+        ],
+        initial="leave-running",
+    )
+    drain_deadline_minutes = forms.IntegerField(
+        min_value=1,
+        max_value=24 * 60,
+        initial=30,
+        help_text="Drain-first only: then the move fails and the node is uncordoned.",
+    )
+    loan_until = forms.DateTimeField(
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        help_text="Optional (UTC): the nodes return to their pool by themselves at this time.",
+    )
+    health_override = forms.CharField(
+        required=False,
+        max_length=FREE_TEXT_MAX_LENGTH,
+        help_text="Only for pools that require healthy nodes: why move a node "
+        "with XID errors or without metrics anyway.",
+    )
+    reconcile = forms.BooleanField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, source_pool: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        destinations = Pool.objects.active()
+        if self.is_reconcile:
+            # A reconcile puts nodes back as their own pool says: no destination to choose,
+            # nothing to lend.
+            self.fields["destination"].widget = forms.HiddenInput()
+            del self.fields["loan_until"]
+        elif source_pool:
+            destinations = destinations.exclude(name=source_pool)  # a move goes elsewhere
+        self.fields["destination"].queryset = destinations
+
+    @property
+    def is_reconcile(self) -> bool:
+        """Whether this is a reconcile, read as the field reads it ("False" is false)."""
+        # The hidden input posts the text "False", which a template would take as true.
+        return bool(self.fields["reconcile"].to_python(self["reconcile"].value()))
+
+    def clean_nodes(self) -> list[str]:
+        names = [n.strip() for n in self.cleaned_data["nodes"].split(",") if n.strip()]
+        if not names:
+            raise forms.ValidationError("Choose at least one node.")
+        return list(dict.fromkeys(names))
 
 
-@require(Capability.VIEW)
-def audit_log(request: HttpRequest) -> HttpResponse:
-    filterset = AuditFilter(request.GET, queryset=AuditEvent.objects.all())
-    events, status = page_queryset(filterset, request)
-    page = Paginator(events, 100).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
-    context = {
-        "page": page,
-        "filters": _audit_filter_values(filterset),
-        "export_query": query.urlencode(),
-        "event_types": selectors.audit_event_types(),
-        "time_zone": timezone.get_current_timezone_name(),
-    }
-    return render(request, "pools/audit.html", context, status=status)
+class DecisionForm(forms.Form):
+    reason = forms.CharField(
+        required=False, max_length=FREE_TEXT_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
+    )
+
+
+class LoanChangeForm(forms.Form):
+    until = forms.DateTimeField(
+        required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    reason = forms.CharField(
+        max_length=FREE_TEXT_MAX_LENGTH,
+        error_messages={"required": "A loan change needs a reason."},
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -11,7 +12,6 @@ from django.views.decorators.http import require_POST
 
 from pools.common.roles import Capability, require
 from pools.models import ApiToken
-from pools.pages.forms import TokenForm
 from pools.tokens import TokenInvalid, token_create, token_revoke
 
 # Where a new secret waits, between the POST that made it and the page that shows it once.
@@ -56,3 +56,17 @@ def token_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.error(request, "No such active token of yours.")
     return redirect("tokens")
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(
+        label="Name",
+        max_length=100,
+        error_messages={"required": "Give the token a name (what will use it?)."},
+    )
+    expires_at = forms.DateTimeField(
+        label="Expires",
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        help_text="Optional (UTC): the token is refused from then on.",
+    )

@@ -247,7 +247,7 @@ def test_the_pages_token_ui_shows_a_secret_once(db) -> None:  # type: ignore[no-
 def test_the_fast_node_row_equals_the_declared_serializer(token_for: Callable[[str], str]) -> None:
     from rest_framework import serializers as drf
 
-    from pools.api.serializers import NodeSerializer
+    from pools.api.fleet import NodeSerializer
 
     make_nodes(3)
     node = Node.objects.select_related("pool").get(name="node-0001")
@@ -255,7 +255,7 @@ def test_the_fast_node_row_equals_the_declared_serializer(token_for: Callable[[s
     class Declared(NodeSerializer):
         """The same fields, through the generic path DRF would take."""
 
-    from pools.api.serializers import NODE_ROW_FIELDS
+    from pools.api.fleet import NODE_ROW_FIELDS
 
     generic = dict(Declared(node).data)
     assert dict(NodeSerializer(node).data) == generic

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from rest_framework import serializers
 
-from pools.api import serializers as s
-from pools.api import views
-from pools.models import MoveRequest, Node, Pool
+from pools.models import Drill, MoveRequest, Node, Pool
 from tests.api.conftest import api
+from tests.api.input_serializers import input_serializers
 from tests.factories import demo_inventory
 
 JSON = "application/json"
@@ -69,19 +66,25 @@ def test_a_move_refuses_numbers_for_strings(
     assert Node.objects.exists()
 
 
-def input_serializers() -> set[str]:
-    """Every serializer the API reads a body with: `_valid(s.X, ...)` and the pool viewset's."""
-    source = Path(views.__file__).read_text()
-    return set(re.findall(r"_valid\(s\.(\w+)", source)) | {"PoolSerializer"}
+@pytest.mark.django_db
+def test_a_drill_refuses_a_number_for_its_node(token_for: Callable[[str], str]) -> None:
+    """The drill's node was a plain CharField, which took 5 for "5"."""
+    demo_inventory()
+    body = {"kind": "node_down", "pool": "training", "node": 5}
+    response = post(api(token_for("pool-admins")), "/api/v1/drills/", body)
+    assert response.status_code == 400, response.content
+    assert "Must be a string" in json.dumps(response.json()["error"]["fields"]["node"])
+    assert not Drill.objects.exists()
 
 
 def test_every_string_the_api_takes_is_strict() -> None:
     """The rule's one place: no body is read through a plain CharField."""
-    names = input_serializers()
+    classes = input_serializers()
+    names = set(classes)
     assert {"MoveCreateSerializer", "DryRunSerializer", "DecisionSerializer"} <= names
     loose = []
     for name in sorted(names):
-        for field_name, field in getattr(s, name)().get_fields().items():
+        for field_name, field in classes[name]().get_fields().items():
             for f in (field, getattr(field, "child", None)):
                 if type(f) is serializers.CharField and not field.read_only:
                     loose.append(f"{name}.{field_name}")

@@ -6,11 +6,12 @@ from typing import Any
 
 import yaml
 
-from pools.core.fit.check import FitReport, check_fit
+from pools.core.fit.check import check_fit
 from pools.core.fit.cluster import ClusterSnapshot, FitNode, FitPool, NodePod
 from pools.core.fit.resources import Resources
-from pools.core.fit.scheduling import Taint
+from pools.core.fit.verdicts import FitReport
 from pools.core.fit.workloads import Manifest, read_manifest
+from pools.core.taints import Taint
 
 POOL_KEY = "gpu-pool"
 GI = 2**30

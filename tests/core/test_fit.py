@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from pools.core.fit.check import PodVerdict, check_pod, evaluate_pod
+from pools.core.fit.check import check_pod, evaluate_pod
 from pools.core.fit.cluster import NO_POOL, ClusterSnapshot, NodePod, pool_capacity
 from pools.core.fit.resources import Resources
-from pools.core.fit.scheduling import NO_EXECUTE, Taint
+from pools.core.fit.verdicts import PodVerdict
 from pools.core.fit.workloads import pod_shape
+from pools.core.taints import NO_EXECUTE, Taint
 from tests.core.builders import GI, POOL_KEY, node, pod, report, snapshot
 
 

@@ -99,7 +99,7 @@ def test_a_pool_without_taint_needs_no_toleration() -> None:
 
 def test_a_taint_without_value_is_tolerated_with_exists() -> None:
     from pools.core.fit.cluster import FitPool
-    from pools.core.fit.scheduling import Taint
+    from pools.core.taints import Taint
 
     _, spec = fixed(pod(1)["spec"], FitPool("edge", taint=Taint("dedicated", "", "NoExecute")))
     assert spec["tolerations"] == [

@@ -18,9 +18,9 @@ from pools.core.fit.cluster import FitPool
 from pools.core.fit.findings import ManifestError
 from pools.core.fit.fix import merge_scheduling_block, scheduling_fixes
 from pools.core.fit.fix_text import Dumping, ManifestText, yaml_text
-from pools.core.fit.scheduling import Taint
 from pools.core.fit.text_diff import unified_diff
 from pools.core.fit.workloads import Manifest, read_manifest
+from pools.core.taints import Taint
 from tests.core.builders import POOL_KEY, POOLS, node, snapshot
 
 LONG = "a setting " * 12  # past the width of 100 at any indentation

@@ -18,9 +18,10 @@ import pytest
 from kubernetes import client
 
 from pools.core.fit.api_objects import fit_nodes
-from pools.core.fit.check import PodVerdict, check_pod
+from pools.core.fit.check import check_pod
 from pools.core.fit.cluster import ClusterSnapshot, FitPool
-from pools.core.fit.scheduling import Taint
+from pools.core.fit.verdicts import PodVerdict
+from pools.core.taints import Taint
 from tests.kubesim_process import Kubesim
 
 POOL_KEY = "gpu-pool"

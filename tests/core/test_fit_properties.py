@@ -11,8 +11,9 @@ from pools.core.fit.filters import FilterRun
 from pools.core.fit.fix import merge_scheduling_block
 from pools.core.fit.pods import PodShape
 from pools.core.fit.resources import Resources
-from pools.core.fit.scheduling import NodePlacement, Requirement, Taint, Term, Toleration
+from pools.core.fit.scheduling import NodePlacement, Requirement, Term, Toleration
 from pools.core.fit.workloads import read_objects
+from pools.core.taints import Taint
 from tests.core.builders import POOL_KEY, POOLS
 
 pool_names = st.sampled_from(["training", "inference", "mixed", ""])

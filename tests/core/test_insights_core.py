@@ -20,7 +20,7 @@ from pools.core.insights.failures import (
 )
 from pools.core.insights.profiles import concurrency, workload_profiles
 from pools.core.insights.queueing import NodeHistory, QueueCause, queue_report
-from pools.core.insights.records import NodeFacts, PodRecord, Window
+from pools.core.insights.records import HistoryPod, NodeFacts, Window
 from pools.core.insights.replacement import node_traits
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
 from pools.core.insights.stats import percentile, spread
@@ -28,7 +28,7 @@ from pools.core.insights.utilisation import idle_nodes_each_step, job_history
 from pools.metrics.insights import xid_onsets
 
 
-def record(**fields: object) -> PodRecord:
+def record(**fields: object) -> HistoryPod:
     base: dict[str, object] = {
         "namespace": "ml",
         "name": "job",
@@ -50,7 +50,7 @@ def record(**fields: object) -> PodRecord:
         "waiting_reason": "",
         "restarts": 0,
     }
-    return PodRecord(**{**base, **fields})  # type: ignore[arg-type]
+    return HistoryPod(**{**base, **fields})  # type: ignore[arg-type]
 
 
 @given(st.lists(st.floats(-1e6, 1e6), min_size=2, max_size=50))
@@ -117,7 +117,7 @@ _MESSAGES = st.sampled_from(["", "CUDA error: unspecified launch failure", "CUDA
 
 
 @st.composite
-def _pods(draw: st.DrawFn) -> PodRecord:
+def _pods(draw: st.DrawFn) -> HistoryPod:
     created = draw(st.floats(0, 1000))
     started = draw(st.one_of(st.none(), st.floats(created, created + 100)))
     finished = draw(st.one_of(st.none(), st.floats(started or created, 1200)))
@@ -138,7 +138,7 @@ def _pods(draw: st.DrawFn) -> PodRecord:
 
 @given(st.lists(_pods(), max_size=30), st.floats(0, 1000))
 def test_the_profiles_count_the_failures_the_report_counts(
-    pods: list[PodRecord], start: float
+    pods: list[HistoryPod], start: float
 ) -> None:
     """However the pods fall around the window, the profiles' failures add up to the pool's
     report, class by class: one classifier, one rule for which failures are the window's."""

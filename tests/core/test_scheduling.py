@@ -7,17 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pools.core.fit.scheduling import (
-    NO_EXECUTE,
-    NO_SCHEDULE,
-    PREFER_NO_SCHEDULE,
     NodePlacement,
     Requirement,
-    Taint,
     Term,
     Toleration,
     tolerated,
     untolerated_taint,
 )
+from pools.core.taints import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, Taint
 
 TRAINING = Taint("workload-training", "true", NO_SCHEDULE)
 

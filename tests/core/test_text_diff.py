@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from pools.core.fit import text_diff
 from pools.core.fit.cluster import FitPool
 from pools.core.fit.fix import scheduling_fixes
-from pools.core.fit.scheduling import Taint
 from pools.core.fit.text_diff import SHORT_LINES, unified_diff
 from pools.core.fit.workloads import read_manifest
+from pools.core.taints import Taint
 
 POOLS = [
     FitPool("training", {}, Taint("workload-training", "true")),

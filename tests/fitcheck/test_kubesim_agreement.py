@@ -18,7 +18,7 @@ from django.test import Client
 from django.utils import timezone
 
 from pools.fit.pending import SCHEDULER, pending_pods, pool_intruders
-from pools.fit.service import PodRef, fit_check_run
+from pools.fit.service import PodName, fit_check_run
 from pools.inventory import inventory_sync
 from pools.models import GpuPod, Pool
 from tests.api.conftest import api
@@ -120,7 +120,7 @@ def test_the_scheduler_message_of_a_pending_pod_matches_the_check(cluster: Kubes
     inventory_sync()
     big = GpuPod.objects.get(name="big-train")
     assert big.phase == GpuPod.Phase.PENDING and big.unschedulable_message
-    check = fit_check_run(pod=PodRef(big.namespace, big.name))
+    check = fit_check_run(pod=PodName(big.namespace, big.name))
     (verdict,) = check.report.workloads[0].cluster
     assert in_the_schedulers_words(reasons_of(big.unschedulable_message)) == (
         in_the_schedulers_words(dict(verdict.reasons))

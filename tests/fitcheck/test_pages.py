@@ -14,7 +14,7 @@ from django.utils import timezone
 from pools.core.fit.workloads import MAX_VALUES
 from pools.fit.pending import FIT_CHECK, SCHEDULER, pending_pods, pool_intruders
 from pools.models import GpuPod, Pool
-from pools.pages.forms import FitForm
+from pools.pages.fit import FitForm
 from tests.api.conftest import api
 from tests.factories import demo_inventory
 from tests.fitcheck.rows import TOLERATE_TRAINING, TRAINING_AFFINITY, gpu_pod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pools.fit.service import InvalidFitInput, PodRef, fit_check_run
+from pools.fit.service import InvalidFitInput, PodName, fit_check_run
 from pools.models import GpuPod
 from tests.factories import demo_inventory
 from tests.fitcheck.rows import TOLERATE_TRAINING, TRAINING_AFFINITY, gpu_pod
@@ -114,7 +114,7 @@ def test_a_pending_pod_is_checked_as_the_inventory_holds_it():
         affinity=TRAINING_AFFINITY,
         tolerations=TOLERATE_TRAINING,
     )
-    check = fit_check_run(pod=PodRef("ml-training", "big-train"))
+    check = fit_check_run(pod=PodName("ml-training", "big-train"))
     assert check.pod is not None and check.pod.name == "big-train"
     training = check.report.workloads[0].pool("training").templates[0]
     assert training.message.startswith("0/5 nodes are available: 5 Insufficient nvidia.com/gpu")
@@ -134,7 +134,7 @@ def test_bad_manifest_names_the_field_and_writes_nothing():
 
 def test_unknown_pod_is_a_field_error():
     with pytest.raises(InvalidFitInput) as raised:
-        fit_check_run(pod=PodRef("ml-training", "nope"))
+        fit_check_run(pod=PodName("ml-training", "nope"))
     assert raised.value.fields == {"pod": ["No live GPU pod ml-training/nope in the inventory."]}
 
 
@@ -142,4 +142,4 @@ def test_neither_or_both_inputs_are_refused():
     with pytest.raises(InvalidFitInput):
         fit_check_run()
     with pytest.raises(InvalidFitInput):
-        fit_check_run(manifest=TRAINING_POD, pod=PodRef("a", "b"))
+        fit_check_run(manifest=TRAINING_POD, pod=PodName("a", "b"))

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pools import insights
 from pools.core.insights.indicators import PoolInsights
+from pools.insights import gather
 from pools.metrics.insights import PoolSeries
 from pools.models import Pool
 from tests.api.conftest import token_for  # noqa: F401 -- the API tests' fixture
@@ -14,8 +14,8 @@ def world_insights(world: World) -> dict[str, PoolInsights]:
     """Every active pool's indicators, read from the rows as the pages read them, with the
     scenario's utilisation series and XID errors in place of Prometheus's."""
     gathered = dataclasses.replace(
-        insights.gather(days=DAYS, now=NOW),
+        gather.gather(days=DAYS, now=NOW),
         series=PoolSeries(world.average, world.idle_nodes),
         xid_times=world.xid_times,
     )
-    return {p.name: insights.indicators(gathered, p) for p in Pool.objects.active()}
+    return {p.name: gather.indicators(gathered, p) for p in Pool.objects.active()}

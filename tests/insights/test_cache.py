@@ -10,7 +10,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
-from pools import insights
+from pools.insights import gather
 from pools.models import GpuPod, Pool
 from tests.insights import scenarios
 
@@ -22,7 +22,7 @@ def test_insights_are_kept_and_computed_again_when_the_pool_changes() -> None:
     cache.clear()
     scenarios.queue()
     pool = Pool.objects.get(name="queue")
-    first, _ = insights.pool_insights(pool, days=30, now=scenarios.NOW)
+    first, _ = gather.pool_insights(pool, days=30, now=scenarios.NOW)
     assert first.queue.queued == 20
     GpuPod.objects.bulk_create(
         [
@@ -32,12 +32,12 @@ def test_insights_are_kept_and_computed_again_when_the_pool_changes() -> None:
         ]
     )
     with CaptureQueriesContext(connection) as queries:
-        kept, _ = insights.pool_insights(pool, days=30, now=scenarios.NOW)
+        kept, _ = gather.pool_insights(pool, days=30, now=scenarios.NOW)
     assert kept.queue.queued == 20  # the history is not read again
     assert not any("pools_gpupod" in q["sql"] and "julianday" in q["sql"] for q in queries)
     pool.utilisation_target = 70
     pool.save()
-    again, _ = insights.pool_insights(pool, days=30, now=scenarios.NOW)
+    again, _ = gather.pool_insights(pool, days=30, now=scenarios.NOW)
     assert again.queue.queued == 21 and again.utilisation.target == 70
     cache.clear()
 
@@ -46,10 +46,10 @@ def test_insights_are_kept_and_computed_again_when_the_pool_changes() -> None:
 def test_the_refresh_computes_every_pool_and_the_advice_ahead_of_the_pages() -> None:
     cache.clear()
     scenarios.queue()
-    assert insights.insights_refresh(days=30, now=scenarios.NOW) == Pool.objects.active().count()
+    assert gather.insights_refresh(days=30, now=scenarios.NOW) == Pool.objects.active().count()
     with CaptureQueriesContext(connection) as queries:
-        found = insights.advice(days=30, now=scenarios.NOW)
-        pool_found, _ = insights.pool_insights(
+        found = gather.advice(days=30, now=scenarios.NOW)
+        pool_found, _ = gather.pool_insights(
             Pool.objects.get(name="queue"), days=30, now=scenarios.NOW
         )
     assert [a.key for a in found] == ["lend:idle+queue"]

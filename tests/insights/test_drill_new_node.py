@@ -13,7 +13,7 @@ from kubernetes.client.exceptions import ApiException
 
 from pools import drills
 from pools.common.errors import InvalidInput
-from pools.insights import pool_readiness
+from pools.insights.gather import pool_readiness
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, Drill, Node, Pool
 from tests.kubesim_process import Kubesim

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from pools import insights
 from pools.core.insights.advisor import Rule
 from pools.core.insights.failures import CAUSE_TITLES, Cause, cause_breakdown
+from pools.insights import gather
 from pools.metrics import insights as metrics
 from pools.models import Pool
 from tests.insights import scenarios
@@ -27,14 +27,14 @@ def world(monkeypatch: pytest.MonkeyPatch) -> scenarios.World:
 
 def test_profiles_insights_and_the_advisor_agree_on_every_count(world: scenarios.World) -> None:
     now = scenarios.NOW
-    (profile,) = insights.profiles(days=30, by="namespace", now=now).profiles
-    pool_view, _ = insights.pool_insights(Pool.objects.get(name="serving"), days=30, now=now)
+    (profile,) = gather.profiles(days=30, by="namespace", now=now).profiles
+    pool_view, _ = gather.pool_insights(Pool.objects.get(name="serving"), days=30, now=now)
     expected = {Cause(k): n for k, n in scenarios.FAILURE_CLASSES.items()}
 
     assert dict(profile.failures) == expected
     assert {c: n for c, n in pool_view.failures.counts.items() if n} == expected
     assert profile.failed == pool_view.failures.total == sum(expected.values())
-    (advice,) = [a for a in insights.advice(days=30, now=now) if a.rule == Rule.GPU_FAULTS]
+    (advice,) = [a for a in gather.advice(days=30, now=now) if a.rule == Rule.GPU_FAULTS]
     assert f"Failures by cause: {cause_breakdown(expected)}." in advice.evidence
     assert advice.evidence[0].startswith("11 of 21 failures are")
 

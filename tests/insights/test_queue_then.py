@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from pools import insights
 from pools.core.insights.queueing import QueueCause
+from pools.insights import gather
 from pools.models import GpuPod, MoveItem, MoveRequest, Node, Pool
 from tests.insights.scenarios import DAYS, HOUR, NOW, START, make_nodes, make_pool, pod
 
@@ -50,8 +50,8 @@ def _queue_with_a_spare_pool_then() -> None:
 
 def test_the_queue_cause_reads_the_pools_as_they_were_when_the_pods_waited() -> None:
     _queue_with_a_spare_pool_then()
-    gathered = insights.gather(days=DAYS, now=NOW)
-    q = insights.indicators(gathered, Pool.objects.get(name="queue")).queue
+    gathered = gather.gather(days=DAYS, now=NOW)
+    q = gather.indicators(gathered, Pool.objects.get(name="queue")).queue
     assert q.queued == 3
     # Today the moved node is the queue's own and free, the others are gone or cordoned:
     # read with today's nodes, the pods would have waited with room in their own pool.

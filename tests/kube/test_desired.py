@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 from pools.core.desired import (
     NodeState,
     PoolSpec,
-    Taint,
     desired_state,
     drift,
     managed_label_keys,
@@ -16,6 +15,7 @@ from pools.core.desired import (
     node_diff,
     node_patch,
 )
+from pools.core.taints import Taint
 
 KEY = "gpu-pool"
 TRAINING = PoolSpec(

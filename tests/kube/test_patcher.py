@@ -9,7 +9,8 @@ from datetime import datetime
 import pytest
 import urllib3
 
-from pools.core.desired import PoolSpec, Taint
+from pools.core.desired import PoolSpec
+from pools.core.taints import Taint
 from pools.kube import patcher
 from pools.kube.errors import KubeRefused, KubeUnavailable
 from pools.kube.nodes import read_node

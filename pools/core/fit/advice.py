@@ -40,7 +40,7 @@ from pools.core.fit.workloads import PodTemplate
 from pools.core.labels import counted
 
 if TYPE_CHECKING:
-    from pools.core.fit.check import PodVerdict, PoolFit, WorkloadFit
+    from pools.core.fit.verdicts import PodVerdict, PoolFit, WorkloadFit
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 _RESOURCE_REASONS = ("Insufficient ", "Too many pods")

@@ -16,7 +16,7 @@ from pools.core.fit.cluster import NO_POOL, FitNode, NodePod
 from pools.core.fit.fields import FieldReader
 from pools.core.fit.quantities import QuantityError, parse_quantity
 from pools.core.fit.resources import Resources, amount_in_units, read_pod_resources
-from pools.core.fit.scheduling import Taint
+from pools.core.taints import Taint
 
 FINISHED = ("Succeeded", "Failed")
 

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pools.core.fit.resources import GPU, ZERO, Resources
-from pools.core.fit.scheduling import NOT_READY_TAINT, Taint
+from pools.core.fit.scheduling import NOT_READY_TAINT
+from pools.core.taints import Taint
 
 NO_POOL = ""  # the pool name of nodes in no pool
 _NODE_CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")

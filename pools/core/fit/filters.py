@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pools.core.fit.cluster import ClusterSnapshot
 from pools.core.fit.pods import PREEMPT_NEVER, PodShape
 from pools.core.fit.resources import GPU, Resources
-from pools.core.fit.scheduling import UNSCHEDULABLE_TAINT, Taint, tolerated, untolerated_taint
+from pools.core.fit.scheduling import UNSCHEDULABLE_TAINT, tolerated, untolerated_taint
+from pools.core.taints import Taint
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 UNTOLERATED_TAINTS = "node(s) had untolerated taint(s)"

@@ -25,9 +25,10 @@ from typing import Any
 
 from pools.core.fit.cluster import FitPool
 from pools.core.fit.fix_text import Dumping, ManifestText, yaml_text
-from pools.core.fit.scheduling import EQUAL, EXISTS, Taint, Toleration, tolerated
+from pools.core.fit.scheduling import EQUAL, EXISTS, Toleration, tolerated
 from pools.core.fit.text_diff import unified_diff
 from pools.core.fit.workloads import JSON, Location, Manifest
+from pools.core.taints import Taint
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 

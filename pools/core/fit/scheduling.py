@@ -30,39 +30,14 @@ from typing import Any
 from pools.core.fit import fields as f
 from pools.core.fit.fields import FieldReader
 from pools.core.fit.findings import ERROR, Finding
+from pools.core.names import label_key_problem, label_value_problem
+from pools.core.taints import NO_EXECUTE, NO_SCHEDULE, TAINT_EFFECTS, Taint
 
-NO_SCHEDULE = "NoSchedule"
-PREFER_NO_SCHEDULE = "PreferNoSchedule"
-NO_EXECUTE = "NoExecute"
-TAINT_EFFECTS = (NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE)
 EXISTS = "Exists"
 EQUAL = "Equal"
 SELECTOR_OPERATORS = ("DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn")
 NODE_NAME_FIELD = "metadata.name"
 _INT64 = re.compile(r"^[+-]?[0-9]+$")
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-@dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str = ""
-    effect: str = NO_SCHEDULE
-
-    @property
-    def blocks_scheduling(self) -> bool:
-        return self.effect in (NO_SCHEDULE, NO_EXECUTE)
-
-    def braces(self) -> str:
-        """How the scheduler names the taint: `{workload-training: true}`."""
-        return f"{{{self.key}: {self.value}}}"
-
-    def __str__(self) -> str:
-        return (
-            f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
-        )
 
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
@@ -261,27 +236,6 @@ def _term_values(term: Term, key: str) -> set[str] | None:
     return values
 
 
-def label_key_problem(key: str) -> str:
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
-        return "prefix part must be a lowercase DNS subdomain"
-    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
-        return (
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
-            "start and end with an alphanumeric character (at most 63 characters)"
-        )
-    return ""
-
-
-def label_value_problem(value: str) -> str:
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
-        return (
-            "a valid label must be an empty string or consist of alphanumeric characters, "
-            "'-', '_' or '.', and must start and end with an alphanumeric character"
-        )
-    return ""
-
-
 # --- reading them from a pod spec, with the API server's validation messages ---
 
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
@@ -338,7 +292,8 @@ def toleration_findings(t: Toleration, path: str, has_seconds: bool) -> list[Fin
             )
         )
     if t.effect and t.effect not in TAINT_EFFECTS:
-        supported = ", ".join(f'"{e}"' for e in TAINT_EFFECTS)
+        # The API server lists the supported values sorted.
+        supported = ", ".join(f'"{e}"' for e in sorted(TAINT_EFFECTS))
         problems.append(
             ("effect", f"Unsupported value: {f.quoted(t.effect)}: supported values: {supported}")
         )

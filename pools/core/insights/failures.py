@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pools.core.insights.records import DAY, PodRecord, Window
+from pools.core.insights.records import DAY, HistoryPod, Window
 
 
 class Cause(enum.StrEnum):
@@ -97,7 +97,7 @@ _LACK_OF_RESOURCES = re.compile(r"^OutOf\S+$")
 TIMEOUT_REASONS = frozenset({"DeadlineExceeded"})
 
 
-def failed(pod: PodRecord) -> bool:
+def failed(pod: HistoryPod) -> bool:
     """Whether the pod ended badly (or cannot start because of its image)."""
     return (
         pod.phase == "Failed"
@@ -113,14 +113,14 @@ def cause_breakdown(counts: Mapping[Cause, int]) -> str:
     return " · ".join(f"{CAUSE_TITLES[c]} {counts[c]}" for c in Cause if counts.get(c))
 
 
-def _image_problem(pod: PodRecord) -> bool:
+def _image_problem(pod: HistoryPod) -> bool:
     # A container that waited on its image and then ran got over it.
     return (pod.waiting_reason in IMAGE_REASONS and pod.started is None) or (
         pod.reason in IMAGE_REASONS
     )
 
 
-def classify(pod: PodRecord, *, xid_during_run: bool = False) -> Cause:
+def classify(pod: HistoryPod, *, xid_during_run: bool = False) -> Cause:
     """The failure's cause. An image problem or the kubelet's refusal stops the pod before
     it runs, so they come first; the kernel's OOMKilled or CUDA's own message wins over a
     coincident XID (the job asked for too much); then a GPU or driver fault; then an
@@ -140,7 +140,7 @@ def classify(pod: PodRecord, *, xid_during_run: bool = False) -> Cause:
     return Cause.OTHER
 
 
-def ended_at(pod: PodRecord) -> float:
+def ended_at(pod: HistoryPod) -> float:
     """When the pod's outcome is known: when it ended, or (an image that never came) when it
     was created."""
     return pod.finished if pod.finished is not None else pod.created
@@ -156,8 +156,8 @@ class XidErrors:
 
 
 def failures_in(
-    pods: Iterable[PodRecord], window: Window, xids: XidErrors | None = None
-) -> Iterator[tuple[PodRecord, Cause]]:
+    pods: Iterable[HistoryPod], window: Window, xids: XidErrors | None = None
+) -> Iterator[tuple[HistoryPod, Cause]]:
     """Each pod that failed within the window (by ended_at), with its cause: the one
     classifier every view counts with."""
     xids = xids or XidErrors()
@@ -167,7 +167,7 @@ def failures_in(
 
 
 def xid_during_run(
-    pod: PodRecord, xid_times: Mapping[str, Sequence[float]], step: float = 0.0
+    pod: HistoryPod, xid_times: Mapping[str, Sequence[float]], step: float = 0.0
 ) -> bool:
     """Whether the pod's node reported a new XID error while the pod ran (`xid_times`: each
     node's sorted times by which a new error had appeared, at most `step` seconds after it
@@ -214,7 +214,7 @@ def _bucket_seconds(window: Window) -> float:
 
 
 def failure_report(
-    pods: Iterable[PodRecord],
+    pods: Iterable[HistoryPod],
     window: Window,
     *,
     xids: XidErrors | None = None,

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pools.core.insights.failures import Cause, XidErrors, ended_at, failures_in
-from pools.core.insights.records import PodRecord, Window
+from pools.core.insights.records import HistoryPod, Window
 from pools.core.insights.stats import Spread, spread
 
 GROUPINGS = ("namespace", "team")
@@ -34,7 +34,7 @@ class Profile:
         return sum(self.failures.values())
 
 
-def _owner(pod: PodRecord, by: str) -> str:
+def _owner(pod: HistoryPod, by: str) -> str:
     return (pod.team or pod.namespace) if by == "team" else pod.namespace
 
 
@@ -62,7 +62,7 @@ def concurrency(runs: list[tuple[float, float]], window: Window) -> tuple[int, f
 def _profile(
     owner: str,
     kind: str,
-    pods: list[PodRecord],
+    pods: list[HistoryPod],
     window: Window,
     fb: Mapping[str, float],
     xids: XidErrors | None,
@@ -94,7 +94,7 @@ def _profile(
 
 
 def workload_profiles(
-    pods: Iterable[PodRecord],
+    pods: Iterable[HistoryPod],
     window: Window,
     *,
     by: str = "namespace",
@@ -105,7 +105,7 @@ def workload_profiles(
     when it ran in it, was created in it or ended in it (as the failures count it).
     `framebuffer_peaks`: each pod's peak framebuffer use (MiB) by namespace/name, from
     Prometheus; `xids`: the XID errors that make a failure a GPU fault."""
-    classes: dict[tuple[str, str], list[PodRecord]] = defaultdict(list)
+    classes: dict[tuple[str, str], list[HistoryPod]] = defaultdict(list)
     for pod in pods:
         ran = pod.started is not None and window.clip(pod.started, pod.finished) > 0
         if ran or window.contains(pod.created) or window.contains(ended_at(pod)):

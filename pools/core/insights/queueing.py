@@ -16,7 +16,7 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pools.core.insights.records import PodRecord, Window
+from pools.core.insights.records import HistoryPod, Window
 from pools.core.insights.stats import Spread, spread
 
 # A pod scheduled within this many seconds did not queue (binding takes a moment).
@@ -146,7 +146,7 @@ def _node_events(nodes: Sequence[NodeHistory], room: _Room) -> list[tuple[float,
     return events
 
 
-def _bindings(pods: Iterable[PodRecord], index: dict[str, int]) -> list[tuple[float, int, int]]:
+def _bindings(pods: Iterable[HistoryPod], index: dict[str, int]) -> list[tuple[float, int, int]]:
     """(time, GPUs taken, node index) for every bind and every end (taking minus GPUs) on a
     node of the window."""
     events = []
@@ -174,8 +174,8 @@ def _peak(intervals: list[tuple[float, float, int]]) -> int:
 
 
 def _causes(
-    queued: list[tuple[PodRecord, float]],
-    pods: Sequence[PodRecord],
+    queued: list[tuple[HistoryPod, float]],
+    pods: Sequence[HistoryPod],
     nodes: Sequence[NodeHistory],
     pool: str,
 ) -> dict[QueueCause, list[float]]:
@@ -200,7 +200,7 @@ def _causes(
 
 
 def queue_report(
-    pods: Sequence[PodRecord], nodes: Sequence[NodeHistory], pool: str, window: Window
+    pods: Sequence[HistoryPod], nodes: Sequence[NodeHistory], pool: str, window: Window
 ) -> QueueReport:
     """Queue times of the GPU pods of `pool` created in the window. `pods` is the whole
     cluster's history over the window (other pools' pods say when those pools had room);
@@ -211,7 +211,7 @@ def queue_report(
         key=lambda p: p.created,
     )
     waits: list[float] = []
-    queued: list[tuple[PodRecord, float]] = []
+    queued: list[tuple[HistoryPod, float]] = []
     halves, waiting, pending = [0, 0], [], 0
     # The halves of the history the window holds: a history younger than the window would
     # leave the first half empty, and any queue would look like a growing one.

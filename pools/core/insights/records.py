@@ -12,7 +12,7 @@ DAY = 86400.0
 WINDOW_DAYS = (7, 30, 90)
 
 
-class PodRecord(NamedTuple):
+class HistoryPod(NamedTuple):
     """One GPU pod of the history; times are epoch seconds (None: not reached).
 
     A tuple, not a dataclass: a 30-day window of a large pool holds 100,000 of them and

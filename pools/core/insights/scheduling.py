@@ -10,12 +10,12 @@ from typing import Any
 from pools.core.fit.fields import FieldReader
 from pools.core.fit.scheduling import (
     NodePlacement,
-    Taint,
     Toleration,
     read_placement,
     read_tolerations,
     tolerated,
 )
+from pools.core.taints import Taint
 
 
 @dataclass(frozen=True)

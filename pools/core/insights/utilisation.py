@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pools.core.insights.records import PodRecord, Window
+from pools.core.insights.records import HistoryPod, Window
 from pools.core.insights.stats import Spread, percentile, spread
 
 # A pool whose jobs leave its nodes idle for an hour or more at a stretch (median) shows
@@ -87,7 +87,7 @@ class JobHistory:
 
 
 def _runs(
-    pods: Iterable[PodRecord], wanted: Mapping[str, int], window: Window
+    pods: Iterable[HistoryPod], wanted: Mapping[str, int], window: Window
 ) -> tuple[dict[str, list[tuple[float, float]]], float]:
     runs: dict[str, list[tuple[float, float]]] = defaultdict(list)
     held = 0.0
@@ -116,7 +116,7 @@ def _empty_share(merged: Iterable[list[tuple[float, float]]], nodes: int, window
 
 
 def job_history(
-    pods: Iterable[PodRecord], node_gpus: Mapping[str, int], window: Window
+    pods: Iterable[HistoryPod], node_gpus: Mapping[str, int], window: Window
 ) -> JobHistory:
     """`node_gpus`: the pool's nodes and their allocatable GPUs."""
     runs, held = _runs(pods, node_gpus, window)
@@ -150,7 +150,7 @@ def utilisation_report(
     target: float,
     average_points: Sequence[tuple[float, float]],
     idle_node_points: Sequence[tuple[float, float]],
-    pods: Iterable[PodRecord],
+    pods: Iterable[HistoryPod],
     node_gpus: Mapping[str, int],
     window: Window,
     metrics_error: str | None = None,

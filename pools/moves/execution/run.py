@@ -37,14 +37,15 @@ from pools.common.errors import (
 )
 from pools.common.events import announce_event_after_commit
 from pools.core.checks import NodeFacts, PoolFacts, capacity_floor
-from pools.core.desired import Target, move_target
+from pools.core.desired import Target
 from pools.core.labels import counted
 from pools.core.notices import Event
+from pools.fleet.targets import active_pool_specs, pool_target
 from pools.inventory import inventory_refresh_nodes
 from pools.kube.errors import KubeError
 from pools.kube.nodes import read_nodes
 from pools.kube.retry import RetryPolicy
-from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
+from pools.models import AuditEvent, MoveItem, MoveRequest, Node
 from pools.moves.execution.drain import LeaseLost, drain_hooks, uncordon_after_failure
 from pools.moves.execution.outcome import FAILED, NodeWork, Outcome, node_outcome
 from pools.moves.execution.records import (
@@ -173,7 +174,7 @@ def _target(item: MoveItem, specs: Sequence[Any]) -> Target:
     if item.desired:
         return Target.from_dict(item.desired)
     # Approved before targets were stored with the items: today's definitions.
-    return move_target(item.request.destination.spec(), specs, pool_key=settings.POOL_LABEL_KEY)
+    return pool_target(item.request.destination.spec(), specs)
 
 
 def _work(item: MoveItem, specs: Sequence[Any], capacity: dict[int, str]) -> NodeWork:
@@ -239,7 +240,7 @@ def execute_items(item_ids: Sequence[int]) -> list[int]:
     if not items:
         return []
     log_context.bind(move_id=items[0].request_id)
-    specs = [p.spec() for p in Pool.objects.active()]
+    specs = active_pool_specs()
     capacity = _capacity_failures(items)
     works = {item.pk: _work(item, specs, capacity) for item in items}
     return _record(items, _run(items, _prefetched(works)), now=timezone.now())

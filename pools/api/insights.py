@@ -3,16 +3,29 @@
 
 from __future__ import annotations
 
-from rest_framework import serializers
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, errors
+from pools.common.roles import Capability
+from pools.core.insights import documents
 from pools.core.insights.advisor import Rule
 from pools.core.insights.failures import Cause
 from pools.core.insights.profiles import GROUPINGS
 from pools.core.insights.queueing import QueueCause
 from pools.core.insights.readiness import Status
 from pools.core.insights.records import WINDOW_DAYS
+from pools.insights import advice, gather
+from pools.models import Pool
 
 S = serializers
+
+
 # A replacement difficulty's level and an advice's confidence level: one choice set, named
 # once in the schema (portal/settings.py SPECTACULAR_SETTINGS' ENUM_NAME_OVERRIDES).
 LEVELS = ["low", "medium", "high"]
@@ -188,3 +201,91 @@ class WindowQuerySerializer(S.Serializer):  # type: ignore[type-arg]
 
 class ProfilesQuerySerializer(WindowQuerySerializer):
     by = S.ChoiceField(choices=list(GROUPINGS), default="namespace")
+
+
+def _query(serializer: type[WindowQuerySerializer], request: Request) -> dict:  # type: ignore[type-arg]
+    parsed = serializer(data=request.query_params)
+    parsed.is_valid(raise_exception=True)
+    return dict(parsed.validated_data)
+
+
+class PoolInsightsView(BaseView, APIView):
+    @extend_schema(
+        parameters=[WindowQuerySerializer],
+        responses={200: PoolInsightsSerializer, **READ_ERRORS, **errors(400, 404)},
+        description="The pool's four indicators over the window (utilisation against its "
+        "target, queue time by cause, failure reasons, replacement difficulty) and its "
+        "readiness checks.",
+    )
+    def get(self, request: Request, name: str) -> Response:
+        days = _query(WindowQuerySerializer, request)["days"]
+        pool = get_object_or_404(Pool.objects.active(), name=name)
+        found, checks = gather.pool_insights(pool, days=days, now=timezone.now())
+        return Response(PoolInsightsSerializer(documents.insights_document(found, checks)).data)
+
+
+class ProfilesView(BaseView, APIView):
+    @extend_schema(
+        parameters=[ProfilesQuerySerializer],
+        responses={200: ProfilesSerializer, **READ_ERRORS, **errors(400)},
+        description="Per workload class (namespace or team, and workload type): GPUs per "
+        "pod, framebuffer used, CPU and memory requested, run time, concurrency, retries "
+        "and failures over the window.",
+    )
+    def get(self, request: Request) -> Response:
+        query = _query(ProfilesQuerySerializer, request)
+        found = gather.profiles(days=query["days"], by=query["by"], now=timezone.now())
+        body = {
+            "window": documents.window_document(found.window),
+            "by": found.by,
+            "profiles": [documents.profile_document(p) for p in found.profiles],
+            "metrics_error": found.metrics_error,
+        }
+        return Response(ProfilesSerializer(body).data)
+
+
+class AdviceView(BaseView, APIView):
+    @extend_schema(
+        parameters=[WindowQuerySerializer],
+        responses={200: AdviceListSerializer, **READ_ERRORS, **errors(400)},
+        description="The advisor's suggestions, the most confident first, without those "
+        "dismissed on the same evidence. A suggested move is asked with POST /api/v1/moves/ "
+        "(it still needs someone else's approval).",
+    )
+    def get(self, request: Request) -> Response:
+        days = _query(WindowQuerySerializer, request)["days"]
+        now = timezone.now()
+        found = gather.advice(days=days, now=now)
+        body = {
+            "window": documents.window_document(gather.window_of(days, now)),
+            "advice": [documents.advice_document(a) for a in found],
+        }
+        return Response(AdviceListSerializer(body).data)
+
+
+class AdviceDismissView(BaseView, APIView):
+    capabilities = {"POST": Capability.REQUEST_MOVE}
+
+    @extend_schema(
+        request=DismissSerializer,
+        responses={201: DismissedSerializer, **WRITE_ERRORS},
+        description="Dismiss a suggestion with a reason: it stays hidden until its evidence "
+        "changes.",
+    )
+    def post(self, request: Request) -> Response:
+        parsed = DismissSerializer(data=request.data)
+        parsed.is_valid(raise_exception=True)
+        data = parsed.validated_data
+        dismissal = advice.advice_dismiss(
+            key=data["key"],
+            reason=data["reason"],
+            user=request.user,
+            days=int(data["days"]),
+            now=timezone.now(),
+        )
+        body = {
+            "key": dismissal.key,
+            "fingerprint": dismissal.fingerprint,
+            "reason": dismissal.reason,
+        }
+        return Response(DismissedSerializer(body).data, status=status.HTTP_201_CREATED)

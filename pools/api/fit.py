@@ -1,0 +1,68 @@
+"""The fit check over the API: will this manifest, or this Pending pod, land, and if not why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import (
+    extend_schema,
+)
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pools.api.base import BaseView, errors, validated
+from pools.api.fields import StrictCharField
+from pools.fit import service as fitcheck
+
+
+class PodRefSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    namespace = StrictCharField(max_length=63)
+    name = StrictCharField(max_length=253)
+
+
+class FitRequestSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Either `manifest` (YAML or JSON text, up to 1 MB) or `pod` (a pod the inventory holds)."""
+
+    manifest = StrictCharField(
+        required=False, trim_whitespace=False, max_length=1_000_000, allow_blank=False
+    )
+    pod = PodRefSerializer(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        given = [k for k in ("manifest", "pod") if k in attrs]
+        if len(given) != 1:
+            raise serializers.ValidationError(
+                {"non_field_errors": ["Give either manifest or pod, not both or neither."]}
+            )
+        return attrs
+
+
+class FitResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """The fit check's report: per workload, the cluster's and each pool's verdicts, the
+    findings, and per pool the fix (the manifest with the pool's scheduling block merged in)."""
+
+    pod = serializers.CharField(allow_null=True)
+    pools = serializers.ListField(child=serializers.CharField())
+    workloads = serializers.ListField(child=serializers.DictField())
+    findings = serializers.ListField(child=serializers.DictField())
+    fixes = serializers.DictField(child=serializers.DictField())
+
+
+class FitView(BaseView, APIView):
+    @extend_schema(
+        request=FitRequestSerializer,
+        responses={200: FitResultSerializer, **errors(400, 401, 403, 415, 429)},
+        description="Will this manifest (YAML or JSON) or this pod land, in which pool, and "
+        "if not, why: the scheduler's verdict per pool, gang capacity, warnings and the fix. "
+        "Reads only.",
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(FitRequestSerializer, request)
+        pod = data.get("pod")
+        check = fitcheck.fit_check_run(
+            manifest=data.get("manifest"),
+            pod=fitcheck.PodName(pod["namespace"], pod["name"]) if pod else None,
+        )
+        return Response(check.as_dict())

@@ -1,0 +1,21 @@
+"""The audit log's filters: the page, GET /api/v1/audit-events/ and the CSV export."""
+
+from __future__ import annotations
+
+import django_filters
+
+from pools.common.filtering import IdFilter
+from pools.models import AuditEvent
+
+
+class AuditFilter(django_filters.FilterSet):
+    action = django_filters.CharFilter(lookup_expr="startswith")
+    node = django_filters.CharFilter(field_name="node_name")
+    actor = django_filters.CharFilter(field_name="actor_name")
+    request = IdFilter(field_name="request_id")
+    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+
+    class Meta:
+        model = AuditEvent
+        fields = ["action", "node", "actor", "request", "since", "until"]
