@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test lint format screenshots clean
+.PHONY: demo test test-fast lint format screenshots clean
 
 # uv (pinned) installs the pinned requirements, compiled to bytecode as pip does: seconds on
 # a fresh machine where pip took 1 min 41 s of the 15 minutes `make test` may take. The same
@@ -33,8 +33,14 @@ test: $(INSTALLED)
 	$(BIN)/ruff format --check .
 	scripts/with-postgres.sh $(BIN)/pytest -rs -n 4 --dist loadfile
 
+# The tests that start no server (`-m "pure or db"`: tests/core/, tests/shape/ and each
+# concept's database tests; tests/layers.py says which folder is which), in two processes:
+# under a minute, with no Redis, Prometheus, Chromium or PostgreSQL on the machine.
+test-fast: $(INSTALLED)
+	$(BIN)/pytest -q -n 2 -m "pure or db"
+
 screenshots: $(INSTALLED)
-	SAVE_SCREENSHOTS=1 $(BIN)/pytest -q tests/test_browser.py
+	SAVE_SCREENSHOTS=1 $(BIN)/pytest -q tests/e2e/test_browser.py
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .

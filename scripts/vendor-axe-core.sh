@@ -2,7 +2,7 @@
 # Vendor axe-core (the accessibility checker the browser tests run) from the npm registry
 # into static/vendor/axe-core/: the pages and the tests load no script from a CDN.
 # Usage: scripts/vendor-axe-core.sh [version]; then update AXE_CORE_SHA256 in
-# tests/test_accessibility.py with the sha256 it prints.
+# tests/e2e/test_accessibility.py with the sha256 it prints.
 set -euo pipefail
 version="${1:-4.14.1}"
 root="$(cd "$(dirname "$0")/.." && pwd)"

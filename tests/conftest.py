@@ -11,9 +11,14 @@ from django.apps import apps
 from django.conf import settings
 from xdist.scheduler import LoadScopeScheduling
 
+from pools.tokens import token_create
 from tests.kubesim_process import Kubesim, kubesim_server
+from tests.moves_helpers import user_in
 from tests.real_cluster import BACKENDS, RealCluster, real_cluster
 from tests.servers import PrometheusServer, RedisServer, prometheus_server, redis_server
+
+# Each test's layer (pure, db, servers, browser) from the folder it sits in: tests/layers.py.
+pytest_plugins = ("tests.layers",)
 
 # The rows the data migrations make: the role groups and the default pools with their
 # colours. No test uses serialized_rollback: after a flush that re-created content types
@@ -64,6 +69,18 @@ def empty_cache() -> None:
     from django.core.cache import cache
 
     cache.clear()
+
+
+@pytest.fixture
+def token_for(db) -> Callable[[str], str]:  # type: ignore[no-untyped-def]
+    """An API token of a new user in the role (by its group's name): for the API's tests and
+    every other test that calls the API."""
+
+    def make(role: str, name: str | None = None) -> str:
+        user = user_in(role, name or f"api-{role}")
+        return token_create(user=user, name="test")[1]
+
+    return make
 
 
 @pytest.fixture(scope="session")

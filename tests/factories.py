@@ -3,8 +3,9 @@
 The rows are built from raw API objects through the inventory's own parsing
 (pools.core.snapshot) and pools.inventory.build_node, so pools, drift and GPU allocation are
 computed as a sync computes them. `demo_inventory()` stores the nodes of kubesim's demo
-scenario (kubesim/scenarios/demo.yaml) under the same names; tests/test_inventory.py checks
-a real sync of that scenario against a running kubesim.
+scenario (kubesim/scenarios/demo.yaml) under the same names;
+tests/edges/inventory/test_inventory.py checks a real sync of that scenario against a running
+kubesim.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ The upserts bypass `bulk_create`: at 100,000 pods its per-field SQL compilation 
 than the whole rest of a sync (1 ms a row), and SQLite's bound on variables split it into
 a statement per 27 rows. The statement is built once per model from its fields, each
 value adapted as the field's own database preparation does, so it writes what the ORM
-would (tests/test_inventory_rows.py compares them).
+would (tests/inventory/test_inventory_rows.py compares them).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from portal.env import EnvError, env_bool, env_list, env_secret, env_str, env_ur
 from portal.sso.role_map import RoleMapError, parse_role_map
 
 # The four roles of pools/common/roles.py. Settings cannot import that module (it loads the auth
-# models, which need the app registry settings are building); tests/test_sso_role_map.py
+# models, which need the app registry settings are building); tests/portal/test_sso_role_map.py
 # holds the two equal.
 PORTAL_ROLES = ("viewers", "requesters", "approvers", "pool-admins")
 # mozilla-django-oidc verifies RS*/ES* with the provider's JWKS, HS256 with the client

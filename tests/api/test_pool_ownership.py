@@ -8,7 +8,7 @@ import pytest
 
 from pools.models import Pool
 from tests.api.conftest import api
-from tests.test_pool_ownership import CLAIMING
+from tests.fleet.test_pool_ownership import CLAIMING
 
 pytestmark = pytest.mark.django_db
 

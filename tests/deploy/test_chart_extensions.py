@@ -26,7 +26,7 @@ from tests.deploy.chart import (
     render_error,
     run_helm,
 )
-from tests.test_ipv6_hosts import gunicorn_at
+from tests.edges.portal.test_ipv6_hosts import gunicorn_at
 from tests.workers import ROOT
 
 NAME = f"{RELEASE}-gpu-pool-portal"

@@ -6,7 +6,7 @@ from tests.deploy.chart import NAMESPACE, all_on_docs, default_docs, deployment,
 
 # (API group, resource, verb): the inventory and watcher read nodes and pods, a move
 # patches nodes, a drain evicts pods. Nothing else: no delete, no pod writes, no secrets,
-# and no rule the portal never calls (tests/test_rbac_chart.py proves each is called).
+# and no rule the portal never calls (tests/deploy/test_rbac_chart.py proves each is called).
 EXPECTED = {
     ("", "nodes", "get"),
     ("", "nodes", "list"),

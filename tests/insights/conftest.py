@@ -6,7 +6,6 @@ from pools.core.insights.indicators import PoolInsights
 from pools.insights import gather
 from pools.metrics.insights import PoolSeries
 from pools.models import Pool
-from tests.api.conftest import token_for  # noqa: F401 -- the API tests' fixture
 from tests.insights.scenarios import DAYS, NOW, World
 
 

@@ -1,5 +1,6 @@
-"""pytest fixtures for the single sign-on tests, imported by tests/test_sso_*.py under
-their function names (the fixtures are named `provider` and `sso_on`)."""
+"""pytest fixtures for the single sign-on tests, imported by tests/edges/portal/test_sso_flow.py
+and tests/e2e/test_sso_browser.py under their function names (the fixtures are named
+`provider` and `sso_on`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,179 @@
+"""Every page in every role, in headless Chromium (Debian's) driven by Playwright: at 1400 px
+and 390 px wide, no sideways page scroll, no console error, no failed request. A page the
+role may not open answers the site's 403 page with the reason (the role it needs), and
+that 403 is the only status of 400 or more the walk accepts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from pools import moves
+from pools.common.roles import Capability, Role, refusal_reason
+from pools.inventory import inventory_sync
+from pools.models import Pool
+from tests.e2e import test_browser
+from tests.e2e.test_browser import DESKTOP, PHONE, Watched
+from tests.moves_helpers import user_in
+
+stack = test_browser.stack
+pytestmark = test_browser.pytestmark
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+PASSWORD = "walk-every-page-1"
+
+MOVE_FORM = "/moves/new/?node=gpu-new-000"
+POOL_FORMS = {"/pools/new/", "/pools/training/edit/", "/pools/shared/retire/"}
+
+# Every page a person opens, with the capability it needs ({move}: a pending loan request).
+PAGES: tuple[tuple[str, Capability], ...] = (
+    ("/", Capability.VIEW),
+    ("/pools/", Capability.VIEW),
+    ("/pools/?retired=1", Capability.VIEW),
+    ("/pools/training/", Capability.VIEW),
+    ("/pools/unassigned/", Capability.VIEW),
+    ("/pools/training/insights/", Capability.VIEW),
+    ("/pools/training/drills/", Capability.VIEW),
+    ("/nodes/a100-train-drift-000/", Capability.VIEW),
+    ("/moves/", Capability.VIEW),  # the pending approvals (the approvers' bulk selection)
+    ("/moves/?state=all", Capability.VIEW),
+    ("/moves/{move}/", Capability.VIEW),
+    ("/loans/", Capability.VIEW),
+    ("/audit/", Capability.VIEW),
+    ("/fit/", Capability.VIEW),
+    ("/fit/?pod=ml-training/big-train", Capability.VIEW),
+    ("/pending/", Capability.VIEW),
+    ("/insights/profiles/", Capability.VIEW),
+    ("/advice/", Capability.VIEW),
+    ("/search/?q=a100-train", Capability.VIEW),
+    ("/search/?q=%23{move}", Capability.VIEW),
+    ("/tokens/", Capability.VIEW),
+    ("/api/docs/", Capability.VIEW),
+    (MOVE_FORM, Capability.REQUEST_MOVE),
+    ("/pools/new/", Capability.EDIT_POOLS),
+    ("/pools/training/edit/", Capability.EDIT_POOLS),
+    ("/pools/shared/retire/", Capability.EDIT_POOLS),
+)
+# What each role may not open (None: a superuser, who opens everything): a 403 page.
+REFUSED: dict[Role | None, set[str]] = {
+    Role.VIEWER: {MOVE_FORM, *POOL_FORMS},
+    Role.REQUESTER: POOL_FORMS,
+    Role.APPROVER: {MOVE_FORM, *POOL_FORMS},
+    Role.POOL_ADMIN: set(),
+    None: set(),
+}
+# (role, dark theme). A pool admin opens every page too: walked in the dark theme, every
+# page is seen in both.
+WALKERS = [
+    (Role.VIEWER, False),
+    (Role.REQUESTER, False),
+    (Role.APPROVER, False),
+    (Role.POOL_ADMIN, True),
+    (None, False),
+]
+
+
+@pytest.fixture(scope="module")
+def walk_browser() -> Iterator[Any]:
+    """One Chromium for the whole walk; each role gets its own context (its own session)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = test_browser.launch_chromium(playwright)
+        yield browser
+        browser.close()
+
+
+def walker(role: Role | None) -> User:
+    name = f"walk-{role.value if role else 'root'}"
+    if role is None:
+        return User.objects.create_superuser(name, password=PASSWORD)
+    user = user_in(role.value, name)
+    user.set_password(PASSWORD)
+    user.save()
+    return user
+
+
+def check_refusal(watched: Watched, status: int, capability: Capability, where: str) -> None:
+    """The site's 403 page (its navigation, its layout) saying which role the page needs."""
+    page = watched.page
+    assert status == 403, where
+    assert page.locator('[data-status="403"]').count() == 1, where
+    assert page.locator(".error-reason").inner_text() == refusal_reason(capability), where
+    assert page.locator("header.topbar .mainnav a").count() > 0, where
+
+
+def check_fits(watched: Watched, where: str) -> None:
+    """No sideways page scroll; every navigation link sits on the bar (not white on white),
+    or, on the API docs, a link back to the portal."""
+    page = watched.page
+    assert watched.no_sideways_scroll(), (where, watched.too_wide())
+    if page.locator("header.topbar").count() == 0:  # the API docs: Swagger UI's own page
+        assert page.locator('nav.portal-back a[href="/"]').count() == 1, where
+        return
+    below = page.evaluate(
+        """() => { const bar = document.querySelector('header.topbar').getBoundingClientRect();
+        return [...document.querySelectorAll('.mainnav a')]
+          .filter(a => a.getBoundingClientRect().bottom > bar.bottom + 1)
+          .map(a => a.textContent.trim()); }"""
+    )
+    assert below == [], (where, below)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("role", "dark"),
+    WALKERS,
+    ids=[f"{r.value if r else 'superuser'}{'-dark' if d else ''}" for r, d in WALKERS],
+)
+def test_every_page_in_every_role_fits_phone_and_desktop_without_errors(
+    stack: Any, live_server: Any, settings: Any, walk_browser: Any, role: Role | None, dark: bool
+) -> None:
+    sim, prom = stack
+    settings.KUBECONFIG = str(sim.kubeconfig)
+    settings.PROMETHEUS_URL = prom.url
+    # Figures and insights kept for the walk: it measures the pages, not Prometheus.
+    settings.METRICS_CACHE_SECONDS = 300
+    settings.INSIGHTS_CACHE_SECONDS = 300
+    inventory_sync()
+    now = timezone.now()
+    move = moves.move_request_create(
+        requested_by=user_in("requesters", "rita"),
+        node_names=["a100-reserve-000", "a100-reserve-001"],
+        destination=Pool.objects.get(name="training"),
+        reason="more training capacity for the launch",
+        loan_until=now + timedelta(days=3),
+        now=now,
+    )
+    user = walker(role)
+    context = walk_browser.new_context(viewport=DESKTOP, color_scheme="dark" if dark else "light")
+    watched = Watched(context)
+    watched.log_in(live_server.url, user.username, PASSWORD)
+    page = watched.page
+    for path, capability in PAGES:
+        url = f"{live_server.url}{path.format(move=move.pk)}"
+        expected = 403 if path in REFUSED[role] else 200
+        watched.expect_status(url, expected)
+        page.set_viewport_size(DESKTOP)
+        response = page.goto(url, wait_until="load")
+        assert response is not None
+        where = f"{path} as {user.username}"
+        if path == "/api/docs/":  # Swagger UI fetches the schema once its script has run
+            page.wait_for_selector(".swagger-ui .info .title", timeout=20_000)
+        if expected == 403:
+            check_refusal(watched, response.status, capability, where)
+        else:
+            assert response.status == 200, where
+        check_fits(watched, f"{where} at 1400 px")
+        # The same page at a phone's width. No script of the portal reads the width (the
+        # layout is the style sheet's media queries), so a resize lays the page out as a
+        # phone loading it would, without a second load.
+        page.set_viewport_size(PHONE)
+        check_fits(watched, f"{where} at 390 px")
+    context.close()
+    assert watched.problems == [], watched.problems
