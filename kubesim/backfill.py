@@ -2,10 +2,11 @@
 create-blocks-from openmetrics`: what Prometheus would have scraped from kubesim's exporter
 while the workload model's history ran.
 
-For every GPU, one sample every `step` seconds of `DCGM_FI_DEV_GPU_UTIL` and
-`DCGM_FI_DEV_FB_USED`, computed as the live exporter computes them (`kubesim.dcgm`) from the
-pod that held the GPU then (`WorkloadRunner.records`, and the scenario's own pods, there all
-along); `DCGM_FI_DEV_XID_ERRORS` for the GPUs that faulted (0 before, the XID from then on,
+For every GPU, one sample every `step` seconds of `DCGM_FI_DEV_GPU_UTIL`,
+`DCGM_FI_DEV_FB_USED`, `DCGM_FI_DEV_GPU_TEMP` and `DCGM_FI_DEV_POWER_USAGE`, computed as
+the live exporter computes them (`kubesim.dcgm`) from the pod that held the GPU then
+(`WorkloadRunner.records`, and the scenario's own pods, there all along);
+`DCGM_FI_DEV_XID_ERRORS` for the GPUs that faulted (0 before, the XID from then on,
 each code its own series through `err_code`/`err_msg`, as the exporter reports it). The
 labels are the exporter's plus what the scrape adds (`target_labels`: job, instance and the
 exporter pod's namespace/pod/container), the workload's own as `exported_*`: the backfilled
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -97,10 +98,13 @@ def _walk(spans: list[Holding], times: range) -> Iterator[tuple[int, Holding | N
         yield t, current
 
 
-Gpu = tuple[str, int, str, int, bool]  # node, slot, labels, framebuffer MiB, is a MIG instance
+# node, slot, labels, framebuffer MiB, is a MIG instance, GPU model
+Gpu = tuple[str, int, str, int, bool, str]
 FILE_METRICS = {
     "gpu_util.om": "DCGM_FI_DEV_GPU_UTIL",
     "fb_used.om": "DCGM_FI_DEV_FB_USED",
+    "gpu_temp.om": "DCGM_FI_DEV_GPU_TEMP",
+    "power_usage.om": "DCGM_FI_DEV_POWER_USAGE",
     "xid_errors.om": "DCGM_FI_DEV_XID_ERRORS",
 }
 FILES = tuple(FILE_METRICS)
@@ -120,7 +124,7 @@ def _gpus(runner: WorkloadRunner, exporter: dcgm.Exporter, scrape: str) -> list[
         for slot, device in enumerate(dcgm.node_devices(node)):
             head = exporter._identity(name, model.replace("-", " ", 1), device)
             head += f',DCGM_FI_DRIVER_VERSION="{driver}"' + scrape
-            gpus.append((name, slot, head, memory, bool(device.profile)))
+            gpus.append((name, slot, head, memory, bool(device.profile), model))
     return gpus
 
 
@@ -166,6 +170,10 @@ def write_files(directory: Path, taken: Snapshot) -> dict[str, int]:
     writers = {
         "gpu_util.om": lambda out: _write_util(out, taken.gpus, taken.held, taken.times),
         "fb_used.om": lambda out: _write_fb(out, taken.gpus, taken.held, taken.times),
+        "gpu_temp.om": lambda out: _write_by_util(out, TEMP, taken.gpus, taken.held, taken.times),
+        "power_usage.om": lambda out: _write_by_util(
+            out, POWER, taken.gpus, taken.held, taken.times
+        ),
         "xid_errors.om": lambda out: _write_xids(out, taken.gpus, taken.xids, taken.times),
     }
     written = {}
@@ -186,18 +194,57 @@ def write_files(directory: Path, taken: Snapshot) -> dict[str, int]:
 def _write_util(
     out: IO[str], gpus: list[Gpu], held: dict[tuple[str, int], list[Holding]], times: range
 ) -> int:
-    out.write("# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n")
-    out.write("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n")
+    return _write_by_util(out, UTIL, gpus, held, times)
+
+
+@dataclass(frozen=True)
+class UtilGauge:
+    """A gauge the exporter derives from a GPU's utilisation (kubesim.dcgm's sample)."""
+
+    name: str
+    help: str
+    value: Callable[[str, float], float]  # (model, utilisation %) -> the gauge
+    mig: bool = True  # reported for MIG instances too (DCGM has no utilisation for them)
+
+
+UTIL = UtilGauge(
+    "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", lambda _m, u: round(u), mig=False
+)
+TEMP = UtilGauge(
+    "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda _m, u: dcgm.temperature(u)
+)
+POWER = UtilGauge("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", dcgm.power_draw)
+
+
+def _utilisation(
+    gpu: Gpu, held: dict[tuple[str, int], list[Holding]], times: range
+) -> Iterator[tuple[int, float, str]]:
+    """(time, utilisation %, the holding pod's labels) a step, as the live exporter has it."""
+    name, slot = gpu[0], gpu[1]
+    phase = dcgm.gpu_phase(name, slot)
+    for t, holding in _walk(held.get((name, slot), []), times):
+        load, pod = (holding.load, holding.labels) if holding else ("idle", "")
+        yield t, max(0.0, min(100.0, dcgm.utilisation(load, phase, t))), pod
+
+
+def _write_by_util(
+    out: IO[str],
+    gauge: UtilGauge,
+    gpus: list[Gpu],
+    held: dict[tuple[str, int], list[Holding]],
+    times: range,
+) -> int:
+    out.write(f"# HELP {gauge.name} {gauge.help}\n")
+    out.write(f"# TYPE {gauge.name} gauge\n")
     written = 0
-    for name, slot, head, _memory, is_mig in gpus:
-        if is_mig:
-            continue  # DCGM does not report utilisation for MIG instances
-        phase = dcgm.gpu_phase(name, slot)
-        lines = []
-        for t, holding in _walk(held.get((name, slot), []), times):
-            load, pod = (holding.load, holding.labels) if holding else ("idle", "")
-            util = round(max(0.0, min(100.0, dcgm.utilisation(load, phase, t))))
-            lines.append(f"DCGM_FI_DEV_GPU_UTIL{{{head}{pod}}} {util} {t}\n")
+    for gpu in gpus:
+        _name, _slot, head, _memory, is_mig, model = gpu
+        if is_mig and not gauge.mig:
+            continue
+        lines = [
+            f"{gauge.name}{{{head}{pod}}} {gauge.value(model, util)} {t}\n"
+            for t, util, pod in _utilisation(gpu, held, times)
+        ]
         out.writelines(lines)
         written += len(lines)
     return written
@@ -209,7 +256,7 @@ def _write_fb(
     out.write("# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n")
     out.write("# TYPE DCGM_FI_DEV_FB_USED gauge\n")
     written = 0
-    for name, slot, head, memory, _is_mig in gpus:
+    for name, slot, head, memory, _is_mig, _model in gpus:
         phase = dcgm.gpu_phase(name, slot)
         usable = memory - dcgm.reserved_mib(memory)
         lines = []
@@ -231,7 +278,7 @@ def _write_xids(
     out.write("# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n")
     out.write("# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n")
     written = 0
-    for name, slot, head, _memory, _is_mig in gpus:
+    for name, slot, head, _memory, _is_mig, _model in gpus:
         faults = sorted(xids.get((name, slot), []))
         if not faults:
             continue

@@ -120,6 +120,17 @@ def power_range(model: str) -> tuple[float, float]:
     return tdp * 0.15, float(tdp)
 
 
+def power_draw(model: str, util: float) -> float:
+    """The board power (W) at `util` %: the live exporter and the backfilled history alike."""
+    idle_power, tdp = power_range(model)
+    return round(idle_power + (tdp - idle_power) * util / 100, 3)
+
+
+def temperature(util: float) -> int:
+    """The GPU's temperature (C) at `util` %."""
+    return round(32 + util * 0.45)
+
+
 @dataclass(frozen=True)
 class Meter:
     """What a GPU's counters hold at `at`: the energy it used since boot (mJ) and its NVLink
@@ -196,9 +207,8 @@ def sample(
     reserved = reserved_mib(memory_mib)
     usable = memory_mib - reserved
     used = fb_used(load, usable, phase)
-    idle_power, tdp = power_range(model)
-    power = round(idle_power + (tdp - idle_power) * util / 100, 3)
-    temp = round(32 + util * 0.45)
+    power = power_draw(model, util)
+    temp = temperature(util)
     pcie = int(util / 100 * (2.4e9 if load == "training" else 6e8))
     return GpuSample(
         util=util,

@@ -11,6 +11,7 @@ from django.conf import settings
 
 from pools.core.figures import GpuRow, gpu_rows
 from pools.metrics import queries, source
+from pools.metrics.history import recorded_then_raw
 from pools.metrics.results import RangeResult
 
 
@@ -40,11 +41,16 @@ def utilisation_history(
     node_names: Sequence[str], *, span: timedelta, step: timedelta, recorded: bool = False
 ) -> RangeResult:
     """Average GPU utilisation over the nodes, one point a step; from the recording rules'
-    per-node series when `recorded` (the node figures came from them)."""
+    per-node series when `recorded` (the node figures came from them), and before their
+    first point from the raw series (pools.metrics.history)."""
     if not node_names:
         return RangeResult()
-    promql = queries.utilisation_history_query(metric_labels(), node_names, recorded=recorded)
-    return source.history(promql, span=span, step=step)
+    labels = metric_labels()
+    raw = queries.utilisation_history_query(labels, node_names)
+    if not recorded:
+        return source.history(raw, span=span, step=step)
+    promql = queries.utilisation_history_query(labels, node_names, recorded=True)
+    return recorded_then_raw(promql, raw, span=span, step=step)
 
 
 def node_history(node_name: str, *, span: timedelta, step: timedelta) -> dict[str, RangeResult]:

@@ -15,11 +15,12 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from pools.core.charts import chart_step
 from pools.metrics import queries, source
 from pools.metrics.dcgm import metric_labels
+from pools.metrics.history import earliest, raw_window
 
 # The indicators read a window's history at a constant number of points, as a chart does
 # (at least a point an hour over 30 days: every 14 min over 7 days, every 3 h over 90).
@@ -55,24 +56,18 @@ def _ranges(
     return found, error
 
 
-def _recorded_since(found: Found) -> float | None:
-    starts = [points[0][0] for points in found.get("average", {}).values() if points]
-    return min(starts) if starts else None
-
-
 def _before_recorded(
     found: Found, raw: dict[str, str], *, span: timedelta, step: timedelta
 ) -> tuple[Found, str | None]:
     """`found` (recorded) with the part of the span before the rules' first point read
     from the raw series, on the same step grid; unchanged when the rules cover the span."""
-    first = _recorded_since(found)
+    first = earliest(found.get("average", {}))
     if first is None:
         return found, None
-    steps = int((first - (time.time() - span.total_seconds())) // step.total_seconds()) - 1
-    if steps < 1:
+    window = raw_window(first, span=span, step=step, now=time.time())
+    if window is None:
         return found, None
-    end = datetime.fromtimestamp(first, UTC) - step
-    earlier, error = _ranges(raw, step * steps, step, end)
+    earlier, error = _ranges(raw, window[0], step, window[1])
     merged: Found = {}
     for figure in found.keys() | earlier.keys():
         before, after = earlier.get(figure, {}), found.get(figure, {})

@@ -341,7 +341,8 @@ def history(
     if not settings.PROMETHEUS_URL:
         return RangeResult(error="PROMETHEUS_URL is not set")
     end = now or datetime.now().astimezone()
-    key = cache_key("range", settings.PROMETHEUS_URL, promql, span, step, by)
+    # A range that ends at a given moment is another answer than the one ending now.
+    key = cache_key("range", settings.PROMETHEUS_URL, promql, span, step, by, now)
     cached = cache.get(key)
     observability.cache_lookup("range", hit=cached is not None)
     if cached is not None:

@@ -16,6 +16,7 @@ import json
 import shutil
 import statistics
 import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,9 +27,11 @@ import pytest
 from django.test import Client
 
 from kubesim.workload_scenarios import FAILURE_CATEGORY, INSIGHTS, INSIGHTS_ANSWERS, serve_arguments
+from pools.fleet import selectors
 from pools.inventory import inventory_sync
 from pools.metrics.insights import window_span
-from pools.models import Pool
+from pools.metrics.node_figures import latest_node_metrics, reads_recorded
+from pools.models import Node, Pool
 from tests.api.conftest import api
 from tests.insights.test_pages import session
 from tests.kubesim_process import ADMIN_TOKEN, Kubesim, kubesim_server
@@ -284,3 +287,45 @@ def test_profiles_and_the_insights_page_read_the_same_history(portal: Stack, tok
     oom = _insights(api(token_for("viewers")), "oom-pool")["failures"]["counts"]["oom"]
     html = session("viewers").get(f"/pools/oom-pool/insights/?days={DAYS}").content.decode()
     assert f"<th>out of memory</th><td>{oom}</td>" in html
+
+
+def _imported_start(stack: Stack) -> float:
+    """When the imported history begins: the workload's first pod, kubesim's own record."""
+    return min(float(r["created"]) for r in stack.history)
+
+
+def test_the_pool_chart_draws_the_imported_history_before_the_rules_began(portal: Stack) -> None:
+    """The recording rules record only from their loading (a minute ago here); the pool
+    page's 7 d chart reads them where they exist and the raw series before, so it draws
+    the imported days, not one dot at the rules' start."""
+    pool = Pool.objects.get(name="oom-pool")
+    latest_node_metrics()  # as the page does first: it finds out the rules are loaded
+    assert reads_recorded("util")
+    sent = len(portal.prom.queries_sent())
+    history = selectors.pool_history(pool, "7d")
+    assert history.error is None
+    recorded, raw_before = portal.prom.queries_sent()[sent:]
+    assert recorded.startswith("sum(") and raw_before.startswith("avg(")
+    times = [t for t, _ in history.points]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    # This Prometheus and its rules started minutes ago: a point older than two hours can
+    # only come from the raw, imported series.
+    before = [t for t in times if t < time.time() - 2 * 3600]
+    # 240 points a 7 d chart, one every 42 minutes: two days of history hold about 68.
+    assert len(before) > 40, (len(before), times[:3])
+    assert before[0] <= _imported_start(portal) + 3 * 3600
+    page = session("viewers").get("/pools/oom-pool/?span=7d").content.decode()
+    assert "History unavailable" not in page and "GPU utilisation, 7d" in page
+
+
+def test_every_node_chart_draws_the_imported_history(portal: Stack) -> None:
+    """Utilisation, framebuffer, temperature and power each have the imported days on the
+    node page's 7 d charts; XID only where a GPU faulted (none in the history is fine)."""
+    node = Node.objects.filter(pool__name="oom-pool").first()
+    assert node is not None
+    charts = selectors.node_history(node, "7d")
+    for figure in ("util", "fb_used", "temp", "power"):
+        found = charts[figure]
+        assert found.error is None, figure
+        first = min(points[0][0] for points in found.series.values() if points)
+        assert first < time.time() - 86400, figure

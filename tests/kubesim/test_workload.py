@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from kubesim import backfill, workload
+from kubesim import backfill, dcgm, workload
 from kubesim.clock import Clock, parse_rfc3339
 from kubesim.cluster import Cluster
 from kubesim.dcgm import Exporter
@@ -550,6 +550,46 @@ def test_the_backfill_has_only_the_fields_the_exporter_collects(tmp_path: Path) 
     text = (tmp_path / "gpu_util.om").read_text()
     assert text.endswith("# EOF\n")
     assert text.count("DCGM_FI_DEV_GPU_UTIL{") == 112 * 72
+
+
+def _samples(text: str, metric: str) -> dict[tuple[str, str], float]:
+    """(labels without the metric name, time) -> value, for every sample of `metric`."""
+    found = {}
+    for line in text.splitlines():
+        if line.startswith(metric + "{"):
+            labels, value, at = line[len(metric) :].rsplit(" ", 2)
+            found[(labels, at)] = float(value)
+    return found
+
+
+def test_the_backfill_has_temperature_and_power_as_the_exporter_computes_them(
+    tmp_path: Path,
+) -> None:
+    """Every figure the node page charts has its history: temperature and power follow the
+    utilisation sample of the same GPU at the same moment, as the live exporter's do."""
+    cluster = in_process(INSIGHTS, "insights", 0.25)
+    exporter = Exporter(cluster)
+    taken = backfill.snapshot(
+        cluster.runner,  # type: ignore[attr-defined]
+        exporter,
+        start=START,
+        end=START + DAY / 8,
+        step=300,
+        target_labels={"job": "dcgm-exporter"},
+    )
+    written = backfill.write_files(tmp_path, taken)
+    assert {"gpu_temp.om", "power_usage.om"} <= set(written)
+    util = _samples((tmp_path / "gpu_util.om").read_text(), "DCGM_FI_DEV_GPU_UTIL")
+    temp = _samples((tmp_path / "gpu_temp.om").read_text(), "DCGM_FI_DEV_GPU_TEMP")
+    power = _samples((tmp_path / "power_usage.om").read_text(), "DCGM_FI_DEV_POWER_USAGE")
+    assert len(util) == 112 * 36 and set(util) <= set(temp) and set(util) <= set(power)
+    assert {v for v in util.values()} != {0.0}  # some GPUs worked
+    for (labels, at), value in util.items():
+        # The file rounds utilisation; temperature and power follow the unrounded figure,
+        # so they may differ by what half a percent moves them. The GPU's model is in its
+        # labels (modelName), which is what the exporter's power curve reads.
+        assert abs(temp[labels, at] - dcgm.temperature(value)) <= 1, labels
+        assert abs(power[labels, at] - dcgm.power_draw(labels, value)) <= 4, labels
 
 
 def test_the_clock_starts_where_it_is_told_and_the_history_ends_there(sim: Kubesim) -> None:

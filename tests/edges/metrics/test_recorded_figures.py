@@ -173,7 +173,7 @@ def test_recorded_and_raw_figures_agree(
 
 
 @pytest.mark.django_db
-def test_the_pool_history_reads_the_per_node_sums_where_the_rules_are_loaded(
+def test_the_pool_history_reads_the_per_node_sums_where_the_rules_are_loaded_and_raw_before(
     settings,  # type: ignore[no-untyped-def]
     sim: Kubesim,
     with_rules: PrometheusServer,
@@ -192,10 +192,14 @@ def test_the_pool_history_reads_the_per_node_sums_where_the_rules_are_loaded(
         page = session.get("/pools/training/").content.decode()
         assert "History unavailable" not in page
         prom.queries_since(0)
-        (history,) = [q for q in prom.queries_sent()[before:] if q.startswith(("sum(", "avg("))]
-        sent[prom.url] = history
-    assert sent[with_rules.url].startswith(f"sum({queries.RECORDED_UTIL_SUM}{{Hostname=~")
-    assert sent[without_rules.url].startswith("avg(")
+        sent[prom.url] = [q for q in prom.queries_sent()[before:] if q.startswith(("sum(", "avg("))]
+    # With the rules: their per-node sums, then the raw series for the part of the 24 h
+    # before the rules' first point (this Prometheus started a minute ago). Without: raw.
+    recorded, raw_before = sent[with_rules.url]
+    assert recorded.startswith(f"sum({queries.RECORDED_UTIL_SUM}{{Hostname=~")
+    assert raw_before.startswith("avg(")
+    (raw,) = sent[without_rules.url]
+    assert raw.startswith("avg(")
 
 
 def test_the_recorded_history_is_the_gpu_weighted_average(
