@@ -24,15 +24,19 @@ QUEUED_AFTER_SECONDS = 60.0
 
 
 class QueueCause(enum.StrEnum):
-    RESTRICTED = "restricted"  # another pool had room: taints or affinity kept it out
-    SHORTAGE = "shortage"  # no pool had room
-    OWN_POOL_ROOM = "own_pool_room"  # its own pool had room (gang, fragmentation, a slow bind)
+    RESTRICTED = "restricted"  # another pool had a node with room: taints or affinity kept it out
+    FRAGMENTED = "fragmented"  # its pool had the GPUs free in all, but no node had them
+    UNASSIGNED = "unassigned"  # only nodes in no pool had room
+    SHORTAGE = "shortage"  # no node anywhere had room, nor its pool the GPUs in all
+    OWN_POOL_ROOM = "own_pool_room"  # a node of its own pool had room (a gang, a slow bind)
 
 
 QUEUE_CAUSE_TITLES = {
     QueueCause.RESTRICTED: "node selection restricted (another pool had room)",
+    QueueCause.FRAGMENTED: "fragmentation (the pool had the GPUs, no single node had room)",
+    QueueCause.UNASSIGNED: "unassigned nodes had room (no pool holds them)",
     QueueCause.SHORTAGE: "plain shortage (no pool had room)",
-    QueueCause.OWN_POOL_ROOM: "its own pool had room (gang, fragmentation or a slow bind)",
+    QueueCause.OWN_POOL_ROOM: "a node of its own pool had room (a gang or a slow bind)",
 }
 
 
@@ -88,8 +92,10 @@ class _Room:
         self.pool_of = [self.pool_index[n.pool or ""] for n in nodes]
         top = max(self.capacity, default=0)
         self.counts = [[0] * (top + 1) for _ in self.pools]
+        self.totals = [0] * len(self.pools)  # free GPUs of each pool, every node together
         for i, gpus in enumerate(self.capacity):
             self.counts[self.pool_of[i]][gpus] += 1
+            self.totals[self.pool_of[i]] += gpus
 
     def apply(self, events: list[tuple[float, int, int]], start: int, until: float) -> int:
         """Apply the events from `start` up to time `until`; the index of the next one. An
@@ -111,15 +117,23 @@ class _Room:
             row = counts[pool_of[node]]
             row[before if before > 0 else 0] -= 1
             row[after if after > 0 else 0] += 1
+            self.totals[pool_of[node]] += max(after, 0) - max(before, 0)
         return i
 
     def _move(self, node: int, pool: int) -> None:
         free = max(self.free[node], 0)
         if self.pool_of[node] != GONE:
             self.counts[self.pool_of[node]][free] -= 1
+            self.totals[self.pool_of[node]] -= free
         self.pool_of[node] = pool
         if pool != GONE:
             self.counts[pool][free] += 1
+            self.totals[pool] += free
+
+    def total_free(self, pool: str) -> int:
+        """The GPUs free on the pool's nodes together, whether or not one node has them."""
+        index = self.pool_index.get(pool)
+        return self.totals[index] if index is not None else 0
 
     def has_room(self, gpus: int, *, inside: str | None, outside: str | None) -> bool:
         for pool, row in zip(self.pools, self.counts, strict=True):
@@ -189,14 +203,24 @@ def _causes(
     events, e = sorted(_bindings(pods, room.index) + _node_events(nodes, room)), 0
     for pod, wait in queued:
         e = room.apply(events, e, pod.created)  # the cluster as the pod found it
-        if room.has_room(pod.gpus, inside=pool, outside=None):
-            cause = QueueCause.OWN_POOL_ROOM
-        elif room.has_room(pod.gpus, inside=None, outside=pool):
-            cause = QueueCause.RESTRICTED
-        else:
-            cause = QueueCause.SHORTAGE
-        by_cause[cause].append(wait)
+        by_cause[_cause(room, pod.gpus, pool)].append(wait)
     return by_cause
+
+
+def _cause(room: _Room, gpus: int, pool: str) -> QueueCause:
+    """Why a pod of `pool` asking for `gpus` waited, in the cluster `room` holds then: room
+    on a node of its pool first (then the pool did not keep it waiting), then room that
+    node selection kept it from, then free GPUs its pool had only in pieces, then room on
+    nodes no pool holds; else a plain shortage."""
+    if room.has_room(gpus, inside=pool, outside=None):
+        return QueueCause.OWN_POOL_ROOM
+    if room.has_room(gpus, inside=None, outside=pool):
+        return QueueCause.RESTRICTED
+    if pool and room.total_free(pool) >= gpus:
+        return QueueCause.FRAGMENTED
+    if pool and room.has_room(gpus, inside="", outside=None):
+        return QueueCause.UNASSIGNED
+    return QueueCause.SHORTAGE
 
 
 def queue_report(

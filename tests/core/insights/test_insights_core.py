@@ -266,20 +266,54 @@ def test_readiness_messages_count_in_words_not_in_parentheses() -> None:
     assert overdue.concerned == ["move #7 (1 node)"]
 
 
-def test_room_on_unassigned_nodes_is_not_room_in_another_pool() -> None:
+def test_room_on_unassigned_nodes_is_its_own_cause_not_node_selection() -> None:
     """Unassigned nodes carry no pool's labels, so no pool's pod is steered there: a pod
-    that waited while only they had room waited for shortage, not for its node selection."""
+    that waited while only they had room waited for nodes no pool holds, not for its node
+    selection (and not for a shortage: the cluster had the room)."""
     window = Window(0.0, 10_000.0)
     busy = record(pool="p", node="n1", gpus=8, created=0.0, scheduled=1.0, finished=None)
     waited = record(pool="p", node="n1", gpus=8, created=100.0, scheduled=7300.0, finished=None)
     nodes = [NodeHistory("n1", 8, "p"), NodeHistory("u1", 8, None)]
     q = queue_report([busy, waited], nodes, "p", window)
     assert q.queued == 1
-    assert (q.count(QueueCause.SHORTAGE), q.count(QueueCause.RESTRICTED)) == (1, 0)
+    assert q.count(QueueCause.UNASSIGNED) == 1
+    assert (q.count(QueueCause.SHORTAGE), q.count(QueueCause.RESTRICTED)) == (0, 0)
     # The same free node in another pool is room the pod's selection kept it from.
     elsewhere = [NodeHistory("n1", 8, "p"), NodeHistory("q1", 8, "q")]
     q = queue_report([busy, waited], elsewhere, "p", window)
     assert (q.count(QueueCause.SHORTAGE), q.count(QueueCause.RESTRICTED)) == (0, 1)
+
+
+def test_free_gpus_in_pieces_are_fragmentation_not_shortage() -> None:
+    """Two 8-GPU nodes each half used hold 8 free GPUs, but an 8-GPU pod fits on neither:
+    it waited for fragmentation. With one of them full, the pool had 4 free: shortage."""
+    window = Window(0.0, 10_000.0)
+    half = [
+        record(pool="p", node=n, gpus=4, created=0.0, scheduled=1.0, finished=None)
+        for n in ("n1", "n2")
+    ]
+    big = record(pool="p", node="n1", gpus=8, created=100.0, scheduled=7300.0, finished=None)
+    nodes = [NodeHistory("n1", 8, "p"), NodeHistory("n2", 8, "p")]
+    q = queue_report([*half, big], nodes, "p", window)
+    assert q.queued == 1
+    assert q.count(QueueCause.FRAGMENTED) == 1 and q.count(QueueCause.SHORTAGE) == 0
+    full = record(pool="p", node="n2", gpus=4, created=0.0, scheduled=2.0, finished=None)
+    q = queue_report([*half, full, big], nodes, "p", window)
+    assert q.count(QueueCause.SHORTAGE) == 1 and q.count(QueueCause.FRAGMENTED) == 0
+
+
+def test_fragmentation_follows_nodes_that_leave_the_pool() -> None:
+    """A node lent away before the pod came takes its free GPUs with it: what is left in
+    pieces is counted over the nodes the pool held then."""
+    window = Window(0.0, 10_000.0)
+    half = [
+        record(pool="p", node=n, gpus=4, created=0.0, scheduled=1.0, finished=None)
+        for n in ("n1", "n2")
+    ]
+    big = record(pool="p", node="n1", gpus=8, created=100.0, scheduled=7300.0, finished=None)
+    lent = [NodeHistory("n1", 8, "p"), NodeHistory("n2", 8, "p", moves=((50.0, "q"),))]
+    q = queue_report([*half, big], lent, "p", window)
+    assert q.count(QueueCause.FRAGMENTED) == 0 and q.count(QueueCause.SHORTAGE) == 1
 
 
 def test_the_driver_is_read_from_gfds_major_and_minor_when_nothing_else_says_it() -> None:
