@@ -17,7 +17,7 @@ from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, Newest, errors, 
 from pools.api.fields import StrictCharField, StrictIntegerField
 from pools.api.idempotency import idempotent
 from pools.api.permissions import HasCapability
-from pools.core.insights.drills import MAX_HOLD_SECONDS
+from pools.core.drills import MAX_HOLD_SECONDS
 from pools.models import Drill, Pool
 
 DEFAULT_HOLD_SECONDS = 60

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from pools.api.base import BaseView, errors, validated
 from pools.api.fields import StrictCharField
-from pools.fit import service as fitcheck
+from pools.fit.service import PodName, fit_check_run
 
 
 class PodRefSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -61,8 +61,8 @@ class FitView(BaseView, APIView):
     def post(self, request: Request) -> Response:
         data = validated(FitRequestSerializer, request)
         pod = data.get("pod")
-        check = fitcheck.fit_check_run(
+        check = fit_check_run(
             manifest=data.get("manifest"),
-            pod=fitcheck.PodName(pod["namespace"], pod["name"]) if pod else None,
+            pod=PodName(pod["namespace"], pod["name"]) if pod else None,
         )
         return Response(check.as_dict())

@@ -22,7 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools.api import node_pages
+from pools.api import fleet_cache
 from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, ByName, errors
 from pools.api.fields import StrictCharField, StrictIntegerField
 from pools.api.idempotency import idempotent
@@ -390,8 +390,8 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
         self.list_metrics = metrics
         if isinstance(self.paginator, NodePages):
             self.paginator.metrics_error = result.error
-        key = node_pages.page_key(request, figures_version)
-        return node_pages.rendered_pages.kept_or_made(
+        key = fleet_cache.page_key(request, figures_version)
+        return fleet_cache.rendered_pages.kept_or_made(
             key, lambda: self._rendered_list(request, *args, **kwargs)
         )
 

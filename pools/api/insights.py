@@ -20,7 +20,7 @@ from pools.core.insights.profiles import GROUPINGS
 from pools.core.insights.queueing import QueueCause
 from pools.core.insights.readiness import Status
 from pools.core.insights.records import WINDOW_DAYS
-from pools.insights import advice, gather
+from pools.insights import dismissals, gather
 from pools.models import Pool
 
 S = serializers
@@ -276,7 +276,7 @@ class AdviceDismissView(BaseView, APIView):
         parsed = DismissSerializer(data=request.data)
         parsed.is_valid(raise_exception=True)
         data = parsed.validated_data
-        dismissal = advice.advice_dismiss(
+        dismissal = dismissals.advice_dismiss(
             key=data["key"],
             reason=data["reason"],
             user=request.user,

@@ -31,3 +31,8 @@ def cell(value: object) -> object:
 
 def row(values: Iterable[object]) -> list[object]:
     return [cell(v) for v in values]
+
+
+# Rows an export fetches from its database cursor at a time: a response streams whatever the
+# size of the list.
+EXPORT_CHUNK_ROWS = 500

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pools.core.insights.drills import (
+from pools.core.drills import (
     FAULT_XID,
     GpuFaultObservation,
     gpu_fault_checks,

@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
-from pools.core.insights.drills import (
+from pools.core.drills import (
     NodeJoinObservation,
     NodeShape,
     joining_node,

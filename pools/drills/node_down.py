@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pools.core.insights.drills import MAX_HOLD_SECONDS, NodeDownObservation, node_down_checks
+from pools.core.drills import MAX_HOLD_SECONDS, NodeDownObservation, node_down_checks
 from pools.core.insights.readiness import Check
 from pools.drills.steps import DrillSteps, pending_for, pool_node_problem, spare_nodes
 from pools.inventory import inventory_refresh_node

@@ -6,7 +6,8 @@ core (`pools.core.fit`).
 - `service`: "will this manifest or this Pending pod land, and where?" — the one function
   the fit page and `POST /api/v1/fit/` call;
 - `pending`: the GPU pods waiting now, and why; the pods on a pool's nodes that do not
-  belong there (intruders);
-- `impact`: what a move does to the pods on its nodes, to the pending queue and to gang
-  capacity, for every move preview.
+  belong there (intruders).
+
+What a move does to the pods on its nodes is the moves' own (`pools.moves.impact`), read
+over this cluster.
 """

@@ -1,5 +1,5 @@
-"""Writes to pool definitions: save and retire. Neither touches a node; moves are the
-workflow's (pools.moves)."""
+"""Writes to pool definitions: save, retire and restore. None touches a node: moving nodes
+is pools.moves'."""
 
 from __future__ import annotations
 

@@ -27,10 +27,10 @@ from pools.core.insights.failures import (
     XidErrors,
     failure_report,
 )
-from pools.core.insights.indicators import PoolFacts, PoolInsights
+from pools.core.insights.indicators import InsightPool, PoolInsights
 from pools.core.insights.profiles import Profile, workload_profiles
 from pools.core.insights.queueing import NodeHistory, queue_report
-from pools.core.insights.records import WINDOW_DAYS, HistoryPod, NodeFacts, Window
+from pools.core.insights.records import WINDOW_DAYS, HistoryPod, InsightNode, Window
 from pools.core.insights.replacement import replacement_report
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
 from pools.core.insights.utilisation import idle_nodes_each_step, utilisation_report
@@ -229,7 +229,7 @@ _NODE_FIELDS = (
 
 @dataclass(frozen=True)
 class NodesNow:
-    facts: list[NodeFacts]
+    facts: list[InsightNode]
     last_seen: dict[str, datetime]
     moving: set[str]  # nodes an active move holds
     metrics_error: str | None
@@ -265,7 +265,7 @@ def nodes_now() -> NodesNow:
     ) in Node.objects.present().values_list(*_NODE_FIELDS):
         reporting = figures[name].gpus_reporting if name in figures else 0
         facts.append(
-            NodeFacts(
+            InsightNode(
                 name=name,
                 pool=pool,
                 gpus=gpus,
@@ -290,10 +290,10 @@ def nodes_now() -> NodesNow:
     return NodesNow(facts, seen, moving, result.error or driver_error or coverage_error)
 
 
-def _pool_facts(pool: Pool, nodes: list[NodeFacts], moving: set[str]) -> PoolFacts:
+def _pool_facts(pool: Pool, nodes: list[InsightNode], moving: set[str]) -> InsightPool:
     taint = pool.taint
     counts = Counter(n.gpus for n in nodes)
-    return PoolFacts(
+    return InsightPool(
         name=pool.name,
         dedicated=taint is not None and taint.effect in ("NoSchedule", "NoExecute"),
         nodes=len(nodes),

@@ -1,5 +1,6 @@
-"""One path for every chart's history: the recording rules' series where they exist, the raw
-series before their first point.
+"""One path for the history of every chart drawn from recorded series (a pool's page, the
+insights): the recording rules' series where they exist, the raw series before their first
+point. A node's charts read its per-GPU raw series only: no rule records them.
 
 Recording rules only record from the moment they are loaded, while Prometheus may hold
 weeks of raw DCGM samples from before (a backfill, or rules added to a running install). A

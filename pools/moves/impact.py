@@ -19,7 +19,7 @@ from pools.core.fit.cluster import ClusterSnapshot, FitNode, NodePod, PoolCapaci
 from pools.core.fit.pods import PodShape
 from pools.core.fit.scheduling import untolerated_taint
 from pools.core.fit.workloads import pod_shape
-from pools.core.insights.records import NodeFacts
+from pools.core.insights.records import InsightNode
 from pools.core.insights.replacement import node_traits
 from pools.core.labels import counted
 from pools.core.taints import NO_EXECUTE, Taint
@@ -146,7 +146,7 @@ def _mix_warnings(plan: MovePlan) -> list[str]:
 
 
 def _traits(node: Node) -> dict[str, str]:
-    return node_traits(NodeFacts(node.name, None, 0, node.gpu_model, node.labels or {}))
+    return node_traits(InsightNode(node.name, None, 0, node.gpu_model, node.labels or {}))
 
 
 def _fates(planned: PlannedNode, pods: Sequence[GpuPod], drain_policy: str) -> list[PodFate]:

@@ -1,3 +1,5 @@
+"""The one error the notification channels raise: NotificationFailed, transient or not."""
+
 from __future__ import annotations
 
 

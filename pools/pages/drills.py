@@ -12,7 +12,7 @@ from django.utils import timezone
 from pools import drills
 from pools.common.errors import WorkflowError
 from pools.common.roles import Capability, require
-from pools.core.insights.drills import MAX_HOLD_SECONDS
+from pools.core.drills import MAX_HOLD_SECONDS
 from pools.models import Drill, Node, Pool
 
 

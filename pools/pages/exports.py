@@ -12,11 +12,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 
+from pools.audit.exports import audit_rows
 from pools.audit.filters import AuditFilter
 from pools.common.roles import Capability, require
 from pools.fleet import exports
 from pools.fleet.filters import NodeFilter
 from pools.models import AuditEvent, MoveRequest, Node
+from pools.moves.exports import move_rows
 from pools.moves.filters import MoveFilter
 
 
@@ -70,10 +72,10 @@ def nodes_csv(request: HttpRequest) -> HttpResponse:
 @require(Capability.VIEW)
 def moves_csv(request: HttpRequest) -> HttpResponse:
     filterset = MoveFilter(request.GET, queryset=MoveRequest.objects.all(), request=request)
-    return _export(request, "moves", filterset, exports.move_rows)
+    return _export(request, "moves", filterset, move_rows)
 
 
 @require(Capability.VIEW)
 def audit_csv(request: HttpRequest) -> HttpResponse:
     filterset = AuditFilter(request.GET, queryset=AuditEvent.objects.all(), request=request)
-    return _export(request, "audit", filterset, exports.audit_rows)
+    return _export(request, "audit", filterset, audit_rows)

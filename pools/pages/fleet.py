@@ -1,10 +1,10 @@
-"""HTML pages: thin, they call selectors and services and render."""
+"""The fleet's pages: the overview, a pool's page with its node table and chart, a node's
+page, and pool definitions (create, edit, retire, restore). Thin: they call
+pools.fleet's selectors and services and render."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -32,6 +32,7 @@ from pools.fit.pending import pending_groups, pending_pods, pool_intruders
 from pools.fleet import selectors, services
 from pools.fleet.filters import NodeFilter
 from pools.models import AuditEvent, Node, Pool
+from pools.pages.charts import chart_range
 
 
 def _chart(points: list[tuple[float, float]], **options: object) -> SafeString:
@@ -48,23 +49,6 @@ def _x_range(span: str) -> tuple[float, float]:
 
 # The filters of pools.fleet.filters.NodeFilter the pool page offers (the pool is the page's).
 POOL_PAGE_FILTERS = ("gpu_model", "ready", "cordoned", "drifted", "health")
-BAD_RANGE_STATUS = 400
-
-
-def chart_range(
-    request: HttpRequest,
-    *,
-    ranges: Mapping[str, timedelta] = charts.TIME_RANGES,
-    default: str = charts.DEFAULT_RANGE,
-) -> tuple[str, int]:
-    """The chart range the page asks for (one of `ranges`; none asked: `default`), and the
-    page's status: an unknown range is a 400 that says which ranges exist (the page shows
-    the default range), not a silent 24 h."""
-    span = request.GET.get("span") or default
-    if span not in ranges:
-        messages.error(request, f"Unknown time range {span!r}: one of {', '.join(ranges)}.")
-        return default, BAD_RANGE_STATUS
-    return span, 200
 
 
 def _grafana(template: str | None, placeholder: str, value: str | None) -> str | None:

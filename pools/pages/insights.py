@@ -22,9 +22,9 @@ from pools.core.insights.profiles import GROUPINGS
 from pools.core.insights.queueing import QUEUE_CAUSE_TITLES
 from pools.core.insights.records import WINDOW_DAYS
 from pools.core.insights.replacement import DIMENSION_TITLES
-from pools.insights import advice, gather
+from pools.insights import dismissals, gather
 from pools.models import Pool
-from pools.pages.fleet import chart_range
+from pools.pages.charts import chart_range
 
 
 def _days(request: HttpRequest) -> int:
@@ -146,7 +146,7 @@ def advice_list(request: HttpRequest) -> HttpResponse:
 def advice_dismiss(request: HttpRequest) -> HttpResponse:
     days = _days(request)
     try:
-        advice.advice_dismiss(
+        dismissals.advice_dismiss(
             key=request.POST.get("key", ""),
             reason=request.POST.get("reason", ""),
             user=request.user,

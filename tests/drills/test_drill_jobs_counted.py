@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pools.core.insights.drills import GpuFaultObservation, gpu_fault_checks
+from pools.core.drills import GpuFaultObservation, gpu_fault_checks
 from pools.drills import gpu_fault
 from pools.models import Node
 from tests.factories import Pod, gpu_node

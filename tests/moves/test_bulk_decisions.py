@@ -13,15 +13,15 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from pools import moves as workflow
 from pools.models import MoveRequest, Node, Pool
+from pools.moves import move_reject, move_request_create
 from tests.api.conftest import api
 from tests.factories import demo_inventory
 from tests.moves_helpers import user_in
 
 
 def ask(user: User, node: str) -> MoveRequest:
-    return workflow.move_request_create(
+    return move_request_create(
         requested_by=user,
         node_names=[node],
         destination=Pool.objects.get(name="training"),
@@ -112,7 +112,7 @@ def test_the_api_answers_per_id(
     admin_token = token_for("pool-admins", "pat")
     own = ask(User.objects.get(username="pat"), "a100-reserve-002")
     done = ask(rita, "a100-reserve-003")
-    workflow.move_reject(
+    move_reject(
         request=done, approver=user_in("approvers", "arno"), reason="no", now=timezone.now()
     )
     ids = [first.pk, own.pk, 999999, second.pk, done.pk]

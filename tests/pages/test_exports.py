@@ -14,10 +14,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from pools import moves as workflow
 from pools.audit import audit
 from pools.core.csv_cells import cell
 from pools.models import AuditEvent, MoveRequest, Pool
+from pools.moves import move_reject, move_request_create
 from tests.factories import Group, demo_inventory, node_and_pods, store
 from tests.moves_helpers import user_in
 
@@ -48,7 +48,7 @@ def viewer(db) -> Client:  # type: ignore[no-untyped-def]
 
 
 def _ask(nodes: list[str], reason: str, requester: str = "rita") -> MoveRequest:
-    return workflow.move_request_create(
+    return move_request_create(
         requested_by=user_in("requesters", requester),
         node_names=nodes,
         destination=Pool.objects.get(name="shared"),
@@ -85,9 +85,7 @@ def test_node_export_has_the_pool_pages_filters(viewer: Client) -> None:
 def test_move_export_lists_each_request_with_its_nodes(viewer: Client) -> None:
     first = _ask(["a100-reserve-000", "a100-reserve-001"], "=cmd|' /C calc'!A0")
     second = _ask(["a100-reserve-002"], "second", requester="ravi")
-    workflow.move_reject(
-        request=second, approver=user_in("approvers"), reason="no", now=timezone.now()
-    )
+    move_reject(request=second, approver=user_in("approvers"), reason="no", now=timezone.now())
     page = viewer.get("/moves/?state=all").content.decode()
     assert 'href="/export/moves.csv?state=" data-export="moves"' not in page
     rows = download(viewer, "/export/moves.csv")
@@ -111,9 +109,7 @@ def test_move_export_lists_each_request_with_its_nodes(viewer: Client) -> None:
 @pytest.mark.django_db
 def test_audit_export_and_page_filter_by_time_actor_node_and_type(viewer: Client) -> None:
     move = _ask(["a100-reserve-000"], "one")
-    workflow.move_reject(
-        request=move, approver=user_in("approvers", "abe"), reason="no", now=timezone.now()
-    )
+    move_reject(request=move, approver=user_in("approvers", "abe"), reason="no", now=timezone.now())
     audit("node.patched", node_name="a100-reserve-000", before={"labels": {"a": "1"}}, after={})
     (patched,) = download(viewer, "/export/audit.csv?action=node.patched")
     assert json.loads(patched["before"]) == {"labels": {"a": "1"}} and patched["after"] == ""

@@ -17,8 +17,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from pools import moves as workflow
 from pools.models import AuditEvent, Drill, MoveRequest, Node, Pool
+from pools.moves import move_approve, move_request_create
 from pools.tokens import token_create
 from tests.api.conftest import api
 from tests.factories import Group, demo_inventory, gpu_node, node_and_pods, store
@@ -81,7 +81,7 @@ def build_world(extra_nodes: int, moves: int) -> dict[str, str]:
     now = timezone.now()
     first = None
     for i in range(moves):
-        move = workflow.move_request_create(
+        move = move_request_create(
             requested_by=user_in("requesters", f"r{i}"),
             node_names=[f"extra-{2 * i:04d}", f"extra-{2 * i + 1:04d}"],
             destination=shared,
@@ -90,7 +90,7 @@ def build_world(extra_nodes: int, moves: int) -> dict[str, str]:
             now=now,
         )
         if i % 2 == 0:
-            workflow.move_approve(request=move, approver=user_in("approvers", f"a{i}"), now=now)
+            move_approve(request=move, approver=user_in("approvers", f"a{i}"), now=now)
         first = first or move
     fit_pods(extra_nodes)
     past_drills(moves)

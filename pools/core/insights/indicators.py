@@ -13,7 +13,7 @@ from pools.core.insights.utilisation import UtilisationReport
 
 
 @dataclass(frozen=True)
-class PoolFacts:
+class InsightPool:
     """What the advisor needs of a pool besides its indicators."""
 
     name: str
@@ -32,7 +32,7 @@ class PoolFacts:
 
 @dataclass(frozen=True)
 class PoolInsights:
-    pool: PoolFacts
+    pool: InsightPool
     window: Window
     utilisation: UtilisationReport
     queue: QueueReport

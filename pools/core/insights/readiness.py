@@ -7,7 +7,7 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pools.core.insights.records import NodeFacts
+from pools.core.insights.records import InsightNode
 from pools.core.insights.scheduling import PodScheduling
 from pools.core.labels import counted
 
@@ -58,7 +58,7 @@ def _check(name: str, title: str, bad: Sequence[str], ok: str, fail: Callable[[i
     return Check(name, title, Status.PASS, ok)
 
 
-def labels_and_taints(nodes: Sequence[NodeFacts]) -> Check:
+def labels_and_taints(nodes: Sequence[InsightNode]) -> Check:
     return _check(
         "labels_taints",
         "Nodes carry the pool's labels and taints",
@@ -96,7 +96,7 @@ def workloads_declare(pods: Sequence[LivePod], rules: PoolRules) -> Check:
 GIB = 1024**3
 
 
-def _reserve_problems(node: NodeFacts) -> list[str]:
+def _reserve_problems(node: InsightNode) -> list[str]:
     problems = []
     if node.cpu_allocatable >= node.cpu_capacity:
         problems.append("CPU: nothing reserved")
@@ -105,7 +105,7 @@ def _reserve_problems(node: NodeFacts) -> list[str]:
     return problems
 
 
-def system_reserved(nodes: Sequence[NodeFacts]) -> Check:
+def system_reserved(nodes: Sequence[InsightNode]) -> Check:
     """The kubelet's reservations (system-reserved, kube-reserved, eviction thresholds) show
     as allocatable below capacity; a node that reserves nothing lets pods starve the
     kubelet and the container runtime, and the node goes NotReady under load."""
@@ -148,7 +148,7 @@ def system_reserved(nodes: Sequence[NodeFacts]) -> Check:
 
 
 def metrics_arrive(
-    nodes: Sequence[NodeFacts], metrics_error: str | None, counters: Sequence[str] = ()
+    nodes: Sequence[InsightNode], metrics_error: str | None, counters: Sequence[str] = ()
 ) -> Check:
     """Every ready node's GPUs report every counter the pages draw (`counters`, read from
     each node's counters_reporting): a framebuffer, temperature or XID series that stops

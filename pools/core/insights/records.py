@@ -70,7 +70,7 @@ class Window:
 
 
 @dataclass(frozen=True)
-class NodeFacts:
+class InsightNode:
     """A node as the inventory keeps it, with what the indicators compare."""
 
     name: str

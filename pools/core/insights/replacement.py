@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pools.core.insights.records import NodeFacts
+from pools.core.insights.records import InsightNode
 
 # Label prefixes automation sets: a node carries them without anyone's hand.
 AUTOMATED_LABEL_PREFIXES = (
@@ -75,7 +75,7 @@ def _joined(labels: Mapping[str, str], keys: Sequence[str]) -> str:
     return ".".join(p for p in parts if p) if parts[0] else ""
 
 
-def node_traits(node: NodeFacts) -> dict[str, str]:
+def node_traits(node: InsightNode) -> dict[str, str]:
     labels = node.labels
     os_name = _first(labels, OS_LABELS)
     os_version = _first(labels, OS_VERSION_LABELS)
@@ -151,7 +151,10 @@ def _score(dimensions: Sequence[Dimension], nodes: int) -> int:
 
 
 def replacement_report(
-    nodes: Sequence[NodeFacts], *, managed_labels: Collection[str], managed_taints: Collection[str]
+    nodes: Sequence[InsightNode],
+    *,
+    managed_labels: Collection[str],
+    managed_taints: Collection[str],
 ) -> ReplacementReport:
     traits = {n.name: node_traits(n) for n in nodes}
     odd: dict[str, list[str]] = {}

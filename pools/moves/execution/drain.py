@@ -30,7 +30,7 @@ from pools.moves.execution.outcome import DrainHooks, NodeWork
 TERMINATION_SLACK_SECONDS = 10
 
 
-class LeaseLost(Exception):
+class ItemLeaseLost(Exception):
     """The node's lease ran out and another worker claimed it: this one stops at once."""
 
 
@@ -50,7 +50,7 @@ def _renew_lease(item: MoveItem) -> None:
     if not MoveItem.objects.filter(
         pk=item.pk, state=MoveItem.State.RUNNING, attempts=item.attempts
     ).update(lease_until=lease):
-        raise LeaseLost(f"{item.node.name}: another worker holds the node now")
+        raise ItemLeaseLost(f"{item.node.name}: another worker holds the node now")
 
 
 def _set_portal_cordon(item: MoveItem, cordon: Cordon, value: bool) -> None:

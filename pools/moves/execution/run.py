@@ -46,7 +46,7 @@ from pools.kube.errors import KubeError
 from pools.kube.nodes import read_nodes
 from pools.kube.retry import RetryPolicy
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node
-from pools.moves.execution.drain import LeaseLost, drain_hooks, uncordon_after_failure
+from pools.moves.execution.drain import ItemLeaseLost, drain_hooks, uncordon_after_failure
 from pools.moves.execution.outcome import FAILED, NodeWork, Outcome, node_outcome
 from pools.moves.execution.records import (
     Closing,
@@ -205,7 +205,7 @@ def _attempt_drain_first(item: MoveItem, work: NodeWork) -> Result:
         outcome = node_outcome(work, hooks)
         outcome.later = cordon.later
         return outcome
-    except LeaseLost as exc:
+    except ItemLeaseLost as exc:
         return exc  # another worker holds the node now: leave it (and its cordon) alone
     except (NodeNotMoved, KubeError) as exc:
         uncordon_after_failure(item, cordon.on)
@@ -358,7 +358,7 @@ def _sort_results(
     closing: list[tuple[MoveItem, Outcome]] = []
     for item in items:
         result = results[item.pk]
-        if isinstance(result, LeaseLost):
+        if isinstance(result, ItemLeaseLost):
             continue
         if isinstance(result, KubeError) and result.transient and now < _deadline(item, now):
             waiting.append((item, result))

@@ -20,7 +20,7 @@ from pools.core.insights.failures import (
 )
 from pools.core.insights.profiles import concurrency, workload_profiles
 from pools.core.insights.queueing import NodeHistory, QueueCause, queue_report
-from pools.core.insights.records import HistoryPod, NodeFacts, Window
+from pools.core.insights.records import HistoryPod, InsightNode, Window
 from pools.core.insights.replacement import node_traits
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
 from pools.core.insights.stats import percentile, spread
@@ -318,10 +318,10 @@ def test_fragmentation_follows_nodes_that_leave_the_pool() -> None:
 
 def test_the_driver_is_read_from_gfds_major_and_minor_when_nothing_else_says_it() -> None:
     gfd = {"nvidia.com/cuda.driver.major": "535", "nvidia.com/cuda.driver.minor": "104"}
-    assert node_traits(NodeFacts("n1", "p", 8, labels=gfd))["driver"] == "535.104"
+    assert node_traits(InsightNode("n1", "p", 8, labels=gfd))["driver"] == "535.104"
     full = {**gfd, "nvidia.com/cuda.driver-version.full": "535.104.05"}
-    assert node_traits(NodeFacts("n1", "p", 8, labels=full))["driver"] == "535.104.05"
-    assert node_traits(NodeFacts("n1", "p", 8, labels=gfd, driver="550.54"))["driver"] == "550.54"
+    assert node_traits(InsightNode("n1", "p", 8, labels=full))["driver"] == "535.104.05"
+    assert node_traits(InsightNode("n1", "p", 8, labels=gfd, driver="550.54"))["driver"] == "550.54"
 
 
 @pytest.mark.parametrize("reason", ["PreemptionByScheduler", "PreemptionByKubeScheduler"])

@@ -4,15 +4,15 @@ alone: a node whose temperature, framebuffer, power or XID series stopped arrivi
 from __future__ import annotations
 
 from pools.core.insights.readiness import Status, metrics_arrive
-from pools.core.insights.records import NodeFacts
+from pools.core.insights.records import InsightNode
 from pools.metrics.insights import COUNTERS
 
 ALL = {kind: 8 for kind in COUNTERS}
 
 
-def node(name: str, *, ready: bool = True, **reporting: int) -> NodeFacts:
+def node(name: str, *, ready: bool = True, **reporting: int) -> InsightNode:
     counters = {**ALL, **{k.replace("_", " "): v for k, v in reporting.items()}}
-    return NodeFacts(
+    return InsightNode(
         name, "training", 8, ready=ready, gpus_reporting=counters["utilisation"],
         counters_reporting=counters,
     )  # fmt: skip

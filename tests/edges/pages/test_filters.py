@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from pools import moves as workflow
 from pools.models import AuditEvent, MoveRequest, Pool
+from pools.moves import move_reject, move_request_create
 from pools.tokens import token_create
 from tests.api.conftest import api
 from tests.factories import demo_inventory
@@ -27,14 +27,14 @@ def moves(db) -> dict[str, MoveRequest]:  # type: ignore[no-untyped-def]
         ("rita-2", "a100-reserve-001", rita),
         ("ravi-1", "a100-reserve-002", ravi),
     ):
-        made[key] = workflow.move_request_create(
+        made[key] = move_request_create(
             requested_by=user,
             node_names=[node],
             destination=Pool.objects.get(name="shared"),
             reason=key,
             now=timezone.now(),
         )
-    workflow.move_reject(
+    move_reject(
         request=made["rita-2"], approver=user_in("approvers"), reason="no", now=timezone.now()
     )
     return made

@@ -13,7 +13,6 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from pools import moves as workflow
 from pools import tasks
 from pools.common import observability
 from pools.inventory import inventory_sync
@@ -21,6 +20,7 @@ from pools.kube.errors import KubeError
 from pools.kube.patcher import apply_pool
 from pools.metrics import source
 from pools.models import MoveRequest, Pool
+from pools.moves import move_reject, move_request_create
 from tests.factories import demo_inventory
 from tests.kubesim_process import Kubesim
 from tests.metrics_scrape import TOKEN, Samples, parse, total, value
@@ -104,7 +104,7 @@ def test_moves_by_state_cost_one_query_whatever_their_number(token: str) -> None
     now = timezone.now()
     names = ["a100-reserve-000", "a100-reserve-001", "a100-reserve-002"]
     moves = [
-        workflow.move_request_create(
+        move_request_create(
             requested_by=user_in("requesters", "rita"),
             node_names=[name],
             destination=Pool.objects.get(name="shared"),
@@ -113,9 +113,7 @@ def test_moves_by_state_cost_one_query_whatever_their_number(token: str) -> None
         )
         for name in names
     ]
-    workflow.move_reject(
-        request=moves[0], approver=user_in("approvers", "arno"), reason="not now", now=now
-    )
+    move_reject(request=moves[0], approver=user_in("approvers", "arno"), reason="not now", now=now)
     with CaptureQueriesContext(connection) as queries:
         samples = metrics()
     assert len(queries) == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pools.core.insights.drills import (
+from pools.core.drills import (
     GpuFaultObservation,
     NodeJoinObservation,
     NodeShape,
@@ -16,7 +16,7 @@ from pools.core.insights.drills import (
     node_join_checks,
 )
 from pools.core.insights.readiness import Status, system_reserved
-from pools.core.insights.records import NodeFacts
+from pools.core.insights.records import InsightNode
 from pools.core.snapshot import is_gpu_node, node_snapshot
 
 GIB = 1024**3
@@ -94,8 +94,8 @@ def test_the_joining_node_is_an_unassigned_gpu_node_nothing_lands_on() -> None:
     assert snapshot.cpu_allocatable_milli < snapshot.cpu_capacity_milli
 
 
-def node(name: str, cpu: tuple[int, int], memory: tuple[int, int]) -> NodeFacts:
-    return NodeFacts(
+def node(name: str, cpu: tuple[int, int], memory: tuple[int, int]) -> InsightNode:
+    return InsightNode(
         name,
         "training",
         8,

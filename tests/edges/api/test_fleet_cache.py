@@ -1,4 +1,4 @@
-"""The node list's kept pages (pools/api/node_pages.py): the same answer as a page made
+"""The node list's kept pages (pools/api/fleet_cache.py): the same answer as a page made
 afresh, no node SQL for a kept one, every inventory write shown on the next request (the
 inventory's version is a database row, so this holds with or without Redis), and the
 credentials and role still checked."""
@@ -17,7 +17,7 @@ from django.http import HttpResponse
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from pools.api.node_pages import RenderedPages
+from pools.api.fleet_cache import RenderedPages
 from pools.common.guarded_cache import caches_setting
 from pools.common.roles import Capability, refusal_reason
 from pools.inventory import drift_recompute, inventory_refresh_nodes
