@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pools.core.fit.api_objects import FINISHED
-from pools.core.fit.quantities import QuantityError, parse_quantity
-from pools.core.fit.resources import Resources, amount_in_units
+from pools.core.fit.resources import Resources, amount_or_zero
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -77,20 +76,14 @@ def _amount(resource: str, value: object) -> int:
     """A quantity in the scheduler's units (millicores for CPU), 0 when absent or malformed."""
     if type(value) is str:
         return _amount_of_text(resource, value)
-    try:
-        return amount_in_units(resource, parse_quantity(value if value is not None else "0"))
-    except QuantityError:
-        return 0
+    return amount_or_zero(resource, value)
 
 
 # A cluster's nodes say the same few quantities ("96", "1056Gi", "8") over and over, and a
 # sync or a move reads thousands of them.
 @functools.lru_cache(maxsize=4096)
 def _amount_of_text(resource: str, value: str) -> int:
-    try:
-        return amount_in_units(resource, parse_quantity(value))
-    except QuantityError:
-        return 0
+    return amount_or_zero(resource, value)
 
 
 def is_gpu_node(raw: Mapping[str, Any]) -> bool:

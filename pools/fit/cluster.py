@@ -25,8 +25,7 @@ from django.conf import settings
 from django.db.models import Sum
 
 from pools.core.fit.cluster import ClusterSnapshot, FitNode, FitPool, NodePod
-from pools.core.fit.quantities import QuantityError, parse_quantity
-from pools.core.fit.resources import ZERO, Resources, amount_in_units
+from pools.core.fit.resources import ZERO, Resources, amount_or_zero
 from pools.core.taints import Taint
 from pools.models import GpuPod, Node, Pool
 
@@ -126,16 +125,10 @@ def _fit_node(row: Sequence[Any], on_node: list[NodePod], gpu_pods: Resources) -
         unschedulable=cordoned,
         ready=ready,
         allocatable=Resources(
-            cpu_milli or _amount("cpu", cpu), memory_bytes or _amount("memory", memory), gpus
+            cpu_milli or amount_or_zero("cpu", cpu),
+            memory_bytes or amount_or_zero("memory", memory),
+            gpus,
         ),
         max_pods=pod_slots or KUBELET_DEFAULT_MAX_PODS,
         pods=tuple(on_node),
     )
-
-
-def _amount(resource: str, raw: object) -> int:
-    """The allocatable string, for rows written before the numeric figures were kept."""
-    try:
-        return amount_in_units(resource, parse_quantity(raw or "0"))
-    except QuantityError:
-        return 0

@@ -37,7 +37,7 @@ from pools.core.insights.utilisation import idle_nodes_each_step, utilisation_re
 from pools.metrics import insights as metrics
 from pools.metrics.node_figures import latest_node_metrics
 from pools.models import AdviceDismissal, GpuPod, MoveItem, MoveRequest, Node, Pool
-from pools.moves.rules import OPEN_LOAN_STATES
+from pools.moves.selectors import ACTIVE_LOAN
 
 DEFAULT_DAYS = 30
 T = TypeVar("T")
@@ -557,11 +557,10 @@ def _loans(pool: Pool) -> list[readiness.LoanFact]:
     """The pool's open loans, and those whose return left nodes lent (pools/moves/
     loan_returns.py): lent to it or from it."""
     lent_from = MoveItem.objects.filter(source_pool=pool).values("request")
-    open_loans = Q(loan_return_requested_at__isnull=True, state__in=OPEN_LOAN_STATES)
     return [
         readiness.LoanFact(pk, _ts(until), count, len(left) if stuck else 0)
         for pk, until, count, stuck, left in MoveRequest.objects.filter(loan_until__isnull=False)
-        .filter(open_loans | Q(loan_return_stuck_since__isnull=False))
+        .filter(ACTIVE_LOAN)
         .filter(Q(destination=pool) | Q(pk__in=lent_from))
         .annotate(count=Count("items"))
         .values_list("pk", "loan_until", "count", "loan_return_stuck_since", "loan_return_left")

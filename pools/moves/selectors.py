@@ -32,20 +32,21 @@ def _loans() -> QuerySet[MoveRequest]:
     )
 
 
-# Open: not yet on its way back, or its return left nodes lent (tried again until back).
-_ACTIVE_LOAN = Q(loan_return_requested_at__isnull=True, state__in=OPEN_LOAN_STATES) | Q(
+# Open: not yet on its way back, or its return left nodes lent (tried again until back). The
+# loans page and the insights' readiness check ask the same question.
+ACTIVE_LOAN = Q(loan_return_requested_at__isnull=True, state__in=OPEN_LOAN_STATES) | Q(
     loan_return_stuck_since__isnull=False
 )
 
 
 def active_loans() -> list[MoveRequest]:
     """Open loans, the soonest to end first, and loans whose return left nodes lent."""
-    return list(_loans().filter(_ACTIVE_LOAN).order_by("loan_until"))
+    return list(_loans().filter(ACTIVE_LOAN).order_by("loan_until"))
 
 
 def ended_loans(*, limit: int = 50) -> list[MoveRequest]:
     """Loans whose nodes went back (or that never lent anything), the latest first."""
-    return list(_loans().exclude(_ACTIVE_LOAN).order_by("-loan_until", "-id")[:limit])
+    return list(_loans().exclude(ACTIVE_LOAN).order_by("-loan_until", "-id")[:limit])
 
 
 def moves_awaiting_decision_count(user: Any) -> int:

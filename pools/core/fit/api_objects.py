@@ -14,8 +14,7 @@ from typing import Any
 
 from pools.core.fit.cluster import NO_POOL, FitNode, NodePod
 from pools.core.fit.fields import FieldReader
-from pools.core.fit.quantities import QuantityError, parse_quantity
-from pools.core.fit.resources import Resources, amount_in_units, read_pod_resources
+from pools.core.fit.resources import Resources, amount_or_zero, read_pod_resources
 from pools.core.taints import Taint
 
 FINISHED = ("Succeeded", "Failed")
@@ -50,7 +49,7 @@ def fit_node(
     )
     labels = dict(meta.get("labels") or {})
     allocatable = dict(status.get("allocatable") or {})
-    max_pods = _amount("pods", allocatable.pop("pods", "0"))
+    max_pods = amount_or_zero("pods", allocatable.pop("pods", "0"))
     on_node = [p for p in (node_pod(pod, cache) for pod in pods) if p is not None]
     return FitNode(
         name=meta["name"],
@@ -62,7 +61,7 @@ def fit_node(
         ),
         unschedulable=bool(spec.get("unschedulable")),
         ready=_ready(status),
-        allocatable=Resources.of({k: _amount(k, v) for k, v in allocatable.items()}),
+        allocatable=Resources.of({k: amount_or_zero(k, v) for k, v in allocatable.items()}),
         max_pods=max_pods,
         pods=tuple(on_node),
     )
@@ -101,10 +100,3 @@ def _ready(status: Mapping[str, Any]) -> bool:
         if condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
-
-
-def _amount(resource: str, raw: object) -> int:
-    try:
-        return amount_in_units(resource, parse_quantity(raw))
-    except QuantityError:
-        return 0

@@ -108,6 +108,16 @@ def amount_in_units(resource: str, quantity: Quantity) -> int:
     return milli_value(quantity.value) if resource == CPU else whole_value(quantity.value)
 
 
+def amount_or_zero(resource: str, raw: object) -> int:
+    """A quantity as an object or a row holds it, in the scheduler's units (millicores for
+    CPU); 0 when absent or malformed (what the API server stored has parsed already: this
+    is for rows and objects read back, not for input to refuse)."""
+    try:
+        return amount_in_units(resource, parse_quantity(raw if raw not in (None, "") else "0"))
+    except QuantityError:
+        return 0
+
+
 @dataclass
 class PodResources:
     """A pod spec's resources as read: the scheduler's request and what to say about them."""
