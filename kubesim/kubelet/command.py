@@ -49,7 +49,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         "--workers",
         type=int,
         default=1,
-        help="register the nodes and create the scenario's pods in this many threads",
+        help="register the nodes, create the scenario's pods and post pods' starts in this many "
+        "threads",
     )
     beats = kubelet.add_argument_group(
         "heartbeats", "a kubelet's defaults; one process playing thousands of nodes spreads them"
@@ -126,6 +127,6 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopped.set())
     stopped.wait()
-    kubelet.stop.set()
+    kubelet.close()
     server.shutdown()
     return 0
