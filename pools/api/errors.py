@@ -13,7 +13,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
-from pools.common.errors import WorkflowError
+from pools.common.errors import Refused
 
 log = logging.getLogger("pools.api")
 
@@ -50,7 +50,7 @@ def _flatten_list(value: Any) -> Any:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, WorkflowError):
+    if isinstance(exc, Refused):
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
     if isinstance(exc, ValidationError):  # a model's full_clean() inside a service
         fields = (

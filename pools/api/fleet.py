@@ -26,7 +26,7 @@ from pools.api import fleet_cache
 from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, ByName, errors
 from pools.api.fields import StrictCharField, StrictIntegerField
 from pools.api.idempotency import idempotent
-from pools.common.errors import WorkflowError
+from pools.common.errors import Refused
 from pools.common.roles import Capability
 from pools.fleet import selectors, services
 from pools.fleet.filters import NodeFilter
@@ -108,7 +108,7 @@ NODE_FIELDS: dict[str, str | None] = {
 NODE_ROW_FIELDS = tuple(column for column in NODE_FIELDS.values() if column)
 
 
-def node_row(node: Node) -> dict[str, Any]:
+def node_api_row(node: Node) -> dict[str, Any]:
     row = {c: getattr(node, c) for c in NODE_ROW_FIELDS if c != "pool__name"}
     row["pool__name"] = node.pool.name if node.pool_id else None
     return row
@@ -132,7 +132,7 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         # fields above still describe it (OpenAPI), and a test compares both paths.
         if type(self) is not NodeSerializer:
             return super().to_representation(node)
-        row = node if isinstance(node, dict) else node_row(node)
+        row = node if isinstance(node, dict) else node_api_row(node)
         body = {field: row[column] for field, column in NODE_FIELDS.items() if column}
         body["last_seen"] = row["last_seen"].isoformat().replace("+00:00", "Z")
         body["gone"] = row["gone_at"] is not None
@@ -328,7 +328,7 @@ class PoolViewSet(BaseView, viewsets.ModelViewSet):  # type: ignore[type-arg]
         try:
             services.pool_retire(pool=instance)
         except services.PoolInUse as exc:
-            raise WorkflowError("pool_in_use", exc.messages[0]) from exc
+            raise Refused("pool_in_use", exc.messages[0]) from exc
 
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:

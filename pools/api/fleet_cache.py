@@ -24,10 +24,10 @@ from rest_framework.request import Request
 
 from pools.inventory.version import inventory_version
 
-PageKey = tuple[str, str, int, float]
+RenderedPageKey = tuple[str, str, int, float]
 
 
-class Page(NamedTuple):
+class RenderedPage(NamedTuple):
     body: bytes
     content_type: str
 
@@ -41,26 +41,26 @@ MAKE_WAIT_SECONDS = 5.0
 
 class RenderedPages:
     def __init__(self, size: int = KEPT_PAGES) -> None:
-        self._pages: OrderedDict[PageKey, Page] = OrderedDict()
+        self._pages: OrderedDict[RenderedPageKey, RenderedPage] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
-        self._making: dict[PageKey, threading.Event] = {}  # pages being rendered now
+        self._making: dict[RenderedPageKey, threading.Event] = {}  # pages being rendered now
 
-    def get(self, key: PageKey) -> Page | None:
+    def get(self, key: RenderedPageKey) -> RenderedPage | None:
         with self._lock:
             page = self._pages.get(key)
             if page is not None:
                 self._pages.move_to_end(key)
             return page
 
-    def put(self, key: PageKey, page: Page) -> None:
+    def put(self, key: RenderedPageKey, page: RenderedPage) -> None:
         with self._lock:
             self._pages[key] = page
             self._pages.move_to_end(key)
             while len(self._pages) > self._size:
                 self._pages.popitem(last=False)
 
-    def kept_or_made(self, key: PageKey, make: Callable[[], HttpResponse]) -> HttpResponse:
+    def kept_or_made(self, key: RenderedPageKey, make: Callable[[], HttpResponse]) -> HttpResponse:
         """The page kept under `key`, or the answer `make` renders (kept when it is a 200).
         When a version moves, every thread of the process asks for the new page at once:
         one renders it and the others wait for it, instead of each rendering the same bytes
@@ -85,17 +85,17 @@ class RenderedPages:
             with self._lock:
                 self._making.pop(key).set()
 
-    def _made(self, key: PageKey, make: Callable[[], HttpResponse]) -> HttpResponse:
+    def _made(self, key: RenderedPageKey, make: Callable[[], HttpResponse]) -> HttpResponse:
         response = make()
         if response.status_code == 200:
-            self.put(key, Page(response.content, response["Content-Type"]))
+            self.put(key, RenderedPage(response.content, response["Content-Type"]))
         return response
 
 
 rendered_pages = RenderedPages()
 
 
-def page_key(request: Request, figures_version: float) -> PageKey:
+def page_key(request: Request, figures_version: float) -> RenderedPageKey:
     """What the page is kept under. The inventory's version is a database row that every
     writer of node rows raises in its own transaction, so it is shared by every process
     with or without Redis."""

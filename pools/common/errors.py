@@ -14,7 +14,7 @@ from typing import Any
 from pools.core.checks import CheckFailure
 
 
-class WorkflowError(Exception):
+class Refused(Exception):
     """A refused step; `code` is stable for the API, the message is for people."""
 
     status = 409
@@ -26,7 +26,7 @@ class WorkflowError(Exception):
         self.fields = fields or {}
 
 
-class MoveRefused(WorkflowError):
+class MoveRefused(Refused):
     """The checks failed: nothing was created."""
 
     def __init__(self, failures: Sequence[CheckFailure]) -> None:
@@ -39,19 +39,19 @@ class MoveRefused(WorkflowError):
         self.failures = list(failures)
 
 
-class InvalidMove(WorkflowError):
+class InvalidMove(Refused):
     """Bad input: `fields` names each field and why."""
 
     status = 400
 
 
-class InvalidInput(WorkflowError):
+class InvalidInput(Refused):
     """Bad input outside the move workflow (a dismissal, a drill): `fields` says why."""
 
     status = 400
 
 
-class NotAllowed(WorkflowError):
+class NotAllowed(Refused):
     """The user's role, or the four-eyes rule, does not allow the step."""
 
     status = 403
@@ -73,7 +73,7 @@ class DrainDeadlinePassed(NodeNotMoved):
     """Drain-first: GPU pods were still on the node when the deadline came."""
 
 
-class MetricsUnavailable(WorkflowError):
+class MetricsUnavailable(Refused):
     """An answer that needs the DCGM metrics (a health filter) while Prometheus cannot give
     them: refused, not answered as if no node matched."""
 

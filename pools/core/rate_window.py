@@ -17,14 +17,14 @@ import math
 from typing import NamedTuple
 
 
-class Window(NamedTuple):
+class RateWindow(NamedTuple):
     index: int  # which window `now` falls in, counted from the epoch
     elapsed: float  # how much of it has gone, 0 <= elapsed < 1
 
 
-def window_at(now: float, period: float) -> Window:
+def window_at(now: float, period: float) -> RateWindow:
     index = math.floor(now / period)
-    return Window(index, now / period - index)
+    return RateWindow(index, now / period - index)
 
 
 def estimate(current: int, previous: int, elapsed: float) -> float:

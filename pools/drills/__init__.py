@@ -13,7 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
 from pools.audit import audit
-from pools.common.errors import InvalidInput, NotAllowed, WorkflowError
+from pools.common.errors import InvalidInput, NotAllowed, Refused
 from pools.common.events import announce_drill_after_commit
 from pools.common.roles import Capability, has_capability
 from pools.core.insights.readiness import Status
@@ -92,9 +92,7 @@ def drill_start(
             )
             announce_drill_after_commit(drill.pk)
     except IntegrityError:
-        raise WorkflowError(
-            "drill_running", f"A drill is already running on pool {pool.name}."
-        ) from None
+        raise Refused("drill_running", f"A drill is already running on pool {pool.name}.") from None
     return drill
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from pools.common.errors import WorkflowError
+from pools.common.errors import Refused
 from pools.core.fit.check import check_fit
 from pools.core.fit.findings import ManifestError
 from pools.core.fit.verdicts import FitReport
@@ -17,7 +17,7 @@ from pools.fit.cluster import FitCluster, fit_cluster
 from pools.models import GpuPod
 
 
-class InvalidFitInput(WorkflowError):
+class InvalidFitInput(Refused):
     """The input cannot be checked: `fields` names each field and why (400)."""
 
     status = 400

@@ -29,7 +29,7 @@ from pools.core.insights.failures import (
 )
 from pools.core.insights.indicators import InsightPool, PoolInsights
 from pools.core.insights.profiles import Profile, workload_profiles
-from pools.core.insights.queueing import NodeHistory, queue_report
+from pools.core.insights.queueing import NodeMembership, queue_report
 from pools.core.insights.records import WINDOW_DAYS, HistoryPod, InsightNode, Window
 from pools.core.insights.replacement import replacement_report
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
@@ -308,7 +308,7 @@ def _pool_facts(pool: Pool, nodes: list[InsightNode], moving: set[str]) -> Insig
     )
 
 
-def node_histories(window: Window, state: NodesNow) -> list[NodeHistory]:
+def node_memberships(window: Window, state: NodesNow) -> list[NodeMembership]:
     """Every GPU node of the window as it was (two queries): today's and those gone since
     the window began, each in the pool it was in at the start (before the moves done since)
     and moving when those moves finished."""
@@ -328,7 +328,7 @@ def node_histories(window: Window, state: NodesNow) -> list[NodeHistory]:
     for name, gpus, pool, gone_at in nodes:
         moved = moves.get(name, [])
         histories.append(
-            NodeHistory(
+            NodeMembership(
                 name,
                 gpus,
                 (moved[0][1] or None) if moved else pool,
@@ -352,7 +352,7 @@ class Gathered:
     xid_times: Mapping[str, Sequence[float]]
     xid_error: str | None
     xid_step: float = 0.0  # a new XID error appeared at most this long before its time
-    nodes_then: list[NodeHistory] | None = None  # None: today's nodes stand for the window
+    nodes_then: list[NodeMembership] | None = None  # None: today's nodes stand for the window
 
     @property
     def xids(self) -> XidErrors:
@@ -385,7 +385,7 @@ def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> 
         xid_times=xids.times,
         xid_error=xid_error,
         xid_step=xids.step,
-        nodes_then=node_histories(window, state),
+        nodes_then=node_memberships(window, state),
     )
 
 
@@ -417,10 +417,10 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
     )
 
 
-def _nodes_then(gathered: Gathered) -> list[NodeHistory]:
+def _nodes_then(gathered: Gathered) -> list[NodeMembership]:
     if gathered.nodes_then is not None:
         return gathered.nodes_then
-    return [NodeHistory(n.name, n.gpus, n.pool) for n in gathered.state.facts]
+    return [NodeMembership(n.name, n.gpus, n.pool) for n in gathered.state.facts]
 
 
 def _cache_key(kind: str, parts: tuple[object, ...]) -> str:

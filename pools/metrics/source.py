@@ -34,7 +34,7 @@ from pools.core.redact import redact_url
 from pools.metrics.http import adapter as http_adapter
 from pools.metrics.http import prometheus_session
 from pools.metrics.results import InstantResult, RangeResult, RangeSeries, Sample
-from pools.metrics.vectors import NodeValue, node_values
+from pools.metrics.vectors import NodeValue, node_vector_values
 
 Answer = TypeVar("Answer")
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="promql")
@@ -229,7 +229,7 @@ def _instant_body(promql: str, wait: float) -> bytes:
 def _run_node_values(promql: str, wait: float, node_label: str) -> list[NodeValue]:
     body = observability.promql_sent("instant", _instant_body, promql, wait)
     with collector_paused():
-        return node_values(body, node_label)
+        return node_vector_values(body, node_label)
 
 
 def instant_node_values(

@@ -30,7 +30,7 @@ def _decoder(node_label: str) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(answer)
 
 
-def node_values(body: bytes, node_label: str) -> list[NodeValue]:
+def node_vector_values(body: bytes, node_label: str) -> list[NodeValue]:
     """Each sample of an instant-vector answer as (its `node_label`, its value). Raises
     ValueError, saying what was wrong, for an answer that is not a successful vector."""
     try:

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from pools.common.errors import InvalidMove, WorkflowError
+from pools.common.errors import InvalidMove, Refused
 from pools.models import MoveRequest
 from pools.moves.loans import loan_change
 from pools.moves.rules import Action
@@ -27,7 +27,7 @@ def move_decide(
 ) -> MoveRequest:
     """Approve, reject, cancel, end a loan now, or extend it to `until`; `reason` says why
     (required to reject and to change a loan, optional otherwise). Refusals raise
-    pools.common.errors.WorkflowError and its kin."""
+    pools.common.errors.Refused and its kin."""
     if action is Action.APPROVE:
         return move_approve(request=move, approver=user, reason=reason, now=now)
     if action is Action.REJECT:
@@ -87,7 +87,7 @@ def moves_decide_bulk(
             continue
         try:
             move_decide(move=move, user=user, action=action, reason=reason, now=now)
-        except WorkflowError as exc:
+        except Refused as exc:
             outcomes.append(BulkOutcome(move_id, False, exc.code, exc.message))
         else:
             outcomes.append(BulkOutcome(move_id, True, "ok", ""))

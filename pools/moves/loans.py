@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import F
 
 from pools.audit import audit
-from pools.common.errors import InvalidMove, WorkflowError
+from pools.common.errors import InvalidMove, Refused
 from pools.common.events import announce_event_after_commit
 from pools.core.notices import Event
 from pools.models import MoveRequest
@@ -48,7 +48,7 @@ def loan_change(
             state__in=OPEN_LOAN_STATES,
         ).update(loan_until=new_end)
         if not changed:
-            raise WorkflowError("state_conflict", f"Move #{loan.pk} is not an open loan.")
+            raise Refused("state_conflict", f"Move #{loan.pk} is not an open loan.")
         audit(
             "loan.ended_early" if until is None else "loan.extended",
             actor=approver,

@@ -17,7 +17,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from pools.audit import audit
-from pools.common.errors import InvalidMove, WorkflowError
+from pools.common.errors import InvalidMove, Refused
 from pools.common.events import announce_event_after_commit, announce_execution_after_commit
 from pools.core.notices import Event
 from pools.models import MoveItem, MoveRequest
@@ -33,9 +33,9 @@ def state_transition(request_id: int, from_states: Sequence[str], to: str, **cha
     )
 
 
-def refuse_state(request: MoveRequest, doing: str) -> WorkflowError:
+def refuse_state(request: MoveRequest, doing: str) -> Refused:
     request.refresh_from_db(fields=["state"])
-    return WorkflowError(
+    return Refused(
         "state_conflict",
         f"Cannot {doing} move #{request.pk}: it is {request.get_state_display().lower()}.",
     )
@@ -58,7 +58,7 @@ def move_approve(
         if locked.state not in FROM_STATES[Action.APPROVE]:
             raise refuse_state(locked, "approve")
         if locked.approvals.filter(approver=approver).exists():
-            raise WorkflowError(
+            raise Refused(
                 "already_approved",
                 f"You have approved move #{locked.pk} already; it needs someone else.",
             )

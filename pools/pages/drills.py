@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
 from pools import drills
-from pools.common.errors import WorkflowError
+from pools.common.errors import Refused
 from pools.common.roles import Capability, require
 from pools.core.drills import MAX_HOLD_SECONDS
 from pools.models import Drill, Node, Pool
@@ -38,7 +38,7 @@ def pool_drills(request: HttpRequest, name: str) -> HttpResponse:
             )
         except ValueError:
             messages.error(request, "Hold: a number of seconds.")
-        except WorkflowError as exc:
+        except Refused as exc:
             messages.error(request, exc.message)
         else:
             messages.success(

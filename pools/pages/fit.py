@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from pools.common.errors import WorkflowError
+from pools.common.errors import Refused
 from pools.common.roles import Capability, require
 from pools.core.fit.workloads import JSON
 from pools.fit.pending import (
@@ -42,7 +42,7 @@ def fit_check(request: HttpRequest) -> HttpResponse:
                 manifest=form.cleaned_data["manifest"] or form.cleaned_data["upload"] or None,
                 pod=PodName(*pod) if pod else None,
             )
-        except WorkflowError as error:
+        except Refused as error:
             for field, problems in error.fields.items():
                 if field in ("manifest", "pod"):
                     for problem in problems:

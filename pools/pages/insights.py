@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from pools.common.errors import WorkflowError
+from pools.common.errors import Refused
 from pools.common.roles import Capability, has_capability, require
 from pools.core import charts
 from pools.core.insights import advisor
@@ -153,7 +153,7 @@ def advice_dismiss(request: HttpRequest) -> HttpResponse:
             days=days,
             now=timezone.now(),
         )
-    except WorkflowError as exc:
+    except Refused as exc:
         messages.error(request, exc.message)
     else:
         messages.success(request, "Dismissed: it comes back if its evidence changes.")

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from pools import moves
-from pools.common.errors import MetricsUnavailable, WorkflowError
+from pools.common.errors import MetricsUnavailable, Refused
 from pools.common.filtering import page_queryset
 from pools.common.roles import Capability, require
 from pools.fleet import selectors
@@ -108,7 +108,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
                 move = moves.move_request_ask(
                     requested_by=request.user, ask=ask, now=timezone.now()
                 )
-            except WorkflowError as exc:
+            except Refused as exc:
                 for field, message in exc.fields.items():
                     if field in form.fields:
                         form.add_error(field, message)
@@ -207,7 +207,7 @@ def _decide(
             until=until,
             now=timezone.now(),
         )
-    except WorkflowError as exc:
+    except Refused as exc:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Move #{move.pk}: {_DONE[action]}.")
@@ -259,7 +259,7 @@ def move_bulk(request: HttpRequest) -> HttpResponse:
             reason=form.cleaned_data["reason"],
             now=timezone.now(),
         )
-    except WorkflowError as exc:  # nothing was decided: say why, keep the list
+    except Refused as exc:  # nothing was decided: say why, keep the list
         messages.error(request, exc.message)
         return redirect("move-list")
     done = [f"#{o.move_id}" for o in outcomes if o.ok]

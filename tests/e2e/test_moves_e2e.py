@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from pools import moves, tasks
-from pools.common.errors import WorkflowError
+from pools.common.errors import Refused
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from tests.kubesim_process import Kubesim
@@ -110,7 +110,7 @@ def test_two_approvers_racing_give_one_execution(portal: Kubesim, tmp_path: Path
         try:
             moves.move_approve(request=move, approver=approver, now=timezone.now())
             outcomes.append("approved")
-        except WorkflowError as exc:
+        except Refused as exc:
             outcomes.append(exc.code)
         finally:
             connection.close()

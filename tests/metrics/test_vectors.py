@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from pools.metrics.vectors import node_values
+from pools.metrics.vectors import node_vector_values
 
 
 def answer(result: list[dict[str, object]], result_type: str = "vector") -> bytes:
@@ -24,18 +24,18 @@ def test_each_sample_is_its_node_and_value_whatever_other_labels_it_has() -> Non
             {"metric": {"job": "dcgm", "Hostname": "gpu-b"}, "value": [1.5, "0.25"]},
         ]
     )
-    assert node_values(body, "Hostname") == [("gpu-a", 42.0), ("gpu-b", 0.25)]
+    assert node_vector_values(body, "Hostname") == [("gpu-a", 42.0), ("gpu-b", 0.25)]
 
 
 def test_the_node_label_is_the_one_asked_for() -> None:
     body = answer([{"metric": {"Hostname": "pod-x", "node": "gpu-a"}, "value": [1, "3"]}])
-    assert node_values(body, "node") == [("gpu-a", 3.0)]
+    assert node_vector_values(body, "node") == [("gpu-a", 3.0)]
 
 
 def test_a_sample_without_the_node_label_has_none() -> None:
     # The recording rules' marker and the sparse counts' totals carry no node.
     body = answer([{"metric": {}, "value": [1, "1"]}, {"metric": {"x": "y"}, "value": [1, "7"]}])
-    assert node_values(body, "Hostname") == [(None, 1.0), (None, 7.0)]
+    assert node_vector_values(body, "Hostname") == [(None, 1.0), (None, 7.0)]
 
 
 def test_prometheus_special_values_are_read() -> None:
@@ -47,13 +47,13 @@ def test_prometheus_special_values_are_read() -> None:
             {"metric": {"Hostname": "d"}, "value": [1, "1e3"]},
         ]
     )
-    values = dict(node_values(body, "Hostname"))
+    values = dict(node_vector_values(body, "Hostname"))
     assert math.isnan(values["a"])
     assert values["b"] == math.inf and values["c"] == -math.inf and values["d"] == 1000.0
 
 
 def test_an_empty_vector_is_no_pairs() -> None:
-    assert node_values(answer([]), "Hostname") == []
+    assert node_vector_values(answer([]), "Hostname") == []
 
 
 @pytest.mark.parametrize(
@@ -77,5 +77,5 @@ def test_an_empty_vector_is_no_pairs() -> None:
 )
 def test_anything_but_a_vector_is_a_value_error_saying_what(body: bytes, message: str) -> None:
     with pytest.raises(ValueError) as raised:
-        node_values(body, "Hostname")
+        node_vector_values(body, "Hostname")
     assert message in str(raised.value)

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools import moves
-from pools.common.errors import InvalidMove, NotAllowed, WorkflowError
+from pools.common.errors import InvalidMove, NotAllowed, Refused
 from pools.models import MoveRequest, Node, Pool
 from pools.moves import Action, allowed_actions
 from tests.factories import demo_inventory
@@ -117,7 +117,7 @@ def test_a_decided_move_offers_nothing_and_refuses_with_its_state(nodes: dict[st
         move=move, user=who["approver"], action=REJECT, reason="no", now=timezone.now()
     )
     assert all(allowed_actions(user, move) == set() for user in who.values())
-    with pytest.raises(WorkflowError) as caught:
+    with pytest.raises(Refused) as caught:
         moves.move_decide(move=move, user=who["requester"], action=CANCEL, now=timezone.now())
     assert caught.value.code == "state_conflict"
 

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from pools import moves
-from pools.common.errors import InvalidMove, MoveRefused, NotAllowed, WorkflowError
+from pools.common.errors import InvalidMove, MoveRefused, NotAllowed, Refused
 from pools.core.checks import NodeFacts, PoolFacts, move_checks
 from pools.fleet import selectors
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
@@ -243,7 +243,7 @@ def test_a_pool_can_require_two_approvals(
     with django_capture_on_commit_callbacks() as queued:
         move = moves.move_approve(request=move, approver=first, now=timezone.now())
     assert move.state == State.PENDING and not queued
-    with pytest.raises(WorkflowError) as caught:
+    with pytest.raises(Refused) as caught:
         moves.move_approve(request=move, approver=first, now=timezone.now())
     assert caught.value.code == "already_approved"
     with django_capture_on_commit_callbacks() as queued:
@@ -268,7 +268,7 @@ def test_illegal_steps_are_refused_with_the_state(inventory: dict[str, Node]) ->
             request=move, approver=approver, reason="again", now=timezone.now()
         ),
     ):
-        with pytest.raises(WorkflowError) as caught:
+        with pytest.raises(Refused) as caught:
             step()
         assert caught.value.code == "state_conflict"
         assert caught.value.message.endswith("it is rejected.")

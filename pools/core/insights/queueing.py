@@ -62,7 +62,7 @@ class QueueReport:
 
 
 @dataclass(frozen=True)
-class NodeHistory:
+class NodeMembership:
     """A node as it was over the window: its pool at the window's start, when it moved to
     another pool since (time, pool; None: unassigned), when it went (None: still here)."""
 
@@ -82,7 +82,7 @@ class _Room:
     and pools are list indices: the sweep changes it once per bind and once per end, 200,000
     times for 100,000 pods."""
 
-    def __init__(self, nodes: Sequence[NodeHistory]) -> None:
+    def __init__(self, nodes: Sequence[NodeMembership]) -> None:
         pools = {n.pool or "" for n in nodes} | {p or "" for n in nodes for _, p in n.moves}
         self.pools = sorted(pools)
         self.pool_index = {p: i for i, p in enumerate(self.pools)}
@@ -150,7 +150,7 @@ class _Room:
 MOVE_BASE = 1 << 30
 
 
-def _node_events(nodes: Sequence[NodeHistory], room: _Room) -> list[tuple[float, int, int]]:
+def _node_events(nodes: Sequence[NodeMembership], room: _Room) -> list[tuple[float, int, int]]:
     events = []
     for i, node in enumerate(nodes):
         for at, pool in node.moves:
@@ -190,7 +190,7 @@ def _peak(intervals: list[tuple[float, float, int]]) -> int:
 def _causes(
     queued: list[tuple[HistoryPod, float]],
     pods: Sequence[HistoryPod],
-    nodes: Sequence[NodeHistory],
+    nodes: Sequence[NodeMembership],
     pool: str,
 ) -> dict[QueueCause, list[float]]:
     """Each queued pod's wait under its cause (`queued` in creation order), replaying the
@@ -224,12 +224,12 @@ def _cause(room: _Room, gpus: int, pool: str) -> QueueCause:
 
 
 def queue_report(
-    pods: Sequence[HistoryPod], nodes: Sequence[NodeHistory], pool: str, window: Window
+    pods: Sequence[HistoryPod], nodes: Sequence[NodeMembership], pool: str, window: Window
 ) -> QueueReport:
     """Queue times of the GPU pods of `pool` created in the window. `pods` is the whole
     cluster's history over the window (other pools' pods say when those pools had room);
     a pod's pool is where it was bound, or for a pending pod the pool it asks for. `nodes`:
-    every node of the window, as it was (NodeHistory)."""
+    every node of the window, as it was (NodeMembership)."""
     mine = sorted(
         (p for p in pods if p.pool == pool and p.gpus and window.contains(p.created)),
         key=lambda p: p.created,

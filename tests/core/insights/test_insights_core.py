@@ -19,7 +19,7 @@ from pools.core.insights.failures import (
     xid_during_run,
 )
 from pools.core.insights.profiles import concurrency, workload_profiles
-from pools.core.insights.queueing import NodeHistory, QueueCause, queue_report
+from pools.core.insights.queueing import NodeMembership, QueueCause, queue_report
 from pools.core.insights.records import HistoryPod, InsightNode, Window
 from pools.core.insights.replacement import node_traits
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
@@ -273,13 +273,13 @@ def test_room_on_unassigned_nodes_is_its_own_cause_not_node_selection() -> None:
     window = Window(0.0, 10_000.0)
     busy = record(pool="p", node="n1", gpus=8, created=0.0, scheduled=1.0, finished=None)
     waited = record(pool="p", node="n1", gpus=8, created=100.0, scheduled=7300.0, finished=None)
-    nodes = [NodeHistory("n1", 8, "p"), NodeHistory("u1", 8, None)]
+    nodes = [NodeMembership("n1", 8, "p"), NodeMembership("u1", 8, None)]
     q = queue_report([busy, waited], nodes, "p", window)
     assert q.queued == 1
     assert q.count(QueueCause.UNASSIGNED) == 1
     assert (q.count(QueueCause.SHORTAGE), q.count(QueueCause.RESTRICTED)) == (0, 0)
     # The same free node in another pool is room the pod's selection kept it from.
-    elsewhere = [NodeHistory("n1", 8, "p"), NodeHistory("q1", 8, "q")]
+    elsewhere = [NodeMembership("n1", 8, "p"), NodeMembership("q1", 8, "q")]
     q = queue_report([busy, waited], elsewhere, "p", window)
     assert (q.count(QueueCause.SHORTAGE), q.count(QueueCause.RESTRICTED)) == (0, 1)
 
@@ -293,7 +293,7 @@ def test_free_gpus_in_pieces_are_fragmentation_not_shortage() -> None:
         for n in ("n1", "n2")
     ]
     big = record(pool="p", node="n1", gpus=8, created=100.0, scheduled=7300.0, finished=None)
-    nodes = [NodeHistory("n1", 8, "p"), NodeHistory("n2", 8, "p")]
+    nodes = [NodeMembership("n1", 8, "p"), NodeMembership("n2", 8, "p")]
     q = queue_report([*half, big], nodes, "p", window)
     assert q.queued == 1
     assert q.count(QueueCause.FRAGMENTED) == 1 and q.count(QueueCause.SHORTAGE) == 0
@@ -311,7 +311,7 @@ def test_fragmentation_follows_nodes_that_leave_the_pool() -> None:
         for n in ("n1", "n2")
     ]
     big = record(pool="p", node="n1", gpus=8, created=100.0, scheduled=7300.0, finished=None)
-    lent = [NodeHistory("n1", 8, "p"), NodeHistory("n2", 8, "p", moves=((50.0, "q"),))]
+    lent = [NodeMembership("n1", 8, "p"), NodeMembership("n2", 8, "p", moves=((50.0, "q"),))]
     q = queue_report([*half, big], lent, "p", window)
     assert q.count(QueueCause.FRAGMENTED) == 0 and q.count(QueueCause.SHORTAGE) == 1
 

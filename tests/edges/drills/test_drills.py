@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from pools import drills
-from pools.common.errors import InvalidInput, NotAllowed, WorkflowError
+from pools.common.errors import InvalidInput, NotAllowed, Refused
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, Drill, GpuPod, Node, Pool
 from tests.kubesim_process import Kubesim
@@ -105,7 +105,7 @@ def test_only_pool_admins_one_at_a_time_within_bounds(cluster: Kubesim) -> None:
         start(node="a100-infer-000")
     assert "not a node of pool training" in elsewhere.value.fields["node"]
     start()
-    with pytest.raises(WorkflowError) as busy:
+    with pytest.raises(Refused) as busy:
         start(node="a100-train-002")
     assert busy.value.code == "drill_running"
     assert Drill.objects.count() == 1

@@ -22,7 +22,7 @@ from django.db import connection
 from django.utils import timezone
 
 from pools import moves
-from pools.common.errors import WorkflowError
+from pools.common.errors import Refused
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
 from tests.moves_helpers import user_in
 from tests.postgres_rerun import rerun_on_postgresql, rerunning_on_postgres
@@ -44,7 +44,7 @@ def race(*contenders: Callable[[], Any]) -> list[str]:
             barrier.wait(timeout=30)
             contender()
             outcomes[index] = "won"
-        except WorkflowError as exc:
+        except Refused as exc:
             outcomes[index] = exc.code
         except Exception as exc:  # reported, not swallowed: a crash is not a refusal
             outcomes[index] = f"crashed: {exc!r}"
