@@ -43,9 +43,13 @@ def _lines(result: RangeResult) -> dict[str, Points]:
     return dict(result.series) if result.series else {"": list(result.points)}
 
 
+def joined(early: Mapping[str, Points], late: Mapping[str, Points]) -> dict[str, Points]:
+    """Each line's raw points before the recorded ones: one line a key of either."""
+    return {key: early.get(key, []) + late.get(key, []) for key in early.keys() | late.keys()}
+
+
 def _joined(before: RangeResult, after: RangeResult, by: str | None) -> RangeResult:
-    early, late = _lines(before), _lines(after)
-    merged = {key: early.get(key, []) + late.get(key, []) for key in early.keys() | late.keys()}
+    merged = joined(_lines(before), _lines(after))
     if by is None:
         return RangeResult(merged.get("", []), before.error)
     return RangeResult(series=merged, error=before.error)

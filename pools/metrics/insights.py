@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from pools.core.charts import chart_step
 from pools.metrics import queries, source
 from pools.metrics.dcgm import metric_labels
-from pools.metrics.history import earliest, raw_window
+from pools.metrics.history import earliest, joined, raw_window
 
 # The indicators read a window's history at a constant number of points, as a chart does
 # (at least a point an hour over 30 days: every 14 min over 7 days, every 3 h over 90).
@@ -68,14 +68,8 @@ def _before_recorded(
     if window is None:
         return found, None
     earlier, error = _ranges(raw, window[0], step, window[1])
-    merged: Found = {}
-    for figure in found.keys() | earlier.keys():
-        before, after = earlier.get(figure, {}), found.get(figure, {})
-        merged[figure] = {
-            pool: before.get(pool, []) + after.get(pool, [])
-            for pool in before.keys() | after.keys()
-        }
-    return merged, error
+    figures = found.keys() | earlier.keys()
+    return {f: joined(earlier.get(f, {}), found.get(f, {})) for f in figures}, error
 
 
 def pool_series(pools: dict[str, list[str]], *, span: timedelta, step: timedelta) -> PoolSeries:
