@@ -9,7 +9,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers, viewsets
 
-from pools.api.base import READ_ERRORS, BaseView, Newest, errors
+from pools.api.base import READ_ERRORS, BaseView, Newest, error_responses
 from pools.audit.filters import AuditFilter
 from pools.models import AuditEvent
 
@@ -32,9 +32,11 @@ class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
 
 @extend_schema_view(
     list=extend_schema(
-        responses={200: AuditEventSerializer(many=True), **READ_ERRORS, **errors(400)}
+        responses={200: AuditEventSerializer(many=True), **READ_ERRORS, **error_responses(400)}
     ),
-    retrieve=extend_schema(responses={200: AuditEventSerializer, **READ_ERRORS, **errors(404)}),
+    retrieve=extend_schema(
+        responses={200: AuditEventSerializer, **READ_ERRORS, **error_responses(404)}
+    ),
 )
 class AuditEventViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
     queryset = AuditEvent.objects.all()

@@ -22,7 +22,7 @@ class QueuedSerializer(serializers.Serializer):  # type: ignore[type-arg]
     queued = serializers.BooleanField()
 
 
-def errors(*codes: int) -> dict[int, OpenApiResponse]:
+def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
     described = {
         400: "Invalid input",
         401: "No or bad credentials",
@@ -37,10 +37,10 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
     return {code: OpenApiResponse(ErrorSerializer, description=described[code]) for code in codes}
 
 
-READ_ERRORS = errors(401, 403, 429)
+READ_ERRORS = error_responses(401, 403, 429)
 
 
-WRITE_ERRORS = errors(400, 401, 403, 409, 415, 422, 429)
+WRITE_ERRORS = error_responses(400, 401, 403, 409, 415, 422, 429)
 
 
 class StrictCursorPagination(CursorPagination):

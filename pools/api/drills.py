@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from pools import drills
-from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, Newest, errors, validated
+from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, Newest, error_responses, validated
 from pools.api.fields import StrictCharField, StrictIntegerField
 from pools.api.idempotency import idempotent
 from pools.api.permissions import HasCapability
@@ -97,10 +97,10 @@ class RunsDrills(HasCapability):
 @extend_schema_view(
     list=extend_schema(
         parameters=[OpenApiParameter("pool", str, description="Only this pool's drills.")],
-        responses={200: DrillSerializer(many=True), **READ_ERRORS, **errors(400)},
+        responses={200: DrillSerializer(many=True), **READ_ERRORS, **error_responses(400)},
         description="Drills, the newest first, with their state and checks.",
     ),
-    retrieve=extend_schema(responses={200: DrillSerializer, **READ_ERRORS, **errors(404)}),
+    retrieve=extend_schema(responses={200: DrillSerializer, **READ_ERRORS, **error_responses(404)}),
 )
 class DrillViewSet(
     BaseView,

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools.api.base import BaseView, errors, validated
+from pools.api.base import BaseView, error_responses, validated
 from pools.api.fields import StrictCharField
 from pools.fit.service import PodName, fit_check_run
 
@@ -53,7 +53,7 @@ class FitResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
 class FitView(BaseView, APIView):
     @extend_schema(
         request=FitRequestSerializer,
-        responses={200: FitResultSerializer, **errors(400, 401, 403, 415, 429)},
+        responses={200: FitResultSerializer, **error_responses(400, 401, 403, 415, 429)},
         description="Will this manifest (YAML or JSON) or this pod land, in which pool, and "
         "if not, why: the scheduler's verdict per pool, gang capacity, warnings and the fix. "
         "Reads only.",

@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools.api import fleet_cache
-from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, ByName, errors
+from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, ByName, error_responses
 from pools.api.fields import StrictCharField, StrictIntegerField
 from pools.api.idempotency import idempotent
 from pools.common.errors import Refused
@@ -274,13 +274,15 @@ class NodePages(ByName):
         ],
         responses={200: PoolSerializer(many=True), **READ_ERRORS},
     ),
-    retrieve=extend_schema(responses={200: PoolSerializer, **READ_ERRORS, **errors(404)}),
+    retrieve=extend_schema(responses={200: PoolSerializer, **READ_ERRORS, **error_responses(404)}),
     create=extend_schema(responses={201: PoolSerializer, **WRITE_ERRORS}),
-    update=extend_schema(responses={200: PoolSerializer, **WRITE_ERRORS, **errors(404)}),
-    partial_update=extend_schema(responses={200: PoolSerializer, **WRITE_ERRORS, **errors(404)}),
+    update=extend_schema(responses={200: PoolSerializer, **WRITE_ERRORS, **error_responses(404)}),
+    partial_update=extend_schema(
+        responses={200: PoolSerializer, **WRITE_ERRORS, **error_responses(404)}
+    ),
     destroy=extend_schema(
         description="Retire the pool (refused while it holds nodes); `restore` undoes it.",
-        responses={204: None, **WRITE_ERRORS, **errors(404)},
+        responses={204: None, **WRITE_ERRORS, **error_responses(404)},
     ),
 )
 class PoolViewSet(BaseView, viewsets.ModelViewSet):  # type: ignore[type-arg]
@@ -305,7 +307,7 @@ class PoolViewSet(BaseView, viewsets.ModelViewSet):  # type: ignore[type-arg]
         request=None,
         description="Bring a retired pool back as it was (refused when its definition now "
         "clashes with an active pool's).",
-        responses={200: PoolSerializer, **WRITE_ERRORS, **errors(404)},
+        responses={200: PoolSerializer, **WRITE_ERRORS, **error_responses(404)},
     )
     @action(detail=True, methods=["post"])
     def restore(self, request: Request, name: str | None = None) -> Response:
@@ -355,9 +357,11 @@ class SummaryView(BaseView, APIView):
 
 @extend_schema_view(
     list=extend_schema(
-        responses={200: NodeSerializer(many=True), **READ_ERRORS, **errors(400, 503)}
+        responses={200: NodeSerializer(many=True), **READ_ERRORS, **error_responses(400, 503)}
     ),
-    retrieve=extend_schema(responses={200: NodeDetailSerializer, **READ_ERRORS, **errors(404)}),
+    retrieve=extend_schema(
+        responses={200: NodeDetailSerializer, **READ_ERRORS, **error_responses(404)}
+    ),
 )
 class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
     lookup_field = "name"

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, errors
+from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, error_responses
 from pools.common.roles import Capability
 from pools.core.insights import documents
 from pools.core.insights.advisor import Rule
@@ -212,7 +212,7 @@ def _query(serializer: type[WindowQuerySerializer], request: Request) -> dict:  
 class PoolInsightsView(BaseView, APIView):
     @extend_schema(
         parameters=[WindowQuerySerializer],
-        responses={200: PoolInsightsSerializer, **READ_ERRORS, **errors(400, 404)},
+        responses={200: PoolInsightsSerializer, **READ_ERRORS, **error_responses(400, 404)},
         description="The pool's four indicators over the window (utilisation against its "
         "target, queue time by cause, failure reasons, replacement difficulty) and its "
         "readiness checks.",
@@ -227,7 +227,7 @@ class PoolInsightsView(BaseView, APIView):
 class ProfilesView(BaseView, APIView):
     @extend_schema(
         parameters=[ProfilesQuerySerializer],
-        responses={200: ProfilesSerializer, **READ_ERRORS, **errors(400)},
+        responses={200: ProfilesSerializer, **READ_ERRORS, **error_responses(400)},
         description="Per workload class (namespace or team, and workload type): GPUs per "
         "pod, framebuffer used, CPU and memory requested, run time, concurrency, retries "
         "and failures over the window.",
@@ -247,7 +247,7 @@ class ProfilesView(BaseView, APIView):
 class AdviceView(BaseView, APIView):
     @extend_schema(
         parameters=[WindowQuerySerializer],
-        responses={200: AdviceListSerializer, **READ_ERRORS, **errors(400)},
+        responses={200: AdviceListSerializer, **READ_ERRORS, **error_responses(400)},
         description="The advisor's suggestions, the most confident first, without those "
         "dismissed on the same evidence. A suggested move is asked with POST /api/v1/moves/ "
         "(it still needs someone else's approval).",

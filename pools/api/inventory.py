@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools import tasks
-from pools.api.base import BaseView, QueuedSerializer, errors
+from pools.api.base import BaseView, QueuedSerializer, error_responses
 from pools.common.roles import Capability
 
 
@@ -20,7 +20,7 @@ class InventorySyncView(BaseView, APIView):
 
     @extend_schema(
         request=None,
-        responses={202: QueuedSerializer, **errors(401, 403, 429)},
+        responses={202: QueuedSerializer, **error_responses(401, 403, 429)},
         description=(
             "Queue a full inventory sync now (it also runs every INVENTORY_SYNC_SECONDS; with "
             "a watcher running, the watcher lists everything again)."

@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from pools import moves
-from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, Newest, errors, validated
+from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, Newest, error_responses, validated
 from pools.api.fields import StrictCharField, StrictIntegerField
 from pools.api.fleet import PodSerializer
 from pools.api.idempotency import idempotent
@@ -233,8 +233,10 @@ BULK_DESCRIPTION = (
 
 
 @extend_schema_view(
-    list=extend_schema(responses={200: MoveSerializer(many=True), **READ_ERRORS, **errors(400)}),
-    retrieve=extend_schema(responses={200: MoveSerializer, **READ_ERRORS, **errors(404)}),
+    list=extend_schema(
+        responses={200: MoveSerializer(many=True), **READ_ERRORS, **error_responses(400)}
+    ),
+    retrieve=extend_schema(responses={200: MoveSerializer, **READ_ERRORS, **error_responses(404)}),
 )
 class MoveViewSet(
     BaseView, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
@@ -273,7 +275,7 @@ class MoveViewSet(
 
     @extend_schema(
         request=DryRunSerializer,
-        responses={200: DryRunResultSerializer, **errors(400, 401, 403, 415, 429)},
+        responses={200: DryRunResultSerializer, **error_responses(400, 401, 403, 415, 429)},
         description="The diff each node would get and the checks' verdict; creates nothing.",
     )
     @action(detail=False, methods=["post"], url_path="dry-run")
@@ -315,7 +317,7 @@ class MoveViewSet(
 
     @extend_schema(
         request=DecisionSerializer,
-        responses={200: MoveSerializer, **WRITE_ERRORS, **errors(404)},
+        responses={200: MoveSerializer, **WRITE_ERRORS, **error_responses(404)},
     )
     @action(detail=True, methods=["post"])
     @idempotent
@@ -324,7 +326,7 @@ class MoveViewSet(
 
     @extend_schema(
         request=DecisionSerializer,
-        responses={200: MoveSerializer, **WRITE_ERRORS, **errors(404)},
+        responses={200: MoveSerializer, **WRITE_ERRORS, **error_responses(404)},
     )
     @action(detail=True, methods=["post"])
     @idempotent
@@ -333,7 +335,7 @@ class MoveViewSet(
 
     @extend_schema(
         request=DecisionSerializer,
-        responses={200: MoveSerializer, **WRITE_ERRORS, **errors(404)},
+        responses={200: MoveSerializer, **WRITE_ERRORS, **error_responses(404)},
     )
     @action(detail=True, methods=["post"])
     @idempotent

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools.api.base import READ_ERRORS, BaseView, errors
+from pools.api.base import READ_ERRORS, BaseView, error_responses
 from pools.search import search
 
 
@@ -65,7 +65,7 @@ class SearchSerializer(serializers.Serializer):  # type: ignore[type-arg]
 class SearchView(BaseView, APIView):
     @extend_schema(
         parameters=[SearchQuerySerializer],
-        responses={200: SearchSerializer, **READ_ERRORS, **errors(400)},
+        responses={200: SearchSerializer, **READ_ERRORS, **error_responses(400)},
         description="What the search box finds: nodes, pods (with the node and pool holding "
         "them), moves by number, pools; grouped, `limit` hits a group.",
     )

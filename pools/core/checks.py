@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from pools.core.labels import counted
+from pools.core.wording import counted
 
 
 @dataclass(frozen=True)

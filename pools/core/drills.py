@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pools.core.insights.readiness import Check, Status
-from pools.core.labels import counted
+from pools.core.wording import counted
 
 # No drill holds a node longer than this: an hour is a rehearsal, a day is an outage.
 MAX_HOLD_SECONDS = 3600

@@ -14,9 +14,9 @@ from django.db.models import Count, F, Q, QuerySet
 from django.db.models.functions import Greatest
 
 from pools.core import charts, figures
-from pools.core.collector import collector_paused
 from pools.core.desired import drift
 from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
+from pools.core.gc_pause import collector_paused
 from pools.core.owned_keys import ownership_problems
 from pools.core.taints import Taint
 from pools.fleet.targets import pool_target

@@ -50,7 +50,7 @@ from pools.kube import nodes as kube_nodes
 from pools.kube.nodes import Raw
 from pools.kube.read_ahead import read_ahead
 from pools.models import Node
-from pools.moves.execution.records import update_nodes
+from pools.moves.execution.writes import update_nodes
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,8 @@ from django.utils import timezone
 
 from pools.common import observability
 from pools.common.heartbeat import Heartbeat
-from pools.core.collector import collector_paused
 from pools.core.fit.resources import Resources
+from pools.core.gc_pause import collector_paused
 from pools.core.pod_record import pod_requests
 from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
 from pools.inventory.lease import (

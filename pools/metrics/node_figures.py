@@ -35,8 +35,8 @@ from django.conf import settings
 from django.core.cache import cache
 
 from pools.common import guarded_cache, observability
-from pools.core.collector import collector_paused
 from pools.core.figures import NodeMetrics, node_metric_rows
+from pools.core.gc_pause import collector_paused
 from pools.metrics import queries, source
 from pools.metrics.dcgm import metric_labels
 from pools.metrics.results import InstantResult

@@ -29,7 +29,7 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 from urllib3.util.retry import Retry
 
 from pools.common import observability
-from pools.core.collector import collector_paused
+from pools.core.gc_pause import collector_paused
 from pools.core.redact import redact_url
 from pools.metrics.http import adapter as http_adapter
 from pools.metrics.http import prometheus_session

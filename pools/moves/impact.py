@@ -21,8 +21,8 @@ from pools.core.fit.scheduling import untolerated_taint
 from pools.core.fit.workloads import pod_shape
 from pools.core.insights.records import InsightNode
 from pools.core.insights.replacement import node_traits
-from pools.core.labels import counted
 from pools.core.taints import NO_EXECUTE, Taint
+from pools.core.wording import counted
 from pools.fit.cluster import OTHER_PODS, FitCluster, fit_cluster, gpu_node_pod
 from pools.fit.pending import wants_pool
 from pools.fit.service import pod_manifest

@@ -16,8 +16,8 @@ from django.db import transaction
 
 from pools.audit import audit
 from pools.common.events import announce_event_after_commit, announce_execution_after_commit
-from pools.core.labels import counted
 from pools.core.notices import Event
+from pools.core.wording import counted
 from pools.fleet.targets import pool_target
 from pools.models import MoveItem, MoveRequest
 

@@ -16,8 +16,8 @@ from pools.common.errors import InvalidMove, MoveRefused
 from pools.common.events import announce_event_after_commit
 from pools.common.roles import Capability
 from pools.core.checks import CheckFailure
-from pools.core.labels import counted
 from pools.core.notices import Event
+from pools.core.wording import counted
 from pools.fleet.targets import pool_target
 from pools.models import MoveItem, MoveRequest, Pool
 from pools.moves.plan import MoveAsk, MovePlan, move_plan, node_facts

@@ -9,7 +9,7 @@ from django import template
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
-from pools.core import labels
+from pools.core import wording
 from pools.core.xid import xid_meaning as _xid_meaning
 
 register = template.Library()
@@ -60,13 +60,13 @@ def xid_meaning(code: int | None) -> str:
 @register.filter
 def human(code: str | None) -> str:
     """A state or kind code as people read it (`partially_failed` -> `Partially failed`)."""
-    return "" if code is None else labels.human_label(str(code))
+    return "" if code is None else wording.human_label(str(code))
 
 
 @register.filter
 def drift_text(drift: dict[str, object] | None) -> str:
     """A drifted node's differences, joined, ending with a full stop."""
-    phrases = labels.drift_phrases(drift or {})
+    phrases = wording.drift_phrases(drift or {})
     return "; ".join(phrases) + "." if phrases else ""
 
 

@@ -15,7 +15,7 @@ from pools import moves
 from pools.models import AuditEvent, MoveItem, MoveRequest, Pool
 from pools.moves.execution import run
 from pools.moves.execution.outcome import Outcome
-from pools.moves.execution.records import claim_items
+from pools.moves.execution.writes import claim_items
 from tests.factories import gpu_node
 from tests.moves_helpers import user_in
 

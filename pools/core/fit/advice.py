@@ -37,7 +37,7 @@ from pools.core.fit.pods import DEFAULT_SCHEDULER, SYSTEM_PRIORITY_CLASSES
 from pools.core.fit.resources import GPU, gpu_limit_only_finding
 from pools.core.fit.scheduling import EXISTS
 from pools.core.fit.workloads import PodTemplate
-from pools.core.labels import counted
+from pools.core.wording import counted
 
 if TYPE_CHECKING:
     from pools.core.fit.verdicts import PodVerdict, PoolFit, WorkloadFit

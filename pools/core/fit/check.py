@@ -50,7 +50,7 @@ A report (`FitReport`) holds, per workload of the manifest (`WorkloadFit`):
   pod template (`pools.core.fit.fix`), and its diff; only for the pools where it can work (no
   fix for a pool none of whose nodes has the GPU model a template asks for by label).
 
-How the verdict is reached is in `pools.core.fit.filters` (the scheduler's filters and messages)
+How the verdict is reached is in `pools.core.fit.plugins` (the scheduler's filters and messages)
 and `pools.core.fit.packing` (how many pods fit, placed together).
 """
 
@@ -59,10 +59,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pools.core.collector import collector_paused
 from pools.core.fit.advice import FitOptions, fixable_pools, workload_findings
 from pools.core.fit.cluster import ClusterSnapshot, PoolCapacity
-from pools.core.fit.filters import (
+from pools.core.fit.findings import Finding
+from pools.core.fit.fix import scheduling_fixes
+from pools.core.fit.packing import place, room
+from pools.core.fit.plugins import (
     NO_NODES,
     NOT_ELIGIBLE,
     NOT_HELPFUL,
@@ -73,12 +75,10 @@ from pools.core.fit.filters import (
     preemption_allowed,
     preemption_status,
 )
-from pools.core.fit.findings import Finding
-from pools.core.fit.fix import scheduling_fixes
-from pools.core.fit.packing import place, room
 from pools.core.fit.pods import PodShape
 from pools.core.fit.verdicts import FitReport, GangVerdict, PodVerdict, PoolFit, WorkloadFit
 from pools.core.fit.workloads import Manifest, Workload, read_objects
+from pools.core.gc_pause import collector_paused
 
 
 def check_fit(
@@ -92,7 +92,7 @@ def check_fit(
     with_fixes: bool = True,
 ) -> FitReport:
     # The check builds many objects, none in a cycle: the collector's passes over a big
-    # manifest's were a third of the time (pools.core.collector).
+    # manifest's were a third of the time (pools.core.gc_pause).
     with collector_paused():
         options = FitOptions(pool_key, dict(priority_classes or {}), default_priority, name_taints)
         memo = Evaluations(snapshot, options)

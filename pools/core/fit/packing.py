@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pools.core.fit.cluster import ClusterSnapshot
-from pools.core.fit.filters import FilterRun, pods_that_fit
+from pools.core.fit.plugins import FilterRun, pods_that_fit
 from pools.core.fit.resources import Resources
 
 

@@ -45,7 +45,6 @@ from typing import Any
 
 import yaml
 
-from pools.core.collector import collector_paused
 from pools.core.fit import fields as f
 from pools.core.fit.fields import FieldReader
 from pools.core.fit.findings import (
@@ -64,6 +63,7 @@ from pools.core.fit.gangs import (
     read_task_groups,
 )
 from pools.core.fit.pods import PodShape, read_pod_shape
+from pools.core.gc_pause import collector_paused
 
 MAX_TEXT_BYTES = 1_000_000
 MAX_DOCUMENTS = 100
@@ -215,7 +215,7 @@ def read_manifest(text: str) -> Manifest:
     if size > MAX_TEXT_BYTES:
         _fail(0, "", f"the manifest is {size} bytes; the fit check reads at most {MAX_TEXT_BYTES}")
     # Parsing builds up to 50,000 objects, none in a cycle: the cyclic collector's passes
-    # over them were a third of the time (pools.core.collector).
+    # over them were a third of the time (pools.core.gc_pause).
     with collector_paused():
         documents, fmt, counted = _decode(text)
         return read_objects(documents, fmt=fmt, counted=counted)

@@ -18,7 +18,7 @@ from pools.core.insights.failures import CAUSE_TITLES, Cause, cause_breakdown
 from pools.core.insights.indicators import PoolInsights
 from pools.core.insights.queueing import QueueCause
 from pools.core.insights.replacement import DIMENSION_TITLES, HIGH_SCORE
-from pools.core.labels import counted
+from pools.core.wording import counted
 
 # Rules of thumb, as numbers.
 MIN_QUEUED = 3  # restricted-queue pods before a pool is said to be short

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pools.core.insights.records import InsightNode
 from pools.core.insights.scheduling import PodScheduling
-from pools.core.labels import counted
+from pools.core.wording import counted
 
 
 class Status(enum.StrEnum):

@@ -1,1 +1,1 @@
-"""Applying approved moves to the nodes: run (claim, apply, record), drain, outcome, records."""
+"""Applying approved moves to the nodes: run (claim, apply, record), drain, outcome, writes."""

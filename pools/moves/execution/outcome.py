@@ -15,8 +15,8 @@ from django.conf import settings
 from pools.common.errors import CapacityFloorReached, NodeMovedSinceRequest
 from pools.core.checks import where_asked
 from pools.core.desired import Target
-from pools.core.labels import counted
 from pools.core.snapshot import node_record
+from pools.core.wording import counted
 from pools.kube.nodes import Raw, read_node
 from pools.kube.patcher import PatchResult, apply_target, plan
 

@@ -38,8 +38,8 @@ from pools.common.errors import (
 from pools.common.events import announce_event_after_commit
 from pools.core.checks import NodeFacts, PoolFacts, capacity_floor
 from pools.core.desired import Target
-from pools.core.labels import counted
 from pools.core.notices import Event
+from pools.core.wording import counted
 from pools.fleet.targets import active_pool_specs, pool_target
 from pools.inventory import inventory_refresh_nodes
 from pools.kube.errors import KubeError
@@ -48,7 +48,7 @@ from pools.kube.retry import RetryPolicy
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node
 from pools.moves.execution.drain import ItemLeaseLost, drain_hooks, uncordon_after_failure
 from pools.moves.execution.outcome import FAILED, NodeWork, Outcome, node_outcome
-from pools.moves.execution.records import (
+from pools.moves.execution.writes import (
     Closing,
     claim_items,
     close_items,

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from pools.core.fit.check import evaluate_pod
 from pools.core.fit.cluster import ClusterSnapshot, FitNode, FitPool, NodePod
-from pools.core.fit.filters import FilterRun
 from pools.core.fit.fix import merge_scheduling_block
+from pools.core.fit.plugins import FilterRun
 from pools.core.fit.pods import PodShape
 from pools.core.fit.resources import Resources
 from pools.core.fit.scheduling import NodePlacement, Requirement, Term, Toleration

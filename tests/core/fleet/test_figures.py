@@ -56,7 +56,7 @@ def test_every_gpu_is_counted_once_and_the_free_figures_agree(
 
 
 def test_labels_read_as_words_and_counts_agree_in_number() -> None:
-    from pools.core.labels import counted, drift_phrases, human_label
+    from pools.core.wording import counted, drift_phrases, human_label
 
     assert human_label("partially_failed") == "Partially failed"
     assert human_label("loan_return") == "Loan return"

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from pools.core.collector import collector_paused
+from pools.core.gc_pause import collector_paused
 
 
 def test_the_collector_resumes_after_the_last_of_two_listings() -> None:
