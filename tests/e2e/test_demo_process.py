@@ -86,10 +86,24 @@ def default_stop_signals() -> None:
         signal.signal(signum, signal.SIG_DFL)
 
 
-@contextlib.contextmanager
-def running(argv: list[str], state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
-    """`argv` (the demo, or a make that runs it) started, serving; and at the end nothing
-    left behind, whatever the test did."""
+def _log_sizes(state_dir: Path) -> dict[Path, int]:
+    return {p: p.stat().st_size for p in (state_dir / "logs").glob("*.log")}
+
+
+def _lost_a_port_race(state_dir: Path, sizes: dict[Path, int]) -> bool:
+    """Whether a server of the demo found its port taken since `sizes`: another test's
+    process bound it between free_port() and the server's own bind (four test processes
+    share the machine's ports). Any other exit is the demo's own failure."""
+    for path in (state_dir / "logs").glob("*.log"):
+        with path.open("rb") as log:
+            log.seek(sizes.get(path, 0))
+            if b"address already in use" in log.read():
+                return True
+    return False
+
+
+def _start(argv: list[str], state_dir: Path, tmp_path: Path) -> Demo:
+    """The demo started with free ports, waited for until it serves or ends."""
     ports = {name: free_port() for name in PORT_VARIABLES}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PORTAL_"))}
     env.update({name: str(port) for name, port in ports.items()})
@@ -109,13 +123,45 @@ def running(argv: list[str], state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
             start_new_session=True,
             preexec_fn=default_stop_signals,
         )
-    running = Demo(process, ports, log)
-    try:
-        wait_for(
-            lambda: process.poll() is not None or "Ctrl-C stops everything" in running.output(),
-            timeout=180,
-            what="the demo to serve",
+    started = Demo(process, ports, log)
+    wait_for(
+        lambda: process.poll() is not None or "Ctrl-C stops everything" in started.output(),
+        timeout=180,
+        what="the demo to serve",
+    )
+    return started
+
+
+def test_only_a_port_lost_since_the_start_counts_as_a_race(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "prometheus.log").write_text('err="listen tcp: bind: address already in use"\n')
+    sizes = _log_sizes(tmp_path)
+    assert not _lost_a_port_race(tmp_path, sizes)  # an earlier run's, not this start's
+    with (logs / "prometheus.log").open("a") as log:
+        log.write(
+            'level=error msg="Unable to start web listener" err="bind: address already in use"\n'
         )
+    assert _lost_a_port_race(tmp_path, sizes)
+    (logs / "redis.log").write_text("a different failure\n")
+    assert _lost_a_port_race(tmp_path, sizes) and not _lost_a_port_race(
+        tmp_path, _log_sizes(tmp_path)
+    )
+
+
+@contextlib.contextmanager
+def running(argv: list[str], state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
+    """`argv` (the demo, or a make that runs it) started, serving; and at the end nothing
+    left behind, whatever the test did. A start that lost a port to another test's process
+    is tried once more on other ports."""
+    sizes = _log_sizes(state_dir)
+    running = _start(argv, state_dir, tmp_path)
+    if running.process.poll() is not None and _lost_a_port_race(state_dir, sizes):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(running.process.pid, signal.SIGKILL)  # whatever it left running
+        running = _start(argv, state_dir, tmp_path)
+    process, ports = running.process, running.ports
+    try:
         assert process.poll() is None, running.output()
         # Serving, not necessarily answering within a second yet on a loaded machine: its
         # gunicorn workers may still be importing Django.
