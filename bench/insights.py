@@ -1,10 +1,13 @@
 """Pool insights for a 1,000-node pool over 30 days with 100,000 GpuPod rows.
 
-    .venv/bin/python -m bench.insights [--nodes 1000] [--pods 100000] [--runs 5] [--profile]
+    .venv/bin/python -m bench.insights [--nodes 1000] [--pods 100000] [--moved 100]
+                                       [--runs 5] [--profile]
 
 A throwaway SQLite database holds the nodes (stored through the inventory's own code, as
 tests/factories.py does) and the pod history: jobs of 1 to 8 GPUs spread over the 30 days,
-one in ten queued for a while, one in twenty failed. Each figure is the median over the
+one in ten queued for a while, one in twenty failed; `--moved` of the nodes were lent to the
+pool from another one at times spread over the window (their stays say so, and every
+figure counts them only from then). Each figure is the median over the
 runs after a first (cold) run; Prometheus answers come from the portal's cache when warm,
 so the warm figure is the database read and the computation. The advisor reads every pool
 (here the big one and the four default pools); the profiles read the whole history. Each
@@ -29,7 +32,28 @@ from pathlib import Path
 from bench import django_env
 
 
-def build(nodes: int, pods: int, now: datetime) -> None:
+def lend(names: list[str], now: datetime, rng: random.Random) -> None:
+    """Record `names` as lent to the big pool from mixed at times over the last 30 days."""
+    from pools.models import PoolStay
+
+    PoolStay.objects.filter(node_name__in=names).delete()
+    stays = []
+    for name in names:
+        lent = now - timedelta(seconds=rng.uniform(3600, 29 * 86400))
+        stays.append(
+            PoolStay(
+                node_name=name,
+                pool_label="mixed",
+                since=now - timedelta(days=40),
+                until=lent,
+                earliest=True,
+            )
+        )
+        stays.append(PoolStay(node_name=name, pool_label="big", since=lent))
+    PoolStay.objects.bulk_create(stays)
+
+
+def build(nodes: int, pods: int, moved: int, now: datetime) -> None:
     from pools.models import GpuPod, Pool
     from tests.factories import Group, node_and_pods, store
 
@@ -44,6 +68,7 @@ def build(nodes: int, pods: int, now: datetime) -> None:
     names = [f"big-{i:04d}" for i in range(nodes)]
     store(node_and_pods(n, Group(n, 1, "big")) for n in names)
     rng = random.Random(7)
+    lend(names[:moved], now, rng)
     start = now - timedelta(days=30)
     batch = []
     for i in range(pods):
@@ -110,6 +135,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=100_000)
+    parser.add_argument("--moved", type=int, default=100)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
@@ -123,9 +149,10 @@ def main() -> None:
 
         now = datetime.now(UTC)
         began = time.perf_counter()
-        build(args.nodes, args.pods, now)
+        build(args.nodes, args.pods, args.moved, now)
         print(
-            f"built {args.nodes} nodes and {GpuPod.objects.count()} pods "
+            f"built {args.nodes} nodes ({args.moved} lent during the window) and "
+            f"{GpuPod.objects.count()} pods "
             f"in {time.perf_counter() - began:.1f} s ({connection.vendor})"
         )
         pool = Pool.objects.get(name="big")

@@ -191,6 +191,44 @@ class Node(models.Model):
         return [Taint.from_api(t) for t in self.taints]
 
 
+class PoolStay(models.Model):
+    """One node's stay in one pool, from when the inventory saw it there until it saw it
+    elsewhere or gone: the figures over a window count each node in the pool it was in at
+    each moment, so a move made today does not rewrite last month.
+
+    A row is written only when a node's pool changes (or it comes or goes), never per sync.
+    `earliest` marks a node's first stay: nothing says where it was before, so the figures
+    take it to reach back before `since`, and the pages say so."""
+
+    class Source(models.TextChoices):
+        OBSERVED = "observed", "seen by the inventory"
+        MOVES = "moves", "rebuilt from the moves' records"
+
+    node_name = models.CharField(max_length=253)
+    pool_label = models.CharField(max_length=63, blank=True)  # '' : no pool
+    since = models.DateTimeField()
+    until = models.DateTimeField(null=True, blank=True)
+    earliest = models.BooleanField(default=False)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.OBSERVED)
+
+    class Meta:
+        ordering = ["node_name", "since"]
+        indexes = [
+            models.Index(fields=["node_name", "until"]),
+            models.Index(fields=["until"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node_name"],
+                condition=models.Q(until__isnull=True),
+                name="one_open_stay_per_node",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_name} in {self.pool_label or '(no pool)'} from {self.since}"
+
+
 class GpuPodQuerySet(models.QuerySet["GpuPod"]):
     def live(self) -> GpuPodQuerySet:
         """Pods that still exist and have not ended (Pending or Running)."""

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from pools.core.snapshot import node_snapshot, pod_summary
 from pools.inventory import build_node
-from pools.inventory.version import inventory_version_bump
+from pools.inventory.rows import nodes_upsert
 from pools.models import Node, Pool
 
 A100 = ("NVIDIA-A100-SXM4-80GB", 8, 81920)
@@ -154,8 +154,7 @@ def store(nodes: Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[
         )
         for raw, pods in nodes
     ]
-    Node.objects.bulk_create(rows)
-    inventory_version_bump()  # as every writer of node rows does
+    nodes_upsert(rows)  # the inventory's own write: the version bumped, the stays opened
     return list(Node.objects.filter(name__in=[r.name for r in rows]).select_related("pool"))
 
 

@@ -203,6 +203,7 @@ FOLDER_LAYERS = {
     "pools.insights": "domain",
     "pools.drills": "domain",
     "pools.inventory": "domain",
+    "pools.membership": "domain",
     "pools.search": "domain",
     "pools.tokens": "domain",
     "pools.audit": "domain",

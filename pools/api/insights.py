@@ -126,6 +126,21 @@ class ReadinessCheckSerializer(S.Serializer):  # type: ignore[type-arg]
     concerned = S.ListField(child=S.CharField())
 
 
+class MemberChangeSerializer(S.Serializer):  # type: ignore[type-arg]
+    node = S.CharField()
+    joined = S.DateTimeField(allow_null=True, help_text="Null: in the pool before the window.")
+    left = S.DateTimeField(allow_null=True, help_text="Null: still in the pool at its end.")
+
+
+class WindowMembersSerializer(S.Serializer):  # type: ignore[type-arg]
+    nodes = S.IntegerField(help_text="Every node the figures count, for the time it was a member.")
+    changes = MemberChangeSerializer(many=True)
+    assumed_before = S.DateTimeField(
+        allow_null=True,
+        help_text="Before this moment some member's pool is taken from its earliest record.",
+    )
+
+
 class PoolInsightsSerializer(S.Serializer):  # type: ignore[type-arg]
     pool = S.CharField()
     window = WindowSerializer()
@@ -133,6 +148,7 @@ class PoolInsightsSerializer(S.Serializer):  # type: ignore[type-arg]
     queue = QueueSerializer()
     failures = FailuresSerializer()
     replacement = ReplacementSerializer()
+    members = WindowMembersSerializer()
     readiness = ReadinessCheckSerializer(many=True)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -17,10 +18,12 @@ from pools.core import charts, figures
 from pools.core.desired import drift
 from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.core.gc_pause import collector_paused
+from pools.core.membership import all_along
 from pools.core.owned_keys import ownership_problems
 from pools.core.taints import Taint
 from pools.fleet.targets import pool_target
 from pools.inventory.version import inventory_version
+from pools.membership.stays import membership
 from pools.metrics import dcgm
 from pools.metrics.node_figures import derived_figures, reads_recorded
 from pools.metrics.results import InstantResult, RangeResult
@@ -242,10 +245,15 @@ def pool_page(
 def pool_history(pool: Pool | None, span: str) -> RangeResult:
     """The pool's utilisation over the named range (charts.TIME_RANGES; UnknownRange else)."""
     length, step = charts.time_range(span)
-    names = list(pool_nodes(pool).values_list("name", flat=True))
+    end = datetime.now(UTC)
+    start = end - length
+    if pool is None:  # nodes with no pool, or a label no pool declares: today's
+        members = all_along(pool_nodes(None).values_list("name", flat=True))
+    else:
+        members = membership(start, end).members(pool.name, start.timestamp(), end.timestamp())
     # Read after the page's node figures, which found out whether the rules are loaded.
     recorded = reads_recorded("gpus_reporting") and reads_recorded("util")
-    return dcgm.utilisation_history(names, span=length, step=step, recorded=recorded)
+    return dcgm.utilisation_history(members, span=length, step=step, recorded=recorded, now=end)
 
 
 # --- the node page ---

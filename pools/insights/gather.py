@@ -27,13 +27,15 @@ from pools.core.insights.failures import (
     XidErrors,
     failure_report,
 )
-from pools.core.insights.indicators import InsightPool, PoolInsights
+from pools.core.insights.indicators import InsightPool, PoolInsights, WindowMembers
 from pools.core.insights.profiles import Profile, workload_profiles
 from pools.core.insights.queueing import NodeMembership, queue_report
 from pools.core.insights.records import WINDOW_DAYS, HistoryPod, InsightNode, Window
 from pools.core.insights.replacement import replacement_report
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
 from pools.core.insights.utilisation import idle_nodes_each_step, utilisation_report
+from pools.core.membership import Membership, Span, all_along
+from pools.membership.stays import membership, membership_at_epoch
 from pools.metrics import insights as metrics
 from pools.metrics.node_figures import latest_node_metrics
 from pools.models import AdviceDismissal, GpuPod, MoveItem, MoveRequest, Node, Pool
@@ -103,6 +105,10 @@ def window_days(raw: object) -> int | None:
 def window_of(days: int, now: datetime) -> Window:
     end = now.timestamp()
     return Window(end - days * 86400.0, end)
+
+
+def _at(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
 
 
 def _ts(value: datetime | None) -> float | None:
@@ -308,35 +314,36 @@ def _pool_facts(pool: Pool, nodes: list[InsightNode], moving: set[str]) -> Insig
     )
 
 
-def node_memberships(window: Window, state: NodesNow) -> list[NodeMembership]:
-    """Every GPU node of the window as it was (two queries): today's and those gone since
-    the window began, each in the pool it was in at the start (before the moves done since)
-    and moving when those moves finished."""
-    start = datetime.fromtimestamp(window.start, UTC)
-    moves: dict[str, list[tuple[datetime, str, str]]] = {}
-    for node, source, destination, at in (
-        MoveItem.objects.filter(state=MoveItem.State.DONE, finished_at__gte=start)
-        .order_by("finished_at")
-        .values_list("node__name", "source_label", "request__destination__name", "finished_at")
-    ):
-        moves.setdefault(node, []).append((at, source, destination))
-    nodes = [(n.name, n.gpus, n.pool, None) for n in state.facts]
-    nodes += Node.objects.filter(gone_at__gte=start).values_list(
-        "name", "gpu_allocatable", "pool_label", "gone_at"
-    )
+def node_memberships(
+    window: Window, membership: Membership, gpus: Mapping[str, int]
+) -> list[NodeMembership]:
+    """Every GPU node of the window as it was, from its stays: the pool it was in at the
+    window's start, each change of pool since and when it went."""
     histories = []
-    for name, gpus, pool, gone_at in nodes:
-        moved = moves.get(name, [])
+    for name in membership.by_node:
+        if name not in gpus:
+            continue
+        pool, changes, gone_at = membership.timeline(name, window.start)
         histories.append(
             NodeMembership(
                 name,
-                gpus,
-                (moved[0][1] or None) if moved else pool,
-                tuple((at.timestamp(), destination) for at, _, destination in moved),
-                _ts(gone_at),
+                gpus[name],
+                pool or None,
+                tuple((at, joined or None) for at, joined in changes),
+                gone_at if gone_at is not None and gone_at < window.end else None,
             )
         )
     return histories
+
+
+def window_nodes(window: Window, state: NodesNow) -> tuple[Membership, dict[str, int]]:
+    """Who was in which pool over the window (two queries), and the allocatable GPUs of
+    every node of it: today's and those gone since it began (one query)."""
+    found = membership_at_epoch(window.start, window.end)
+    gpus = {n.name: n.gpus for n in state.facts}
+    start = datetime.fromtimestamp(window.start, UTC)
+    gpus.update(Node.objects.filter(gone_at__gte=start).values_list("name", "gpu_allocatable"))
+    return found, gpus
 
 
 @dataclass(frozen=True)
@@ -352,7 +359,21 @@ class Gathered:
     xid_times: Mapping[str, Sequence[float]]
     xid_error: str | None
     xid_step: float = 0.0  # a new XID error appeared at most this long before its time
-    nodes_then: list[NodeMembership] | None = None  # None: today's nodes stand for the window
+    # Who was in which pool over the window, and every node's GPUs (None: today's nodes
+    # stand for the whole window).
+    membership: Membership | None = None
+    node_gpus: Mapping[str, int] | None = None
+
+    def members(self, pool: str) -> dict[str, tuple[Span, ...]]:
+        """The pool's nodes over the window, each with its spans there."""
+        if self.membership is None:
+            return all_along(n.name for n in self.state.facts if n.pool == pool)
+        return self.membership.members(pool, self.window.start, self.window.end)
+
+    def nodes_then(self) -> list[NodeMembership]:
+        if self.membership is None or self.node_gpus is None:
+            return [NodeMembership(n.name, n.gpus, n.pool) for n in self.state.facts]
+        return node_memberships(self.window, self.membership, self.node_gpus)
 
     @property
     def xids(self) -> XidErrors:
@@ -372,7 +393,8 @@ def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> 
     chosen = list(pools) if pools is not None else list(Pool.objects.active())
     window = window_of(days, now)
     state = nodes_now()
-    by_pool = {p.name: [n.name for n in state.facts if n.pool == p.name] for p in chosen}
+    membership, gpus = window_nodes(window, state)
+    by_pool = {p.name: membership.members(p.name, window.start, window.end) for p in chosen}
     xids, xid_error = xid_errors(days)
     span, step = metrics.window_span(days)
     return Gathered(
@@ -381,11 +403,12 @@ def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> 
         pools=chosen,
         state=state,
         pods=indicator_records(window),
-        series=metrics.pool_series(by_pool, span=span, step=step),
+        series=metrics.pool_series(by_pool, span=span, step=step, end=_at(window.end)),
         xid_times=xids.times,
         xid_error=xid_error,
         xid_step=xids.step,
-        nodes_then=node_memberships(window, state),
+        membership=membership,
+        node_gpus=gpus,
     )
 
 
@@ -394,6 +417,8 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
     window, state = gathered.window, gathered.state
     nodes = [n for n in state.facts if n.pool == pool.name]
     mine = [p for p in gathered.pods if p.pool == pool.name]
+    members = gathered.members(pool.name)
+    every = gathered.node_gpus or {n.name: n.gpus for n in state.facts}
     specs = [p.spec() for p in gathered.pools]
     return PoolInsights(
         pool=_pool_facts(pool, nodes, state.moving),
@@ -403,24 +428,33 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
             average_points=gathered.series.average.get(pool.name, []),
             idle_node_points=gathered.series.idle_nodes.get(pool.name, []),
             pods=mine,
-            node_gpus={n.name: n.gpus for n in nodes},
+            node_gpus={name: every.get(name, 0) for name in members},
             window=window,
             metrics_error=gathered.series.error,
+            spans=members,
         ),
-        queue=queue_report(gathered.pods, _nodes_then(gathered), pool.name, window),
+        queue=queue_report(gathered.pods, gathered.nodes_then(), pool.name, window),
         failures=failure_report(mine, window, xids=gathered.xids),
         replacement=replacement_report(
             nodes,
             managed_labels=managed_label_keys(specs, settings.POOL_LABEL_KEY),
             managed_taints=managed_taint_keys(specs),
         ),
+        members=_window_members(gathered, pool.name, members),
     )
 
 
-def _nodes_then(gathered: Gathered) -> list[NodeMembership]:
-    if gathered.nodes_then is not None:
-        return gathered.nodes_then
-    return [NodeMembership(n.name, n.gpus, n.pool) for n in gathered.state.facts]
+def _window_members(
+    gathered: Gathered, pool: str, members: Mapping[str, Sequence[Span]]
+) -> WindowMembers:
+    window, found = gathered.window, gathered.membership
+    if found is None:
+        return WindowMembers(len(members))
+    return WindowMembers(
+        nodes=len(members),
+        changes=tuple(found.changes(pool, window.start, window.end)),
+        assumed_before=found.assumed_before(pool, window.start, window.end),
+    )
 
 
 def _cache_key(kind: str, parts: tuple[object, ...]) -> str:
@@ -476,11 +510,14 @@ def pool_utilisation_history(pool: Pool, span: str) -> PoolHistory:
     (charts.WINDOW_RANGES; UnknownRange else): the step keeps the number of points, and the
     queries sent, the same whatever the range. Read at each page view, not kept."""
     length, step = charts.time_range(span, charts.WINDOW_RANGES)
-    names = list(Node.objects.present().filter(pool=pool).values_list("name", flat=True))
-    series = metrics.pool_series({pool.name: names}, span=length, step=step)
+    end = datetime.now(UTC)
+    start = end - length
+    members = membership(start, end).members(pool.name, start.timestamp(), end.timestamp())
+    series = metrics.pool_series({pool.name: members}, span=length, step=step, end=end)
     average = list(series.average.get(pool.name, []))
     idle = idle_nodes_each_step(average, series.idle_nodes.get(pool.name, []))
-    return PoolHistory(average, idle, len(names), series.error)
+    present = sum(1 for spans in members.values() if spans[-1][1] is None)
+    return PoolHistory(average, idle, present, series.error)
 
 
 # --- the advisor ---

@@ -32,6 +32,7 @@ from pools.core.fit.resources import Resources
 from pools.core.pod_record import PodLabels, PodRecord, pod_record
 from pools.core.snapshot import NodeSnapshot, PodSummary
 from pools.inventory.version import inventory_version_bump
+from pools.membership.stays import stays_follow
 from pools.models import GpuPod, MoveItem, Node, Pool
 
 Raw = dict[str, Any]
@@ -247,19 +248,23 @@ def node_values(node: Node) -> dict[str, Any]:
 def nodes_upsert(rows: list[Node]) -> None:
     if upsert(Node, (node_values(n) for n in rows), unique="name"):
         inventory_version_bump()
+        stays_follow([n.name for n in rows], rows[0].last_seen)
 
 
 def node_rows_upsert(rows: list[dict[str, Any]]) -> None:
     """Write node rows made by node_row (one statement)."""
     if upsert(Node, rows, unique="name"):
         inventory_version_bump()
+        stays_follow([r["name"] for r in rows], rows[0]["last_seen"])
 
 
 def nodes_mark_gone(nodes: QuerySet[Node], at: datetime) -> int:
     """Mark the present nodes of `nodes` gone (one statement); how many were."""
+    going = list(nodes.filter(gone_at__isnull=True).values_list("name", flat=True))
     gone = nodes.filter(gone_at__isnull=True).update(gone_at=at)
     if gone:
         inventory_version_bump()
+        stays_follow(going, at)
     return gone
 
 
@@ -350,10 +355,12 @@ def nodes_gone(names: Iterable[str], at: datetime) -> int:
     # The table's name from the model's metadata, quoted; every value a parameter.
     sql = f"UPDATE {table} SET gone_at = %s WHERE name = %s AND gone_at IS NULL"  # noqa: S608
     stamp = connection.ops.adapt_datetimefield_value(at)
-    params = [(stamp, name) for name in sorted(names)]
+    going = sorted(names)
+    params = [(stamp, name) for name in going]
     if params:
         executemany(sql, params)
         inventory_version_bump()
+        stays_follow(going, at)
     return len(params)
 
 

@@ -49,6 +49,7 @@ from pools.inventory.version import inventory_version_bump
 from pools.kube import nodes as kube_nodes
 from pools.kube.nodes import Raw
 from pools.kube.read_ahead import read_ahead
+from pools.membership.stays import stays_follow
 from pools.models import Node
 from pools.moves.execution.writes import update_nodes
 
@@ -182,6 +183,7 @@ def inventory_refresh_nodes(raws: Sequence[Raw]) -> int:
     rows = [build_node(node_snapshot(raw), [], specs, pool_ids, now) for raw in by_name.values()]
     update_nodes(rows, MOVED_FIELDS)
     inventory_version_bump()
+    stays_follow(by_name, now)
     return len(rows)
 
 

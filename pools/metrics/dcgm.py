@@ -4,8 +4,7 @@ whatever the number of nodes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 
@@ -38,19 +37,25 @@ def node_gpus(node_name: str) -> tuple[list[GpuRow], str | None]:
 
 
 def utilisation_history(
-    node_names: Sequence[str], *, span: timedelta, step: timedelta, recorded: bool = False
+    members: queries.Members,
+    *,
+    span: timedelta,
+    step: timedelta,
+    recorded: bool = False,
+    now: datetime | None = None,
 ) -> RangeResult:
-    """Average GPU utilisation over the nodes, one point a step; from the recording rules'
-    per-node series when `recorded` (the node figures came from them), and before their
-    first point from the raw series (pools.metrics.history)."""
-    if not node_names:
+    """Average GPU utilisation over a pool's members (each while it was one), one point a
+    step up to `now`; from the recording rules' per-node series when `recorded` (the node
+    figures came from them), and before their first point from the raw series
+    (pools.metrics.history)."""
+    if not members:
         return RangeResult()
     labels = metric_labels()
-    raw = queries.utilisation_history_query(labels, node_names)
+    raw = queries.utilisation_history_query(labels, members)
     if not recorded:
-        return source.history(raw, span=span, step=step)
-    promql = queries.utilisation_history_query(labels, node_names, recorded=True)
-    return recorded_then_raw(promql, raw, span=span, step=step)
+        return source.history(raw, span=span, step=step, now=now)
+    promql = queries.utilisation_history_query(labels, members, recorded=True)
+    return recorded_then_raw(promql, raw, span=span, step=step, now=now)
 
 
 def node_history(node_name: str, *, span: timedelta, step: timedelta) -> dict[str, RangeResult]:

@@ -57,14 +57,14 @@ def _ranges(
 
 
 def _before_recorded(
-    found: Found, raw: dict[str, str], *, span: timedelta, step: timedelta
+    found: Found, raw: dict[str, str], *, span: timedelta, step: timedelta, end: datetime | None
 ) -> tuple[Found, str | None]:
     """`found` (recorded) with the part of the span before the rules' first point read
     from the raw series, on the same step grid; unchanged when the rules cover the span."""
     first = earliest(found.get("average", {}))
     if first is None:
         return found, None
-    window = raw_window(first, span=span, step=step, now=time.time())
+    window = raw_window(first, span=span, step=step, now=(end.timestamp() if end else time.time()))
     if window is None:
         return found, None
     earlier, error = _ranges(raw, window[0], step, window[1])
@@ -72,10 +72,17 @@ def _before_recorded(
     return {f: joined(earlier.get(f, {}), found.get(f, {})) for f in figures}, error
 
 
-def pool_series(pools: dict[str, list[str]], *, span: timedelta, step: timedelta) -> PoolSeries:
-    """Each pool's average utilisation and idle whole nodes a step over the last `span`:
-    from the recorded series (before their first point, from the raw ones), or the raw
-    ones when no recorded series answers."""
+def pool_series(
+    pools: Mapping[str, queries.Members],
+    *,
+    span: timedelta,
+    step: timedelta,
+    end: datetime | None = None,
+) -> PoolSeries:
+    """Each pool's average utilisation and idle whole nodes a step over the `span` up to
+    `end` (default now), over the nodes that were its members at each step: from the
+    recorded series (before their first point, from the raw ones), or the raw ones when no
+    recorded series answers."""
     wanted = {p: n for p, n in pools.items() if n}
     if not wanted:
         return PoolSeries()
@@ -84,11 +91,11 @@ def pool_series(pools: dict[str, list[str]], *, span: timedelta, step: timedelta
     found: Found = {}
     error = None
     if labels.node == queries.RULES_NODE_LABEL:
-        found, error = _ranges(queries.recorded_pool_utilisation_queries(wanted), span, step)
+        found, error = _ranges(queries.recorded_pool_utilisation_queries(wanted), span, step, end)
     if error is None and not found.get("average"):
-        found, error = _ranges(raw, span, step)
+        found, error = _ranges(raw, span, step, end)
     elif error is None:
-        found, error = _before_recorded(found, raw, span=span, step=step)
+        found, error = _before_recorded(found, raw, span=span, step=step, end=end)
     return PoolSeries(found.get("average", {}), found.get("idle_nodes", {}), error)
 
 

@@ -179,15 +179,16 @@ RECORDED_UTIL_SUM = "Hostname:DCGM_FI_DEV_GPU_UTIL:sum"
 
 
 def utilisation_history_query(
-    labels: MetricLabels, nodes: Iterable[str], *, recorded: bool = False
+    labels: MetricLabels, members: Members, *, recorded: bool = False
 ) -> str:
-    """Average GPU utilisation over the nodes; from the per-node recorded sums and counts
-    when `recorded` (one series a node, not one a GPU: the same GPU-weighted average)."""
+    """Average GPU utilisation over the members, each while it was one; from the per-node
+    recorded sums and counts when `recorded` (one series a node, not one a GPU: the same
+    GPU-weighted average)."""
     if recorded and labels.node == RULES_NODE_LABEL:
-        matcher = node_matcher(labels, nodes)
-        count = RECORDED["gpus_reporting"]
-        return f"sum({RECORDED_UTIL_SUM}{{{matcher}}}) / sum({count}{{{matcher}}})"
-    return f"avg({_on_nodes(labels, UTIL, node_matcher(labels, nodes))})"
+        total = _members_selector(labels, RECORDED_UTIL_SUM, members, recorded=True)
+        count = _members_selector(labels, RECORDED["gpus_reporting"], members, recorded=True)
+        return f"sum({total}) / sum({count})"
+    return f"avg({_members_selector(labels, UTIL, members)})"
 
 
 # DCGM's label for the GPU's index on its node.
@@ -224,33 +225,76 @@ def _tagged(expr: str, pool: str) -> str:
     return f'label_replace({expr}, "{POOL_TAG}", "{pool}", "", "")'
 
 
-def pool_utilisation_queries(labels: MetricLabels, pools: dict[str, list[str]]) -> dict[str, str]:
+# A pool's members over a window: each node with the spans it was in the pool (epoch
+# seconds; None where a span reaches past the window's edge). See pools.core.membership.
+Members = Mapping[str, Sequence[tuple[float | None, float | None]]]
+
+
+def _during(spans: Sequence[tuple[float | None, float | None]]) -> str:
+    """A vector with one sample at each step inside the spans (none outside): `and on ()`
+    with it keeps a series only at those steps, evaluated by Prometheus itself."""
+    parts = []
+    for since, until in spans:
+        bounds = (f" >= {since:.3f}" if since is not None else "") + (
+            f" < {until:.3f}" if until is not None else ""
+        )
+        parts.append(f"vector(time()){bounds}")
+    return " or ".join(parts)
+
+
+def _members_selector(
+    labels: MetricLabels, metric: str, members: Members, *, recorded: bool = False
+) -> str:
+    """`metric` on the pool's members, each only while it was a member: nodes in the pool
+    the whole window in one matcher, the others grouped by their spans (a loan moves a few
+    nodes at once) with the steps they belonged. One expression: the query count stays
+    constant however many nodes moved. A recorded series has the rules' node label only."""
+
+    def on(nodes: list[str]) -> str:
+        matcher = node_matcher(labels, nodes)
+        return f"{metric}{{{matcher}}}" if recorded else _on_nodes(labels, metric, matcher)
+
+    along = sorted(n for n, spans in members.items() if all(s == (None, None) for s in spans))
+    by_spans: dict[tuple[tuple[float | None, float | None], ...], list[str]] = {}
+    for node, spans in members.items():
+        if node not in along:
+            by_spans.setdefault(tuple(spans), []).append(node)
+    parts = []
+    if along:
+        parts.append(on(along))
+    for spans, nodes in sorted(by_spans.items(), key=lambda kv: sorted(kv[1])):
+        parts.append(f"({on(nodes)} and on () ({_during(spans)}))")
+    return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
+
+
+def pool_utilisation_queries(labels: MetricLabels, pools: Mapping[str, Members]) -> dict[str, str]:
     """Per pool, a step at a time: its average utilisation, and how many of its nodes had
-    every GPU idle (below 1 %). Pools without nodes are left out."""
+    every GPU idle (below 1 %), over the nodes that were its members at that step. Pools
+    without members are left out."""
     average, idle = [], []
-    for pool, nodes in sorted(pools.items()):
-        if not nodes:
+    for pool, members in sorted(pools.items()):
+        if not members:
             continue
-        selected = _on_nodes(labels, UTIL, node_matcher(labels, nodes))
+        selected = _members_selector(labels, UTIL, members)
         per_node = f"max by ({labels.node}) ({_keyed_by_node(labels, selected)})"
         average.append(_tagged(f"avg({selected})", pool))
         idle.append(_tagged(f"count({per_node} < 1)", pool))
     return {"average": " or ".join(average), "idle_nodes": " or ".join(idle)}
 
 
-def recorded_pool_utilisation_queries(pools: dict[str, list[str]]) -> dict[str, str]:
+def recorded_pool_utilisation_queries(pools: Mapping[str, Members]) -> dict[str, str]:
     """pool_utilisation_queries from the recording rules' per-node series: the average
     weighted by each node's GPUs, and nodes whose busiest GPU is idle."""
     rules = MetricLabels(node=RULES_NODE_LABEL)
     average, idle = [], []
-    for pool, nodes in sorted(pools.items()):
-        if not nodes:
+    for pool, members in sorted(pools.items()):
+        if not members:
             continue
-        matcher = node_matcher(rules, nodes)
-        util = f"{RECORDED['util']}{{{matcher}}}"
-        count = f"{RECORDED['gpus_reporting']}{{{matcher}}}"
+        util = _members_selector(rules, RECORDED["util"], members, recorded=True)
+        count = _members_selector(rules, RECORDED["gpus_reporting"], members, recorded=True)
+        most = _members_selector(rules, UTIL_MAX_RECORDED, members, recorded=True)
         average.append(_tagged(f"sum({util} * {count}) / sum({count})", pool))
-        idle.append(_tagged(f"count({UTIL_MAX_RECORDED}{{{matcher}}} < 1)", pool))
+        idle.append(_tagged(f"count({most} < 1)", pool))
     return {"average": " or ".join(average), "idle_nodes": " or ".join(idle)}
 
 

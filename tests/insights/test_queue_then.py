@@ -10,6 +10,7 @@ import pytest
 
 from pools.core.insights.queueing import QueueCause
 from pools.insights import gather
+from pools.membership.stays import stays_follow
 from pools.models import GpuPod, MoveItem, MoveRequest, Node, Pool
 from tests.insights.scenarios import DAYS, HOUR, NOW, START, make_nodes, make_pool, pod
 
@@ -21,6 +22,7 @@ def _queue_with_a_spare_pool_then() -> None:
     make_pool("spare", dedicated=False)
     (busy,) = make_nodes("queue", 1)
     moved, gone, cordoned = make_nodes("spare", 3)
+    stays_follow(None, START)  # the inventory sees every node
     # The queue's node is always full; three 8-GPU pods waited two hours each, while the
     # spare pool's three nodes were free.
     pods = [pod("queue", busy, START, run=None)]
@@ -44,7 +46,9 @@ def _queue_with_a_spare_pool_then() -> None:
         finished_at=NOW - timedelta(days=2),
     )
     Node.objects.filter(name=moved).update(pool=queue, pool_label="queue")
+    stays_follow([moved], NOW - timedelta(days=2))  # the refresh after the move sees it
     Node.objects.filter(name=gone).update(gone_at=NOW - timedelta(days=1))
+    stays_follow([gone], NOW)  # the next sync finds it gone
     Node.objects.filter(name=cordoned).update(cordoned=True)
 
 

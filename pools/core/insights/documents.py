@@ -9,7 +9,7 @@ from typing import Any
 
 from pools.core.insights.advisor import Advice
 from pools.core.insights.failures import FailureReport
-from pools.core.insights.indicators import PoolInsights
+from pools.core.insights.indicators import PoolInsights, WindowMembers
 from pools.core.insights.profiles import Profile
 from pools.core.insights.queueing import QueueReport
 from pools.core.insights.readiness import Check
@@ -114,7 +114,18 @@ def insights_document(p: PoolInsights, checks: Sequence[Check]) -> dict[str, Any
         "queue": queue_document(p.queue),
         "failures": failures_document(p.failures),
         "replacement": replacement_document(p.replacement),
+        "members": members_document(p.members),
         "readiness": [check_document(c) for c in checks],
+    }
+
+
+def members_document(m: WindowMembers) -> dict[str, Any]:
+    return {
+        "nodes": m.nodes,
+        "changes": [
+            {"node": c.node, "joined": iso(c.joined), "left": iso(c.left)} for c in m.changes
+        ],
+        "assumed_before": iso(m.assumed_before),
     }
 
 

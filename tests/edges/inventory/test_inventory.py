@@ -77,7 +77,7 @@ def statements(captured: CaptureQueriesContext) -> collections.Counter[str]:
     kinds: collections.Counter[str] = collections.Counter()
     for query in captured.captured_queries:
         # An executemany is logged once, as "<n> times: <statement>".
-        sql = query["sql"].split(" times: ", 1)[-1]
+        sql = query["sql"].split(" times: ", 1)[-1].replace("INSERT OR IGNORE ", "INSERT ")
         verb = sql.split()[0]
         after = {"SELECT": " FROM ", "INSERT": "INSERT INTO ", "DELETE": "DELETE FROM "}
         marker = after.get(verb, f"{verb} ")
@@ -86,8 +86,9 @@ def statements(captured: CaptureQueriesContext) -> collections.Counter[str]:
     return kinds
 
 
-# One read of the pools; after the listing, one update for gone nodes, one to give newly
-# bound pods their node's pool, one to mark vanished pods deleted, one to forget old ones.
+# One read of the pools; after the listing, one update for gone nodes (after reading which
+# they are: a read of pools_node counted with the pages'), one to give newly bound pods
+# their node's pool, one to mark vanished pods deleted, one to forget old ones.
 FIXED = {
     "SELECT pools_pool": 1,
     "UPDATE pools_node": 1,
@@ -105,15 +106,23 @@ def test_a_sync_costs_a_constant_number_of_statements_per_page(cluster: Kubesim,
     with CaptureQueriesContext(connection) as one_page:
         inventory_sync()
     # One bulk upsert per page of nodes, each raising the inventory's version (one upsert
-    # of its row), and one per page of pods that holds GPU pods.
+    # of its row) and comparing the page's nodes with their open stays (two reads), and one
+    # per page of pods that holds GPU pods. No stay changes on the second sync: no write.
     assert statements(one_page) == {
         **FIXED,
+        "SELECT pools_node": 2,
+        "SELECT pools_poolstay": 1,
         "INSERT pools_node": 1,
         "INSERT pools_inventoryversion": 1,
         "INSERT pools_gpupod": 1,
     }
     small = statements(small_pages)
     assert small["INSERT pools_node"] == small["INSERT pools_inventoryversion"] == 25 // 5
+    # The first sight of every node: its stay opened, one statement a page, after reading
+    # which nodes had one (the open ones, and any).
+    assert small["INSERT pools_poolstay"] == 25 // 5
+    assert small.pop("SELECT pools_poolstay") == 2 * 25 // 5
+    assert small.pop("SELECT pools_node") == 25 // 5 + 1
     # 86 pods in 18 pages, of which the DaemonSet pods (no GPU) fill some alone.
     assert 36 // 5 <= small["INSERT pools_gpupod"] <= 86 // 5 + 1
     assert {k: v for k, v in small.items() if not k.startswith("INSERT")} == FIXED

@@ -52,13 +52,18 @@ def test_a_flush_costs_the_same_statements_whatever_its_size(cluster: Kubesim) -
     assert GpuPod.objects.filter(deleted_at__isnull=False).count() == 0  # rewritten by `large`
     # Pools read once; one upsert of nodes, one of pods (deleted ones too), one update for
     # newly bound pods' pool, one for gone nodes, and the inventory's version raised by each
-    # of the two node writes (the savepoints are the test's own).
+    # of the two node writes (the savepoints are the test's own). The nodes written are
+    # compared with their open stays (two reads, and two for the gone ones), and the new ones
+    # get theirs (one insert, after reading which had any).
     fixed = {"SELECT pools_pool": 1, "UPDATE pools_gpupod": 1, "UPDATE pools_node": 1}
     assert writes(few) == {
         **fixed,
         "INSERT pools_node": 1,
         "INSERT pools_inventoryversion": 2,
         "INSERT pools_gpupod": 1,
+        "SELECT pools_node": 2,
+        "SELECT pools_poolstay": 3,
+        "INSERT pools_poolstay": 1,
     }
     assert writes(many) == writes(few)
 

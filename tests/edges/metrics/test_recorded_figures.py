@@ -18,6 +18,7 @@ from django.core.cache import cache
 from django.test import Client
 
 from pools.core.figures import node_metrics_from_series
+from pools.core.membership import all_along
 from pools.inventory import inventory_sync
 from pools.metrics import dcgm, queries, source
 from pools.metrics.dcgm import metric_labels
@@ -207,7 +208,7 @@ def test_the_recorded_history_is_the_gpu_weighted_average(
     with_rules: PrometheusServer,
 ) -> None:
     settings.PROMETHEUS_URL = with_rules.url
-    nodes = [f"a100-train-{i:03d}" for i in range(4)] + ["a100-infer-000"]
+    nodes = all_along([f"a100-train-{i:03d}" for i in range(4)] + ["a100-infer-000"])
     span, step = timedelta(seconds=20), timedelta(seconds=5)
     raw = dcgm.utilisation_history(nodes, span=span, step=step, recorded=False)
     recorded = dcgm.utilisation_history(nodes, span=span, step=step, recorded=True)

@@ -13,7 +13,7 @@ from pools.core.desired import Target
 from pools.fleet import services
 from pools.inventory import inventory_sync
 from pools.kube.patcher import apply_target
-from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool
+from pools.models import AuditEvent, MoveItem, MoveRequest, Node, Pool, PoolStay
 from pools.moves.execution import run as execution
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
@@ -173,3 +173,17 @@ def test_a_chunk_reads_its_nodes_in_one_list_and_patches_each_once(portal: Kubes
     assert [patches(portal, n) for n in names] == [[200], [200], [200, 200]]  # the setup's too
     for name in names:
         assert portal.core().read_node(name).metadata.labels["gpu-pool"] == "training"
+
+
+def test_a_move_records_the_node_s_new_pool_from_the_moment_it_was_applied(portal: Kubesim) -> None:
+    move = approved(["a100-reserve-000"], "training")
+    started = timezone.now()
+    assert run(move) == []
+    stays = list(PoolStay.objects.filter(node_name="a100-reserve-000").order_by("since"))
+    assert [(s.pool_label, s.until is None, s.earliest) for s in stays] == [
+        ("mixed", False, True),
+        ("training", True, False),
+    ]
+    # Recorded by the refresh right after the PATCH, not at the watcher's next sync.
+    assert started <= stays[1].since <= timezone.now()
+    assert stays[0].until == stays[1].since
