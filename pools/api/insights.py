@@ -158,6 +158,17 @@ class SuggestedMoveSerializer(S.Serializer):  # type: ignore[type-arg]
     nodes = S.ListField(child=S.CharField())
     loan_days = S.IntegerField(allow_null=True)
     reason = S.CharField()
+    busy_nodes = S.IntegerField(
+        help_text="Of the nodes, those running pods now (they keep running)."
+    )
+    free_gpus = S.IntegerField(help_text="GPUs free now on the nodes together.")
+    would_start = S.ListField(
+        child=S.CharField(),
+        help_text="Pending pods (namespace/name) the move's preview lets start on the nodes.",
+    )
+    refusals = S.ListField(
+        child=S.CharField(), help_text="Why the request would be refused now (empty: it would not)."
+    )
 
 
 class AdviceSerializer(S.Serializer):  # type: ignore[type-arg]

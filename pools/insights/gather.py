@@ -35,6 +35,7 @@ from pools.core.insights.replacement import replacement_report
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
 from pools.core.insights.utilisation import idle_nodes_each_step, utilisation_report
 from pools.core.membership import Membership, Span, all_along
+from pools.insights.previews import previewed
 from pools.membership.stays import membership, membership_at_epoch
 from pools.metrics import insights as metrics
 from pools.metrics.node_figures import latest_node_metrics
@@ -311,6 +312,11 @@ def _pool_facts(pool: Pool, nodes: list[InsightNode], moving: set[str]) -> Insig
             for n in nodes
             if n.ready and not n.cordoned and n.allocated == 0 and n.name not in moving
         ),
+        candidates=tuple(
+            (n.name, n.gpu_model, n.gpus, n.allocated)
+            for n in nodes
+            if n.ready and not n.cordoned and n.name not in moving
+        ),
     )
 
 
@@ -525,7 +531,8 @@ def pool_utilisation_history(pool: Pool, span: str) -> PoolHistory:
 
 def _advise(gathered: Gathered) -> tuple[list[advisor.Advice], dict[Pool, PoolInsights]]:
     per_pool = {p: indicators(gathered, p) for p in gathered.pools}
-    return advisor.advise(list(per_pool.values())), per_pool
+    found = advisor.advise(list(per_pool.values()))
+    return previewed(found, now=_at(gathered.window.end)), per_pool
 
 
 def advice(*, days: int, now: datetime, dismissed: bool = False) -> list[advisor.Advice]:

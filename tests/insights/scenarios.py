@@ -6,6 +6,9 @@ Prometheus would return for them. Each scenario builds one or two pools:
 - queue: 4 nodes kept full, with pods that waited two hours while the idle pool had room,
   more of them in the window's second half (the idle pool comes with it);
 - shortage: the same queue with no other pool, so no pool had room;
+- fragments: the queue's 4-GPU pods waited while a shared pool at 10 % had 6 GPUs free on
+  each of its 8 nodes, every node running one small job (no node wholly idle), and one of
+  them waits now;
 - oom: 20 jobs, 6 OOMKilled, 3 CUDA out-of-memory, 1 image pull failure;
 - mixed_drivers: 8 nodes, 5 on driver 550.54.15 and 3 on 535.161.08;
 - gpu_faults: failures mostly XID and driver errors;
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from pools.models import GpuPod, Node, Pool
-from tests.factories import A100, Group, node_and_pods, store
+from tests.factories import A100, Group, Pod, node_and_pods, store
 
 # The window ends now (the pages and the API read up to now), on the hour.
 NOW = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
@@ -129,7 +132,7 @@ def idle(world: World | None = None) -> World:
     return world
 
 
-def _queue(world: World) -> World:
+def _queue(world: World, *, waiting_gpus: int = 8) -> World:
     make_pool("queue")
     nodes = make_nodes("queue", 4)
     # Each node runs 8-GPU jobs back to back, 12 hours each, the last still running.
@@ -146,7 +149,13 @@ def _queue(world: World) -> World:
     # 6 pods waited two hours in the first half, 14 in the second.
     for day in [*range(2, 14, 2), *range(16, 30)]:
         pods.append(
-            pod("queue", nodes[day % 4], START + timedelta(days=day, hours=3), wait=2 * HOUR)
+            pod(
+                "queue",
+                nodes[day % 4],
+                START + timedelta(days=day, hours=3),
+                wait=2 * HOUR,
+                gpus=waiting_gpus,
+            )
         )
     GpuPod.objects.bulk_create(pods)
     world.pools.append("queue")
@@ -161,6 +170,34 @@ def queue() -> World:
 
 def shortage() -> World:
     return _queue(World([]))
+
+
+# What a queue pod asks for to land on the queue's nodes only.
+QUEUE_SELECTOR = {"workload-type": "queue"}
+QUEUE_TOLERATION = {"key": "workload-queue", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def fragments() -> World:
+    world = World([])
+    make_pool("spare", dedicated=False)
+    names = [f"spare-{i:03d}" for i in range(8)]
+    notebook = (Pod("notebook", "research", 2),)
+    store(node_and_pods(n, Group(n, 1, "spare", gpu=A100, pods=notebook)) for n in names)
+    world.pools.append("spare")
+    world.average["spare"] = hourly(lambda h: 10.0)
+    world.idle_nodes["spare"] = []
+    _queue(world, waiting_gpus=4)
+    waiting = pod(
+        "queue",
+        "",
+        NOW - 3 * HOUR,
+        wait=None,
+        gpus=4,
+        node_selector=QUEUE_SELECTOR,
+        tolerations=[QUEUE_TOLERATION],
+    )
+    waiting.save()
+    return world
 
 
 def oom() -> World:
@@ -388,6 +425,7 @@ SCENARIOS: dict[str, Callable[[], World]] = {
     "idle": lambda: idle(),
     "queue": queue,
     "shortage": shortage,
+    "fragments": fragments,
     "oom": oom,
     "mixed_drivers": mixed_drivers,
     "gpu_faults": gpu_faults,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -47,10 +46,21 @@ class MoveSuggestion:
     destination: str
     nodes: tuple[str, ...]
     loan_days: int | None  # None: a permanent move
+    busy: int = 0  # of the nodes, those running pods now (they keep running)
+    free_gpus: int = 0  # GPUs free now on the nodes together
+    # What the move's own preview says (filled by the domain, pools.insights.gather): the
+    # pending pods the move would let start, and why the request would be refused now.
+    would_start: tuple[str, ...] = ()
+    refusals: tuple[str, ...] = ()
+    previewed: bool = False
 
     def reason(self) -> str:
         kind = f"loan for {self.loan_days} days" if self.loan_days else "move"
-        return f"Advisor: {kind} of {counted(len(self.nodes), 'idle node')} from {self.source}"
+        idle = len(self.nodes) - self.busy
+        what = counted(len(self.nodes), "idle node" if not self.busy else "node")
+        if self.busy and idle:
+            what += f" ({idle} idle)"
+        return f"Advisor: {kind} of {what} from {self.source}"
 
 
 @dataclass(frozen=True)
@@ -100,10 +110,36 @@ def _short(p: PoolInsights) -> bool:
 
 
 def _idle(p: PoolInsights) -> bool:
-    """Under-used: below its target (measured, else by allocation), a whole node idle at
-    least half the time, and nodes to lend now."""
+    """Under-used: below its target (measured, else by allocation), with GPUs free now on
+    nodes that could move: a whole node idle, or free GPUs in pieces across busy nodes (a
+    pool at 10 % with every node running one small job lends as well as an empty one)."""
     u = p.utilisation
-    return u.level < u.target and u.idle_share >= IDLE_SHARE and bool(p.pool.lendable)
+    return u.level < u.target and p.pool.free_now > 0
+
+
+def _donor_order(p: PoolInsights) -> tuple[bool, float, int]:
+    """Donors with whole idle nodes first, then the longest idle, then the most free GPUs."""
+    return (not p.pool.lendable, -p.utilisation.idle_share, -p.pool.free_now)
+
+
+def _chosen(receiver: PoolInsights, donor: PoolInsights) -> list[tuple[str, int, int]]:
+    """The donor's nodes to lend, (name, free GPUs, allocated): the emptiest first, until
+    their free GPUs cover the most GPUs that waited at once, within the donor's floor."""
+    spare = max(0, donor.pool.nodes - donor.pool.min_nodes)
+    fitting = sorted(
+        (allocated, -gpus, name)
+        for name, model, gpus, allocated in donor.pool.candidates
+        if receiver.pool.accepts(model) and gpus > allocated
+    )
+    wanted = max(1, receiver.queue.peak_waiting_gpus)
+    chosen: list[tuple[str, int, int]] = []
+    free = 0
+    for allocated, minus_gpus, name in fitting[:spare]:
+        if free >= wanted:
+            break
+        chosen.append((name, -minus_gpus - allocated, allocated))
+        free += -minus_gpus - allocated
+    return chosen
 
 
 def _donor_evidence(donor: PoolInsights) -> str:
@@ -117,18 +153,18 @@ def _donor_evidence(donor: PoolInsights) -> str:
     return (
         f"{donor.pool.name}: {level} against a target of {u.target:.0f}%; {idle} "
         f"{100 * u.idle_share:.0f}% of the time; "
-        f"{counted(len(donor.pool.lendable), 'node')} idle now."
+        f"{counted(len(donor.pool.lendable), 'node')} idle now, "
+        f"{counted(donor.pool.free_now, 'GPU')} free now on the nodes that could move."
     )
 
 
 def _lend(receiver: PoolInsights, donor: PoolInsights) -> Advice | None:
-    spare = max(0, donor.pool.nodes - donor.pool.min_nodes)
-    fitting = [n for n, model in donor.pool.lendable if receiver.pool.accepts(model)]
-    per_node = max(1, receiver.pool.gpus_per_node)
-    needed = max(1, math.ceil(receiver.queue.peak_waiting_gpus / per_node))
-    nodes = tuple(sorted(fitting)[: min(spare, needed)])
-    if not nodes:
+    chosen = _chosen(receiver, donor)
+    if not chosen:
         return None
+    nodes = tuple(sorted(name for name, _, _ in chosen))
+    busy = sum(1 for _, _, allocated in chosen if allocated)
+    free = sum(free for _, free, _ in chosen)
     q, u = receiver.queue, donor.utilisation
     restricted = q.by_cause[QueueCause.RESTRICTED]
     evidence = [
@@ -138,7 +174,14 @@ def _lend(receiver: PoolInsights, donor: PoolInsights) -> Advice | None:
         f"{counted(q.peak_waiting_gpus, 'GPU')} waited.",
         _donor_evidence(donor),
     ]
+    if busy:
+        evidence.append(
+            f"{busy} of the {len(nodes)} nodes run pods now: lent as they are "
+            f"(the pods keep running), {counted(free, 'GPU')} free on the nodes together."
+        )
     strength = min(1.0, restricted.count / (3 * MIN_QUEUED)) * 0.5 + u.idle_share * 0.3
+    if busy:
+        strength *= 1 - 0.5 * busy / len(nodes)  # room in pieces: less sure it serves
     return Advice(
         rule=Rule.LEND,
         pools=(donor.pool.name, receiver.pool.name),
@@ -146,14 +189,16 @@ def _lend(receiver: PoolInsights, donor: PoolInsights) -> Advice | None:
         evidence=evidence,
         confidence=round(strength + 0.2 * _coverage(donor), 2),
         fingerprint=_fingerprint(len(nodes), _magnitude(restricted.count)),
-        move=MoveSuggestion(donor.pool.name, receiver.pool.name, nodes, LOAN_DAYS),
+        move=MoveSuggestion(
+            donor.pool.name, receiver.pool.name, nodes, LOAN_DAYS, busy=busy, free_gpus=free
+        ),
     )
 
 
 def lend_advice(pools: Sequence[PoolInsights]) -> list[Advice]:
     """Lend (a loan first) idle nodes of an under-used pool to one whose pods wait because
     their node selection keeps them out of the idle nodes."""
-    donors = sorted((p for p in pools if _idle(p)), key=lambda p: -p.utilisation.idle_share)
+    donors = sorted((p for p in pools if _idle(p)), key=_donor_order)
     found = []
     for receiver in pools:
         if not _short(receiver):

@@ -148,6 +148,10 @@ def advice_document(a: Advice) -> dict[str, Any]:
             "nodes": list(move.nodes),
             "loan_days": move.loan_days,
             "reason": move.reason(),
+            "busy_nodes": move.busy,
+            "free_gpus": move.free_gpus,
+            "would_start": list(move.would_start),
+            "refusals": list(move.refusals),
         },
     }
 
