@@ -409,7 +409,13 @@ def gather(*, days: int, now: datetime, pools: Iterable[Pool] | None = None) -> 
         pools=chosen,
         state=state,
         pods=indicator_records(window),
-        series=metrics.pool_series(by_pool, span=span, step=step, end=_at(window.end)),
+        series=metrics.pool_series(
+            by_pool,
+            span=span,
+            step=step,
+            end=_at(window.end),
+            never_idle={n.name for n in state.facts if not n.ready},
+        ),
         xid_times=xids.times,
         xid_error=xid_error,
         xid_step=xids.step,
@@ -519,7 +525,14 @@ def pool_utilisation_history(pool: Pool, span: str) -> PoolHistory:
     end = datetime.now(UTC)
     start = end - length
     members = membership(start, end).members(pool.name, start.timestamp(), end.timestamp())
-    series = metrics.pool_series({pool.name: members}, span=length, step=step, end=end)
+    down = Node.objects.present().filter(ready=False, name__in=list(members))
+    series = metrics.pool_series(
+        {pool.name: members},
+        span=length,
+        step=step,
+        end=end,
+        never_idle=set(down.values_list("name", flat=True)),
+    )
     average = list(series.average.get(pool.name, []))
     idle = idle_nodes_each_step(average, series.idle_nodes.get(pool.name, []))
     present = sum(1 for spans in members.values() if spans[-1][1] is None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -78,20 +78,24 @@ def pool_series(
     span: timedelta,
     step: timedelta,
     end: datetime | None = None,
+    never_idle: Collection[str] = (),
 ) -> PoolSeries:
     """Each pool's average utilisation and idle whole nodes a step over the `span` up to
     `end` (default now), over the nodes that were its members at each step: from the
     recorded series (before their first point, from the raw ones), or the raw ones when no
-    recorded series answers."""
+    recorded series answers. A node in `never_idle` (NotReady now) never counts as an idle
+    whole node: it is down, and its exporter may still report its GPUs at 0 %."""
     wanted = {p: n for p, n in pools.items() if n}
     if not wanted:
         return PoolSeries()
     labels = metric_labels()
-    raw = queries.pool_utilisation_queries(labels, wanted)
+    raw = queries.pool_utilisation_queries(labels, wanted, never_idle)
     found: Found = {}
     error = None
     if labels.node == queries.RULES_NODE_LABEL:
-        found, error = _ranges(queries.recorded_pool_utilisation_queries(wanted), span, step, end)
+        found, error = _ranges(
+            queries.recorded_pool_utilisation_queries(wanted, never_idle), span, step, end
+        )
     if error is None and not found.get("average"):
         found, error = _ranges(raw, span, step, end)
     elif error is None:

@@ -4,7 +4,7 @@ whatever the number of nodes (pure: strings in, strings out)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -267,22 +267,33 @@ def _members_selector(
     return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
 
 
-def pool_utilisation_queries(labels: MetricLabels, pools: Mapping[str, Members]) -> dict[str, str]:
+def _may_idle(members: Members, never_idle: Collection[str]) -> Members:
+    return {node: spans for node, spans in members.items() if node not in never_idle}
+
+
+def pool_utilisation_queries(
+    labels: MetricLabels, pools: Mapping[str, Members], never_idle: Collection[str] = ()
+) -> dict[str, str]:
     """Per pool, a step at a time: its average utilisation, and how many of its nodes had
     every GPU idle (below 1 %), over the nodes that were its members at that step. Pools
-    without members are left out."""
+    without members are left out. A node in `never_idle` (NotReady: down, not idle) is not
+    counted among the idle ones, though its GPUs still weigh in the average."""
     average, idle = [], []
     for pool, members in sorted(pools.items()):
         if not members:
             continue
         selected = _members_selector(labels, UTIL, members)
-        per_node = f"max by ({labels.node}) ({_keyed_by_node(labels, selected)})"
         average.append(_tagged(f"avg({selected})", pool))
-        idle.append(_tagged(f"count({per_node} < 1)", pool))
-    return {"average": " or ".join(average), "idle_nodes": " or ".join(idle)}
+        if may_idle := _may_idle(members, never_idle):
+            candidates = _members_selector(labels, UTIL, may_idle)
+            per_node = f"max by ({labels.node}) ({_keyed_by_node(labels, candidates)})"
+            idle.append(_tagged(f"count({per_node} < 1)", pool))
+    return {"average": " or ".join(average), "idle_nodes": " or ".join(idle) or "vector(0) < 0"}
 
 
-def recorded_pool_utilisation_queries(pools: Mapping[str, Members]) -> dict[str, str]:
+def recorded_pool_utilisation_queries(
+    pools: Mapping[str, Members], never_idle: Collection[str] = ()
+) -> dict[str, str]:
     """pool_utilisation_queries from the recording rules' per-node series: the average
     weighted by each node's GPUs, and nodes whose busiest GPU is idle."""
     rules = MetricLabels(node=RULES_NODE_LABEL)
@@ -292,10 +303,11 @@ def recorded_pool_utilisation_queries(pools: Mapping[str, Members]) -> dict[str,
             continue
         util = _members_selector(rules, RECORDED["util"], members, recorded=True)
         count = _members_selector(rules, RECORDED["gpus_reporting"], members, recorded=True)
-        most = _members_selector(rules, UTIL_MAX_RECORDED, members, recorded=True)
         average.append(_tagged(f"sum({util} * {count}) / sum({count})", pool))
-        idle.append(_tagged(f"count({most} < 1)", pool))
-    return {"average": " or ".join(average), "idle_nodes": " or ".join(idle)}
+        if may_idle := _may_idle(members, never_idle):
+            most = _members_selector(rules, UTIL_MAX_RECORDED, may_idle, recorded=True)
+            idle.append(_tagged(f"count({most} < 1)", pool))
+    return {"average": " or ".join(average), "idle_nodes": " or ".join(idle) or "vector(0) < 0"}
 
 
 def xid_query(labels: MetricLabels) -> str:

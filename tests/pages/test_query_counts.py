@@ -45,9 +45,10 @@ BASELINES: dict[str, int] = {
     "/tokens/": 4,
     "/search/?q=a100": 6,
     "/search/?q=%23{move}": 7,
-    # The charts read the pool's members over the chart's range (1); the insights read
-    # the nodes as they were (the stays of every pool, and nodes gone since): 2 more.
-    "/pools/training/insights/": 17,
+    # The charts read the pool's members over the chart's range and which of them are
+    # NotReady now (never idle: 2); the insights read the nodes as they were (the stays of
+    # every pool, and nodes gone since): 2 more.
+    "/pools/training/insights/": 18,
     "/insights/profiles/": 5,
     "/advice/": 13,
     "/pending/": 7,

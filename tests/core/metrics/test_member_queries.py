@@ -57,3 +57,16 @@ def test_every_pool_s_figure_is_one_query_however_many_moved() -> None:
     ):
         assert set(found) == {"average", "idle_nodes"}
         assert all(f'"portal_pool", "p{p}"' in found["average"] for p in range(5))
+
+
+def test_a_not_ready_node_weighs_in_the_average_but_is_never_an_idle_node() -> None:
+    pools = {"mixed": {"up": ((None, None),), "down": ((None, None),)}}
+    for found in (
+        pool_utilisation_queries(LABELS, pools, never_idle={"down"}),
+        recorded_pool_utilisation_queries(pools, never_idle={"down"}),
+    ):
+        assert '"down|up"' in found["average"]
+        assert '"up"' in found["idle_nodes"] and "down" not in found["idle_nodes"]
+    # A pool whose only node is down has no idle count at all.
+    lone = {"mixed": {"down": ((None, None),)}}
+    assert "down" not in pool_utilisation_queries(LABELS, lone, never_idle={"down"})["idle_nodes"]

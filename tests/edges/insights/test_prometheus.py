@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from pools.core.membership import all_along
 from pools.inventory import inventory_sync
@@ -120,3 +121,20 @@ def test_the_pool_insights_api_reads_prometheus(portal: Stack, token_for) -> Non
     metrics_check = next(c for c in mixed["readiness"] if c["name"] == "metrics")
     # The reserve node that is down has no exporter: it is not ready, so it is not counted.
     assert metrics_check["status"] == "pass", metrics_check
+
+
+def test_a_not_ready_node_is_never_counted_an_idle_whole_node(portal: Stack) -> None:
+    down = set(Node.objects.present().filter(ready=False).values_list("name", flat=True))
+    assert down == {"a100-reserve-down-000"}  # its exporter still reports its GPUs at 0 %
+    span, step = metrics.window_span(7)
+    end = timezone.now()
+    counted = metrics.pool_series(by_pool(), span=span, step=step, end=end)
+    honest = metrics.pool_series(by_pool(), span=span, step=step, end=end, never_idle=down)
+    assert counted.error is None and honest.error is None
+    last = counted.idle_nodes["mixed"][-1]
+    assert (last[0], last[1] - 1) in honest.idle_nodes.get("mixed", []) or last[1] == 1
+    # The average still weighs its GPUs: the same figure either way.
+    assert [t for t, _ in honest.average["mixed"]] == [t for t, _ in counted.average["mixed"]]
+    assert [v for _, v in honest.average["mixed"]] == pytest.approx(
+        [v for _, v in counted.average["mixed"]]
+    )
