@@ -23,8 +23,9 @@ portal's). Its interface:
 - `DEMO_ANSWERS` — the same for the demo scenario's notable pods: the `intruder` class runs
   on the tainted inference pool without tolerating its taint, the scenario's pending pods.
 
-- `serve_arguments(workload, days=..., retention_days=..., openmetrics=None)` — the
-  `kubesim serve` options that run a workload with that much history, for
+- `serve_arguments(workload, days=..., retention_days=..., openmetrics=None, end=None)` —
+  the `kubesim serve` options that run a workload with that much history (ending at `end`,
+  the clock stopped there, when given), for
   `tests.kubesim_process.kubesim_server(workdir, scenario=NAME, extra=...)`. Over HTTP,
   `GET /kubesim/workload/history` gives each pod's record (created, scheduled, started,
   finished, node, GPU slots, outcome, reasons) and `POST /kubesim/clock {"advance": s}`
@@ -345,12 +346,18 @@ def serve_arguments(
     retention_days: float = 7,
     seed: int = INSIGHTS_SEED,
     openmetrics: str | None = None,
+    end: str | None = None,
 ) -> list[str]:
-    """`kubesim serve` options: run `workload` with `days` of history already replayed."""
+    """`kubesim serve` options: run `workload` with `days` of history already replayed.
+    With `end` (RFC 3339, as 2026-06-01T00:00:00Z) the replay ends there and the clock
+    stays there: a UTC midnight gives exactly `days` whole days of history, the same jobs
+    whatever the hour the server starts, and nothing happens while a test reads them."""
     if workload not in WORKLOADS:
         raise ValueError(f"no workload {workload!r} (known: {', '.join(sorted(WORKLOADS))})")
     options = ["--workload", workload, "--workload-seed", str(seed)]
     options += ["--history-days", str(days), "--retention-days", str(retention_days)]
     if openmetrics is not None:
         options += ["--history-openmetrics", openmetrics]
+    if end is not None:
+        options += ["--clock-start", end, "--clock-scale", "0"]
     return options

@@ -6,8 +6,10 @@ inventory filling the pod history from the simulated cluster; then every indicat
 through the API and the pages and compared with the pool's known answer and with the
 workload's own record of each pod, and each advisor rule seen firing on its pool only.
 
-The workload's clock is stopped once the history is replayed, so the pods the portal reads
-are exactly the ones kubesim's record lists."""
+The replay ends at a fixed time (today's UTC midnight) and kubesim's clock stays there, so
+the pods the portal reads are exactly the ones kubesim's record lists, the same two days of
+jobs at any hour; every expected figure comes from that record (or the scenario's stated
+answers), none from the portal's own functions."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,6 @@ from django.test import Client
 from kubesim.workload_scenarios import FAILURE_CATEGORY, INSIGHTS, INSIGHTS_ANSWERS, serve_arguments
 from pools.fleet import selectors
 from pools.inventory import inventory_sync
-from pools.metrics.insights import window_span
 from pools.metrics.node_figures import latest_node_metrics, reads_recorded
 from pools.models import Node, Pool
 from tests.api.conftest import api
@@ -41,6 +43,11 @@ pytestmark = pytest.mark.django_db
 
 DAYS = 7  # the API's window; the history is shorter (the answers hold from one day on)
 HISTORY_DAYS = 2
+# The replay ends at today's UTC midnight, and kubesim's clock stays there: exactly two
+# whole days of history, the same jobs whatever the hour the test runs, inside the window.
+REPLAY_END = datetime.now(UTC).strftime("%Y-%m-%dT00:00:00Z")
+# The indicators read a window at 720 points (README): over 7 days, one every 14 minutes.
+WINDOW_STEP_SECONDS = DAYS * 86400 / 720
 # What Prometheus's scrape of the exporter adds (tests.servers.prometheus_server): the
 # backfilled series are the ones the live scrape continues.
 SCRAPE_LABELS = "job=dcgm-exporter,namespace=gpu-operator,pod=nvidia-dcgm-exporter-sim"
@@ -92,10 +99,9 @@ def _import_history(history: Path, data: Path) -> None:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("insights-e2e")
     history = workdir / "history"
-    extra = serve_arguments("insights", days=HISTORY_DAYS, openmetrics=str(history))
+    extra = serve_arguments("insights", days=HISTORY_DAYS, openmetrics=str(history), end=REPLAY_END)
     extra += ["--history-labels", SCRAPE_LABELS]
     with kubesim_server(workdir / "kubesim", scenario="insights", extra=extra) as sim:
-        sim.control("clock", {"scale": 0})  # the history stays what the record says
         _import_history(history, workdir / "prom" / "data")
         target = sim.metrics_url.removeprefix("http://")
         with prometheus_server(workdir / "prom", scrape_targets=[target]) as prom:
@@ -139,8 +145,6 @@ def _insights(client: Client, pool: str) -> dict[str, Any]:
 
 
 def _epoch(iso: str) -> float:
-    from datetime import datetime
-
     return datetime.fromisoformat(iso).timestamp()
 
 
@@ -158,8 +162,7 @@ def _check_utilisation(u: dict[str, Any], idle: bool, pool: str) -> None:
     assert u["metrics_error"] is None, pool
     # The history's samples are read, not only what the rules recorded since Prometheus
     # started: a point a step (the 7-day window's) over the two days and more of history.
-    step = window_span(7)[1].total_seconds()
-    assert u["samples"] >= HISTORY_DAYS * 86400 / step, (pool, u["samples"])
+    assert u["samples"] >= HISTORY_DAYS * 86400 / WINDOW_STEP_SECONDS, (pool, u["samples"])
     if idle:
         assert u["average"] < 10, (pool, u)
         assert u["below_target"] is True
@@ -329,3 +332,15 @@ def test_every_node_chart_draws_the_imported_history(portal: Stack) -> None:
         assert found.error is None, figure
         first = min(points[0][0] for points in found.series.values() if points)
         assert first < time.time() - 86400, figure
+
+
+def test_the_history_is_the_two_whole_days_before_the_fixed_end(portal: Stack, token_for) -> None:  # type: ignore[no-untyped-def]
+    """Whatever the hour the test runs: jobs from the first hours of the first day to the
+    last hours of the second, none after the end (the clock stayed there)."""
+    end = _epoch(REPLAY_END.replace("Z", "+00:00"))
+    created = [float(r["created"]) for r in portal.history]
+    assert end - HISTORY_DAYS * 86400 <= min(created) < end - (HISTORY_DAYS - 0.25) * 86400
+    assert end - 0.25 * 86400 < max(created) <= end
+    # The portal read the same pods: each pool's count is the record's.
+    body = api(token_for("viewers")).get(f"/api/v1/profiles/?days={DAYS}&by=namespace").json()
+    assert sum(p["pods"] for p in body["profiles"]) == len(portal.history)
