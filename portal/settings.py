@@ -6,7 +6,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pools.common.guarded_cache import caches_setting
-from pools.core.names import label_key_problem
+from pools.core.names import dns_label_problem, label_key_problem
 from portal.env import (
     EnvError,
     env_bool,
@@ -323,6 +323,13 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 POOL_LABEL_KEY = env_str("POOL_LABEL_KEY", "gpu-pool")
 if _problem := label_key_problem(POOL_LABEL_KEY):
     raise EnvError("POOL_LABEL_KEY", f"expected a label key: {_problem}, got {POOL_LABEL_KEY!r}")
+# Where the lack-of-resources drill makes its probe pod (the chart's Role lets the portal
+# create and delete pods there, and nowhere else).
+DRILL_NAMESPACE = env_str("DRILL_NAMESPACE", "default")
+if _problem := dns_label_problem(DRILL_NAMESPACE):
+    raise EnvError(
+        "DRILL_NAMESPACE", f"expected a namespace name: {_problem}, got {DRILL_NAMESPACE!r}"
+    )
 # The full sync lists every node and pod; it is the safety net behind the watcher.
 INVENTORY_SYNC_SECONDS = env_int("INVENTORY_SYNC_SECONDS", 300, minimum=5, maximum=3600)
 INVENTORY_PAGE_SIZE = env_int("INVENTORY_PAGE_SIZE", 500, minimum=1, maximum=10_000)

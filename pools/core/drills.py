@@ -239,3 +239,71 @@ def joining_node(name: str, shape: NodeShape, drill_id: int) -> dict[str, object
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
         },
     }
+
+
+# What the scheduler and the fit check say of a pod that asks for more GPUs than any node
+# has free: kube-scheduler's NodeResourcesFit filter reason.
+NO_ROOM_REASON = "Insufficient nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class NoRoomObservation:
+    pod: str  # namespace/name of the probe
+    gpus: int  # what it asked for
+    largest_free: int  # the most GPUs free on one node of the pool when it was made
+    bound_to: str  # the node it was bound to ('' : none, as it should be)
+    scheduler_message: str  # its PodScheduled=False message ('' : not refused yet)
+    portal_message: str | None  # the reason the portal's pending list shows (None: not seen)
+    fit_fits: bool | None  # the fit check's verdict in the pool (None: no answer)
+    fit_message: str  # why not, as the fit check says it
+    removed: bool  # the probe is deleted
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def no_room_checks(o: NoRoomObservation) -> list[Check]:
+    asked = (
+        f"{o.pod} asked for {counted(o.gpus, 'GPU')} (the most free on one node: {o.largest_free})"
+    )
+    return [
+        _verdict(
+            o.pod,
+            "scheduler_refuses",
+            "The scheduler keeps it pending for want of GPUs",
+            not o.bound_to and NO_ROOM_REASON in o.scheduler_message,
+            f"{asked}; the scheduler said: {o.scheduler_message}",
+            f"{asked}; it was bound to {o.bound_to}."
+            if o.bound_to
+            else f"{asked}; the scheduler did not say {NO_ROOM_REASON!r} within the hold "
+            f"({o.scheduler_message or 'no PodScheduled condition'}).",
+        ),
+        _verdict(
+            o.pod,
+            "portal_shows",
+            "The portal shows it pending for want of GPUs",
+            o.portal_message is not None and NO_ROOM_REASON in o.portal_message,
+            f"The pending list shows {o.pod}: {o.portal_message}",
+            f"The inventory did not see {o.pod} within the hold (is the watcher running?)."
+            if o.portal_message is None
+            else f"The pending list shows {o.pod} without the reason: {o.portal_message or '—'}",
+        ),
+        _verdict(
+            o.pod,
+            "fit_says_no_room",
+            "The fit check says no node has room",
+            o.fit_fits is False and NO_ROOM_REASON in o.fit_message,
+            f"The fit check: {o.fit_message}",
+            "The fit check had no answer for the pod."
+            if o.fit_fits is None
+            else f"The fit check said it fits now, or gave another reason: {o.fit_message or '—'}",
+        ),
+        _verdict(
+            o.pod,
+            "removed",
+            "The probe pod is removed",
+            o.removed,
+            f"{o.pod} is deleted.",
+            f"{o.pod} could not be deleted: kubectl delete pod -n {o.pod.replace('/', ' ')}.",
+        ),
+    ]

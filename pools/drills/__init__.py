@@ -17,7 +17,7 @@ from pools.common.errors import InvalidInput, NotAllowed, Refused
 from pools.common.events import announce_drill_after_commit
 from pools.common.roles import Capability, has_capability
 from pools.core.insights.readiness import Status
-from pools.drills import gpu_fault, new_node, node_down
+from pools.drills import gpu_fault, new_node, no_room, node_down
 from pools.drills.node_down import MIN_HOLD_SECONDS
 from pools.drills.steps import DrillSteps
 from pools.kube.errors import KubeError
@@ -43,6 +43,7 @@ STEPS: dict[str, DrillSteps] = {
     Drill.Kind.NODE_DOWN: node_down.STEPS,
     Drill.Kind.GPU_FAULT: gpu_fault.STEPS,
     Drill.Kind.NODE_JOINS: new_node.STEPS,
+    Drill.Kind.NO_ROOM: no_room.STEPS,
 }
 
 
@@ -80,8 +81,8 @@ def drill_start(
                 started_by=user,
                 ends_at=now + timedelta(seconds=hold_seconds + END_GRACE_SECONDS),
             )
-            if not STEPS[kind].node_given:
-                drill.node_name = new_node.node_name_for(drill.pk)
+            if (own_name := STEPS[kind].own_name) is not None:
+                drill.node_name = own_name(drill.pk)
                 drill.save(update_fields=["node_name"])
             audit(
                 "drill.started",

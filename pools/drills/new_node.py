@@ -88,5 +88,12 @@ def record(
 
 
 STEPS = DrillSteps(
-    validate, begin, observe, restore, record, begun="drill.node_added", node_given=False
+    validate,
+    begin,
+    observe,
+    restore,
+    record,
+    begun="drill.node_added",
+    node_given=False,
+    own_name=node_name_for,
 )

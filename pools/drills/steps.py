@@ -31,6 +31,9 @@ class DrillSteps:
     record: Callable[[Drill, Any, bool], tuple[dict[str, Any], list[Check]]]
     begun: str  # the audit action of the change
     node_given: bool = True  # the drill acts on a node of the pool the user names
+    # A drill that makes its own object (a node, a pod) names it from the drill's id; the
+    # name is kept in the drill's node_name.
+    own_name: Callable[[int], str] | None = None
 
 
 def pending_for(pool: Pool) -> int:

@@ -31,7 +31,9 @@ def pool_drills(request: HttpRequest, name: str) -> HttpResponse:
                 pool=pool,
                 kind=kind,
                 # The new-node drill adds its own node: the form's node list is for the others.
-                node_name="" if kind == Drill.Kind.NODE_JOINS else request.POST.get("node", ""),
+                node_name=""
+                if kind in (Drill.Kind.NODE_JOINS, Drill.Kind.NO_ROOM)
+                else request.POST.get("node", ""),
                 hold_seconds=hold,
                 user=request.user,
                 now=timezone.now(),

@@ -397,3 +397,88 @@ def test_the_new_node_drill_uses_exactly_the_rules_its_option_adds(
     assert calls - granted(default) == {("", "nodes", "create"), ("", "nodes", "delete")}
     (extended,) = of_kind(render(sets=("rbac.newNodeDrills=true",)), "ClusterRole")
     assert granted(extended) - granted(default) == calls - granted(default)
+
+
+PROBE_KINDS = ("Role", "RoleBinding")
+
+
+def probe_rbac() -> list[Doc]:
+    """The Role and RoleBinding `rbac.noRoomDrills=true` adds, in the release's namespace
+    (where `helm install --namespace` puts them)."""
+    docs = render(sets=("rbac.noRoomDrills=true",))
+    found = [dict(doc) for kind in PROBE_KINDS for doc in of_kind(docs, kind)]
+    assert [d["kind"] for d in found] == list(PROBE_KINDS), "the option renders one of each"
+    return [{**d, "metadata": {"namespace": NAMESPACE, **d["metadata"]}} for d in found]
+
+
+def with_probe_drills(
+    cluster: Kubesim, tmp_path: Path
+) -> contextlib.AbstractContextManager[Kubesim]:
+    """The cluster with what `rbac.noRoomDrills=true` adds: kubesim started afresh with it,
+    or the Role and RoleBinding created on the real API server and deleted afterwards."""
+    added = probe_rbac()
+
+    @contextlib.contextmanager
+    def real() -> Iterator[Kubesim]:
+        from kubernetes import utils
+
+        api = cluster.api_client()
+        for doc in added:
+            utils.create_from_dict(api, doc, namespace=NAMESPACE)
+        rbac = client.RbacAuthorizationV1Api(api)
+        try:
+            yield cluster
+        finally:
+            rbac.delete_namespaced_role_binding(added[1]["metadata"]["name"], NAMESPACE)
+            rbac.delete_namespaced_role(added[0]["metadata"]["name"], NAMESPACE)
+
+    @contextlib.contextmanager
+    def simulated() -> Iterator[Kubesim]:
+        rbac = tmp_path / "chart-rbac.yaml"
+        rbac.write_text(yaml.safe_dump_all([*chart_rbac(), *added]))
+        with kubesim_server(tmp_path, tls=True, extra=["--rbac", str(rbac)]) as sim:
+            yield sim
+
+    return real() if isinstance(cluster, RealCluster) else simulated()
+
+
+def test_the_lack_of_resources_drill_uses_exactly_the_rules_its_option_adds(
+    as_the_portal: Kubesim,
+    settings,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    settings.DRILL_NAMESPACE = NAMESPACE
+    with with_probe_drills(as_the_portal, tmp_path) as cluster:
+        settings.KUBECONFIG = str(cluster.kubeconfig)
+        inventory_sync()
+        before = len(requests_by_the_portal(cluster))
+        drill = drills.drill_start(
+            pool=Pool.objects.get(name="training"),
+            kind=Drill.Kind.NO_ROOM,
+            node_name="",
+            hold_seconds=30,
+            user=user_in("pool-admins", "rbac-prober"),
+            now=timezone.now(),
+        )
+        assert drills.drill_begin(drill.pk, now=timezone.now()) is not None
+        finished = drills.drill_finish(drill.pk, now=timezone.now())
+        assert finished is not None and finished.error == "", finished.error
+        removed = {c["name"]: c["status"] for c in finished.checks}["removed"]
+        events = requests_by_the_portal(cluster)[before:]
+    assert removed == "pass"
+    assert [e for e in events if e["responseStatus"]["code"] in (401, 403)] == []
+    (default,) = of_kind(default_docs(), "ClusterRole")
+    calls = {used(e) for e in events if e.get("objectRef")}
+    (role, _) = probe_rbac()
+    assert (
+        calls - granted(default)
+        == granted(role)
+        == {
+            ("", "pods", "create"),
+            ("", "pods", "get"),
+            ("", "pods", "delete"),
+        }
+    )
+    # Only in the release's namespace.
+    probes = [e for e in events if (e.get("objectRef") or {}).get("name") == drill.node_name]
+    assert probes and {e["objectRef"]["namespace"] for e in probes} == {NAMESPACE}

@@ -10,9 +10,11 @@ from pools.core.drills import (
     GpuFaultObservation,
     NodeJoinObservation,
     NodeShape,
+    NoRoomObservation,
     gpu_fault_checks,
     jobs_on_node,
     joining_node,
+    no_room_checks,
     node_join_checks,
 )
 from pools.core.insights.readiness import Status, system_reserved
@@ -136,3 +138,45 @@ def test_daemonset_and_static_pods_are_not_jobs_that_should_leave_a_faulty_node(
         {"namespace": "ml", "name": "bare", "owner_kind": ""},
     ]
     assert jobs_on_node(pods) == ["ml/bare", "ml/serve-1", "ml/train-0"]
+
+
+def no_room(**changes: object) -> NoRoomObservation:
+    refused = "0/5 nodes are available: 5 Insufficient nvidia.com/gpu."
+    base = {
+        "pod": "default/drill-no-room-1",
+        "gpus": 5,
+        "largest_free": 4,
+        "bound_to": "",
+        "scheduler_message": refused,
+        "portal_message": refused,
+        "fit_fits": False,
+        "fit_message": "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+        "removed": True,
+    }
+    return NoRoomObservation(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def _statuses(o: NoRoomObservation) -> dict[str, Status]:
+    return {c.name: c.status for c in no_room_checks(o)}
+
+
+def test_a_pod_kept_pending_for_want_of_gpus_everywhere_passes_every_check() -> None:
+    assert set(_statuses(no_room()).values()) == {Status.PASS}
+
+
+def test_each_place_that_does_not_say_lack_of_gpus_fails_its_own_check() -> None:
+    bound = _statuses(no_room(bound_to="a100-train-000", scheduler_message=""))
+    assert bound["scheduler_refuses"] == Status.FAIL
+    other = _statuses(no_room(scheduler_message="0/5 nodes are available: 5 node(s) had taint"))
+    assert other["scheduler_refuses"] == Status.FAIL
+    unseen = no_room(portal_message=None)
+    assert _statuses(unseen)["portal_shows"] == Status.FAIL
+    detail = next(c.detail for c in no_room_checks(unseen) if c.name == "portal_shows")
+    assert "is the watcher running" in detail
+    assert _statuses(no_room(fit_fits=True))["fit_says_no_room"] == Status.FAIL
+    assert _statuses(no_room(fit_fits=None, fit_message=""))["fit_says_no_room"] == Status.FAIL
+    left = next(c for c in no_room_checks(no_room(removed=False)) if c.name == "removed")
+    assert (
+        left.status == Status.FAIL
+        and "kubectl delete pod -n default drill-no-room-1" in left.detail
+    )

@@ -91,6 +91,7 @@ KUBE_IN_CLUSTER: "true"
 PROMETHEUS_URL: {{ $c.prometheusUrl | quote }}
 DCGM_NODE_LABEL: {{ $c.dcgmNodeLabel | quote }}
 POOL_LABEL_KEY: {{ $c.poolLabelKey | quote }}
+DRILL_NAMESPACE: {{ .Release.Namespace | quote }}
 READYZ_REQUIRED: {{ join "," $c.readyzRequired | quote }}
 LOCAL_LOGIN_ENABLED: {{ $c.localLoginEnabled | toString | quote }}
 {{- with .Values.oidc }}
