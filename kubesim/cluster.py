@@ -20,6 +20,7 @@ from kubesim import apply, scheduling
 from kubesim.addresses import node_ip, pod_ip
 from kubesim.admission import admit_pod
 from kubesim.clock import Timers
+from kubesim.deadlines import ActiveDeadlines
 from kubesim.disruption import Disruption
 from kubesim.errors import GROUPS
 from kubesim.events import EventRecorder
@@ -79,6 +80,7 @@ class Cluster:
         self.events = EventRecorder(self.store)
         self.recorder = self.events
         self.termination = Termination(self)
+        self.deadlines = ActiveDeadlines(self)
         self.disruption = Disruption(self)
         self.lifecycle = NodeLifecycle(self)
         # Pods by namespace, as the watch cache indexes them (budgets read one namespace).

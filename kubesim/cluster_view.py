@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kubesim.clock import Timers
     from kubesim.events import EventRecorder
     from kubesim.store import Entry, Store
@@ -23,6 +25,8 @@ class ClusterView(Protocol):
     store: Store
     timers: Timers  # the cluster clock's timers: a grace period, a node-monitor period
     recorder: EventRecorder
+    # The kubelet's first status for a bound pod: a hook may answer instead, or note it.
+    start_hooks: list[Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None]]
 
     def pods_in(self, namespace: str | None) -> list[Entry]: ...
 

@@ -33,6 +33,7 @@ from kubernetes.client.rest import ApiException
 
 from kubesim import addresses
 from kubesim.cluster import qos_class
+from kubesim.deadlines import deadline_exceeded, enforced
 from kubesim.kubelet import owners
 from kubesim.kubelet.mirror import TERMINAL, MirrorCluster
 from kubesim.scenario import Scenario, node_object, pod_object
@@ -470,6 +471,10 @@ class Kubelet:
         seconds = (pod["metadata"].get("annotations") or {}).get(RUN_SECONDS)
         if seconds:
             self.after(float(seconds), pod["metadata"]["uid"], lambda: self._end(pod))
+        deadline = enforced(pod)
+        if deadline is not None:
+            key = f"{pod['metadata']['uid']}/deadline"
+            self.after(float(deadline), key, lambda: self._deadline(pod))
 
     def _start_or_retry(self, pod: dict[str, Any]) -> None:
         """_start in a worker thread: a failure there reaches no watch to re-list, so the pod
@@ -502,6 +507,21 @@ class Kubelet:
     def _end(self, pod: dict[str, Any]) -> None:
         reason = (pod["metadata"].get("annotations") or {}).get(EXIT_REASON) or "Completed"
         self._patch_status(pod, terminated_status(pod, reason, 0 if reason == "Completed" else 1))
+
+    def _deadline(self, pod: dict[str, Any]) -> None:
+        """The active deadline passed: fail the pod, as the kubelet does, unless it ended or
+        is being deleted meanwhile (read back: this kubelet keeps no copy of later states)."""
+        meta = pod["metadata"]
+        try:
+            now = self.core.read_namespaced_pod(meta["name"], meta["namespace"])
+        except ApiException:
+            return
+        if now.metadata.uid != meta["uid"] or now.metadata.deletion_timestamp:
+            return
+        if now.status is None or now.status.phase != "Running":
+            return
+        running = self.core.api_client.sanitize_for_serialization(now.status)
+        self._patch_status(pod, deadline_exceeded(running, now_rfc3339()))
 
     def _finish_deletion(self, pod: dict[str, Any]) -> None:
         """What the kubelet does once the containers are gone: the final status, then the

@@ -71,8 +71,8 @@ class DrillStartSerializer(S.Serializer):  # type: ignore[type-arg]
         required=False,
         default="",
         allow_blank=True,
-        help_text="A node of the pool (node_down, gpu_fault); none for node_joins and no_room, "
-        "which make their own node or pod.",
+        help_text="A node of the pool (node_down, gpu_fault); none for node_joins, no_room and "
+        "job_timeout, which make their own node or pod.",
     )
     hold_seconds = StrictIntegerField(
         default=DEFAULT_HOLD_SECONDS,
@@ -124,7 +124,9 @@ class DrillViewSet(
         description="Start a drill on a pool: node_down (cordon a node), gpu_fault (an XID "
         "on a node's GPU 0, on the cluster simulator), node_joins (add an unassigned GPU "
         "node) or no_room (a probe pod asking for one GPU more than any node of the pool has "
-        "free: is it pending for want of GPUs, on the pending list and in the fit check?). "
+        "free: is it pending for want of GPUs, on the pending list and in the fit check?) or "
+        "job_timeout (a probe pod past a 15 s activeDeadlineSeconds: is it reported as a "
+        "timeout?). "
         "It runs on a worker, ends by `ends_at`, restores the cluster, and records "
         "its checks. Pool admins only; one drill at a time per pool (409 drill_running). "
         "Send Idempotency-Key to make retries safe.",

@@ -241,6 +241,18 @@ def joining_node(name: str, shape: NodeShape, drill_id: int) -> dict[str, object
     }
 
 
+def _probe_removed(pod: str, removed: bool) -> Check:
+    """A probe-pod drill's last check: its pod (namespace/name) is gone."""
+    return _verdict(
+        pod,
+        "removed",
+        "The probe pod is removed",
+        removed,
+        f"{pod} is deleted.",
+        f"{pod} could not be deleted: kubectl delete pod -n {pod.replace('/', ' ')}.",
+    )
+
+
 # What the scheduler and the fit check say of a pod that asks for more GPUs than any node
 # has free: kube-scheduler's NodeResourcesFit filter reason.
 NO_ROOM_REASON = "Insufficient nvidia.com/gpu"
@@ -298,12 +310,52 @@ def no_room_checks(o: NoRoomObservation) -> list[Check]:
             if o.fit_fits is None
             else f"The fit check said it fits now, or gave another reason: {o.fit_message or '—'}",
         ),
+        _probe_removed(o.pod, o.removed),
+    ]
+
+
+# The probe job's own deadline: short, so the drill sees it run out within its hold.
+TIMEOUT_DEADLINE_SECONDS = 15
+
+
+@dataclass(frozen=True)
+class TimeoutObservation:
+    pod: str  # namespace/name of the probe
+    deadline_seconds: int
+    started: bool  # it ran (a pod that never started has no deadline to run out)
+    phase: str  # its phase on the cluster at the end of the hold
+    cluster_reason: str  # its pod-level reason there (DeadlineExceeded, as the kubelet says)
+    portal_reason: str | None  # the termination reason the portal recorded (None: not seen)
+    portal_cause: str | None  # the failure class the insights give it (None: not seen)
+    removed: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def timeout_checks(o: TimeoutObservation) -> list[Check]:
+    return [
         _verdict(
             o.pod,
-            "removed",
-            "The probe pod is removed",
-            o.removed,
-            f"{o.pod} is deleted.",
-            f"{o.pod} could not be deleted: kubectl delete pod -n {o.pod.replace('/', ' ')}.",
+            "cluster_ends_it",
+            "The cluster ends the job at its deadline",
+            o.phase == "Failed" and o.cluster_reason == "DeadlineExceeded",
+            f"{o.pod} failed with DeadlineExceeded after its {o.deadline_seconds} s deadline.",
+            f"{o.pod} never started: the pool had no free GPU for it."
+            if not o.started
+            else f"{o.pod} is {o.phase or 'gone'} ({o.cluster_reason or 'no reason'}) after its "
+            f"{o.deadline_seconds} s deadline: nothing enforces activeDeadlineSeconds.",
         ),
+        _verdict(
+            o.pod,
+            "reported_as_timeout",
+            "The portal reports the failure as a timeout",
+            o.portal_cause == "timeout",
+            f"The portal recorded {o.portal_reason} and counts it as a timeout.",
+            f"The inventory did not see {o.pod} end within the hold (is the watcher running?)."
+            if o.portal_reason is None
+            else f"The portal recorded {o.portal_reason or 'no reason'} and counts it as "
+            f"{o.portal_cause}, not as a timeout.",
+        ),
+        _probe_removed(o.pod, o.removed),
     ]

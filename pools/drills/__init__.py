@@ -17,7 +17,7 @@ from pools.common.errors import InvalidInput, NotAllowed, Refused
 from pools.common.events import announce_drill_after_commit
 from pools.common.roles import Capability, has_capability
 from pools.core.insights.readiness import Status
-from pools.drills import gpu_fault, new_node, no_room, node_down
+from pools.drills import gpu_fault, new_node, no_room, node_down, timeout
 from pools.drills.node_down import MIN_HOLD_SECONDS
 from pools.drills.steps import DrillSteps
 from pools.kube.errors import KubeError
@@ -44,6 +44,7 @@ STEPS: dict[str, DrillSteps] = {
     Drill.Kind.GPU_FAULT: gpu_fault.STEPS,
     Drill.Kind.NODE_JOINS: new_node.STEPS,
     Drill.Kind.NO_ROOM: no_room.STEPS,
+    Drill.Kind.JOB_TIMEOUT: timeout.STEPS,
 }
 
 

@@ -14,21 +14,17 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F, Max
 
-from pools.core.drills import NO_ROOM_REASON, NoRoomObservation, no_room_checks
+from pools.core.drills import NoRoomObservation, no_room_checks
 from pools.core.insights.readiness import Check
 from pools.drills.node_down import hold_problem
-from pools.drills.steps import DrillSteps
+from pools.drills.probes import largest_free, namespace_of, pod_of, probe, probe_steps
 from pools.fit.service import PodName, fit_check_run
-from pools.kube.pods import pod_create, pod_delete, pod_read
-from pools.models import Drill, GpuPod, Node, Pool
+from pools.kube.pods import pod_create, pod_read
+from pools.models import Drill, GpuPod, Pool
 
 # Long enough for the scheduler to answer and the watcher to see it, a few seconds each.
 MIN_HOLD_SECONDS = 30
-# Over the hold, how long the probe may outlive a failed deletion before it ends itself.
-DEADLINE_SLACK_SECONDS = 300
-PROBE_IMAGE = "registry.k8s.io/pause:3.10"
 
 
 def probe_name(drill_id: int) -> str:
@@ -42,48 +38,6 @@ def validate(pool: Pool, node_name: str, hold_seconds: int) -> dict[str, str]:
     if node_name:
         problems["node"] = "A lack-of-resources drill makes its own pod: give no node."
     return problems
-
-
-def largest_free(pool: Pool) -> int:
-    """The most GPUs free on one ready node of the pool (0 when it has none)."""
-    found = (
-        Node.objects.present()
-        .filter(pool=pool, ready=True, cordoned=False)
-        .aggregate(most=Max(F("gpu_allocatable") - F("gpu_allocated")))["most"]
-    )
-    return max(0, found or 0)
-
-
-def probe(drill: Drill, gpus: int) -> dict[str, Any]:
-    """The probe pod: the pool's selector and toleration, one GPU more than any node has."""
-    pool = drill.pool
-    tolerations = []
-    if pool.taint_key:
-        tolerations.append({"key": pool.taint_key, "operator": "Exists"})
-    quantity = {"nvidia.com/gpu": str(gpus)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": drill.node_name,
-            "namespace": settings.DRILL_NAMESPACE,
-            "labels": {"app.kubernetes.io/managed-by": "gpu-pool-portal", "drill": str(drill.pk)},
-        },
-        "spec": {
-            "nodeSelector": {settings.POOL_LABEL_KEY: pool.name},
-            "tolerations": tolerations,
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "activeDeadlineSeconds": drill.hold_seconds + DEADLINE_SLACK_SECONDS,
-            "containers": [
-                {
-                    "name": "probe",
-                    "image": PROBE_IMAGE,
-                    "resources": {"requests": quantity, "limits": quantity},
-                }
-            ],
-        },
-    }
 
 
 def begin(drill: Drill, now: datetime) -> dict[str, Any]:
@@ -119,7 +73,7 @@ def _fit(drill: Drill, namespace: str) -> tuple[bool | None, str]:
 
 
 def observe(drill: Drill, now: datetime) -> dict[str, Any]:
-    namespace = str(drill.observed.get("namespace", settings.DRILL_NAMESPACE))
+    namespace = namespace_of(drill)
     bound, refused = _scheduled(pod_read(namespace, drill.node_name))
     row = GpuPod.objects.live().filter(namespace=namespace, name=drill.node_name).first()
     fits, why = _fit(drill, namespace) if row is not None else (None, "")
@@ -132,18 +86,12 @@ def observe(drill: Drill, now: datetime) -> dict[str, Any]:
     }
 
 
-def restore(drill: Drill, now: datetime) -> bool:
-    pod_delete(str(drill.observed.get("namespace", settings.DRILL_NAMESPACE)), drill.node_name)
-    return True
-
-
 def record(
     drill: Drill, during: dict[str, Any], restored: bool
 ) -> tuple[dict[str, Any], list[Check]]:
     seen = drill.observed
-    namespace = str(seen.get("namespace", settings.DRILL_NAMESPACE))
     observation = NoRoomObservation(
-        pod=f"{namespace}/{drill.node_name}",
+        pod=pod_of(drill),
         gpus=int(seen.get("gpus", 0)),
         largest_free=int(seen.get("largest_free", 0)),
         removed=restored,
@@ -152,15 +100,4 @@ def record(
     return {**seen, **observation.as_dict()}, no_room_checks(observation)
 
 
-STEPS = DrillSteps(
-    validate,
-    begin,
-    observe,
-    restore,
-    record,
-    begun="drill.probe_created",
-    node_given=False,
-    own_name=probe_name,
-)
-
-__all__ = ["NO_ROOM_REASON", "STEPS", "probe_name"]
+STEPS = probe_steps(validate=validate, begin=begin, observe=observe, record=record, name=probe_name)

@@ -32,7 +32,7 @@ def pool_drills(request: HttpRequest, name: str) -> HttpResponse:
                 kind=kind,
                 # The new-node drill adds its own node: the form's node list is for the others.
                 node_name=""
-                if kind in (Drill.Kind.NODE_JOINS, Drill.Kind.NO_ROOM)
+                if kind in (Drill.Kind.NODE_JOINS, Drill.Kind.NO_ROOM, Drill.Kind.JOB_TIMEOUT)
                 else request.POST.get("node", ""),
                 hold_seconds=hold,
                 user=request.user,

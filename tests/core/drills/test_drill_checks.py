@@ -11,11 +11,13 @@ from pools.core.drills import (
     NodeJoinObservation,
     NodeShape,
     NoRoomObservation,
+    TimeoutObservation,
     gpu_fault_checks,
     jobs_on_node,
     joining_node,
     no_room_checks,
     node_join_checks,
+    timeout_checks,
 )
 from pools.core.insights.readiness import Status, system_reserved
 from pools.core.insights.records import InsightNode
@@ -179,4 +181,45 @@ def test_each_place_that_does_not_say_lack_of_gpus_fails_its_own_check() -> None
     assert (
         left.status == Status.FAIL
         and "kubectl delete pod -n default drill-no-room-1" in left.detail
+    )
+
+
+def timed_out(**changes: object) -> TimeoutObservation:
+    base = {
+        "pod": "default/drill-timeout-1",
+        "deadline_seconds": 15,
+        "started": True,
+        "phase": "Failed",
+        "cluster_reason": "DeadlineExceeded",
+        "portal_reason": "DeadlineExceeded",
+        "portal_cause": "timeout",
+        "removed": True,
+    }
+    return TimeoutObservation(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def _timeout_statuses(o: TimeoutObservation) -> dict[str, Status]:
+    return {c.name: c.status for c in timeout_checks(o)}
+
+
+def test_a_job_failed_at_its_deadline_and_counted_a_timeout_passes() -> None:
+    assert set(_timeout_statuses(timed_out()).values()) == {Status.PASS}
+
+
+def test_a_deadline_nothing_enforced_or_a_timeout_read_as_other_fails_its_check() -> None:
+    running = timed_out(phase="Running", cluster_reason="", portal_reason=None, portal_cause=None)
+    assert _timeout_statuses(running)["cluster_ends_it"] == Status.FAIL
+    detail = next(c.detail for c in timeout_checks(running) if c.name == "cluster_ends_it")
+    assert "nothing enforces activeDeadlineSeconds" in detail
+    never = next(
+        c.detail
+        for c in timeout_checks(timed_out(started=False, phase="Pending"))
+        if c.name == "cluster_ends_it"
+    )
+    assert "never started" in never
+    other = timed_out(portal_reason="Error", portal_cause="other")
+    assert _timeout_statuses(other)["reported_as_timeout"] == Status.FAIL
+    assert (
+        _timeout_statuses(timed_out(portal_reason=None, portal_cause=None))["reported_as_timeout"]
+        == Status.FAIL
     )
