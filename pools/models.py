@@ -536,8 +536,8 @@ class Drill(models.Model):
         NODE_DOWN = "node_down", "node down (cordon)"
         GPU_FAULT = "gpu_fault", "GPU fault (injected XID)"
         NODE_JOINS = "node_joins", "a new node joins"
-        NO_ROOM = "no_room", "lack of resources (a pod larger than any free block)"
-        JOB_TIMEOUT = "job_timeout", "job timeout (a pod past its activeDeadlineSeconds)"
+        NO_ROOM = "no_room", "lack of resources"
+        JOB_TIMEOUT = "job_timeout", "job timeout"
 
     class State(models.TextChoices):
         STARTING = "starting"

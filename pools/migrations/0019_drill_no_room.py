@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
                     ("node_down", "node down (cordon)"),
                     ("gpu_fault", "GPU fault (injected XID)"),
                     ("node_joins", "a new node joins"),
-                    ("no_room", "lack of resources (a pod larger than any free block)"),
+                    ("no_room", "lack of resources"),
                 ],
                 default="node_down",
                 max_length=20,
