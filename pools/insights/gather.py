@@ -14,7 +14,7 @@ from typing import TypeVar
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, FloatField, Func, Q, QuerySet
+from django.db.models import Count, F, FloatField, Func, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from pools.core import charts
@@ -29,7 +29,12 @@ from pools.core.insights.failures import (
 )
 from pools.core.insights.indicators import InsightPool, PoolInsights, WindowMembers
 from pools.core.insights.profiles import Profile, workload_profiles
-from pools.core.insights.queueing import NodeMembership, queue_report
+from pools.core.insights.queueing import (
+    GANG_OWNERS,
+    QUEUED_AFTER_SECONDS,
+    NodeMembership,
+    queue_report,
+)
 from pools.core.insights.records import WINDOW_DAYS, HistoryPod, InsightNode, Window
 from pools.core.insights.replacement import replacement_report
 from pools.core.insights.scheduling import pod_scheduling, wanted_pool
@@ -145,7 +150,7 @@ def pod_records(window: Window) -> list[HistoryPod]:
     wanted = _wanted_pools(alive)
     rows = alive.annotate(**_POD_TIMES).order_by().values_list("pk", *_POD_FIELDS)
     return [
-        HistoryPod._make(row[1:])
+        HistoryPod(*row[1:])
         if row[4] or row[3]
         else HistoryPod(*row[1:4], wanted.get(row[0], ""), *row[5:])
         for row in rows
@@ -187,16 +192,32 @@ def _cursor_rows(rows: QuerySet[GpuPod]) -> list[tuple]:  # type: ignore[type-ar
         return cursor.fetchall()
 
 
+def _gangs(alive: QuerySet[GpuPod]) -> dict[int, str]:
+    """The gang of each pod that may have queued (never bound, or bound more than a minute
+    after it was made) and belongs to a Job-like owner, by pk: a small share."""
+    queued = Q(scheduled_at__isnull=True) | Q(
+        scheduled_at__gt=F("created_at") + timedelta(seconds=QUEUED_AFTER_SECONDS)
+    )
+    return {
+        pk: f"{namespace}/{kind}/{owner}"
+        for pk, namespace, kind, owner in alive.filter(
+            queued, owner_kind__in=GANG_OWNERS
+        ).values_list("pk", "namespace", "owner_kind", "owner_name")
+    }
+
+
 def indicator_records(window: Window) -> list[HistoryPod]:
     """Every GPU pod alive in the window with what the four indicators read: placement and
-    times for all, failure details for those that may have failed (three queries). Names
-    and requests are left empty: the profiles read pod_records()."""
+    times for all, failure details for those that may have failed, the gang of those that
+    may have queued (four queries). Names and requests are left empty: the profiles read
+    pod_records()."""
     alive = GpuPod.objects.filter(_alive_in(window))
     wanted = _wanted_pools(alive)
     failures = {
         row[0]: row[1:]
         for row in alive.filter(_may_have_failed()).values_list("pk", *_FAILURE_FIELDS)
     }
+    gangs = _gangs(alive)
     records = []
     for pk, node, pool, gpus, created, scheduled, started, ended in _cursor_rows(
         alive.annotate(**_POD_TIMES).order_by().values_list(*_LEAN_FIELDS)
@@ -207,6 +228,7 @@ def indicator_records(window: Window) -> list[HistoryPod]:
             HistoryPod(
                 ns, name, node, pool, phase, gpus, 0, 0, "", "",
                 created, scheduled, started, ended, reason, code, message, waiting, 0,
+                gangs.get(pk, ""),
             )
         )  # fmt: skip
     return records

@@ -19,6 +19,7 @@ from pools.core.fit.cluster import ClusterSnapshot, FitNode, NodePod, PoolCapaci
 from pools.core.fit.pods import PodShape
 from pools.core.fit.scheduling import untolerated_taint
 from pools.core.fit.workloads import pod_shape
+from pools.core.insights.queueing import GANG_OWNERS  # pods that start and stop together
 from pools.core.insights.records import InsightNode
 from pools.core.insights.replacement import node_traits
 from pools.core.taints import NO_EXECUTE, Taint
@@ -31,8 +32,6 @@ from pools.moves.plan import MovePlan, PlannedNode
 
 EVICTED = "evicted"
 LEFT = "left running"
-# Owners whose pods start and stop together: losing one restarts them all.
-GANG_OWNERS = frozenset({"Job", "PyTorchJob", "MPIJob", "JobSet", "RayCluster", "TFJob"})
 
 
 @dataclass(frozen=True)

@@ -61,3 +61,30 @@ def test_the_queue_cause_reads_the_pools_as_they_were_when_the_pods_waited() -> 
     # read with today's nodes, the pods would have waited with room in their own pool.
     assert q.count(QueueCause.RESTRICTED) == 3, q.by_cause
     assert q.count(QueueCause.OWN_POOL_ROOM) == q.count(QueueCause.SHORTAGE) == 0
+
+
+def test_a_gang_read_from_the_pod_history_waits_as_one() -> None:
+    """Three workers of one PyTorchJob waited two hours while each node of their pool had
+    4 GPUs free: room for two of them, and the job starts all three or none."""
+    make_pool("gangs")
+    nodes = make_nodes("gangs", 2)
+    pods = [pod("gangs", n, START, run=None, gpus=4) for n in nodes]
+    pods += [
+        pod(
+            "gangs",
+            nodes[0],
+            START + timedelta(days=1, seconds=i),
+            wait=2 * HOUR,
+            gpus=4,
+            owner_kind="PyTorchJob",
+            owner_name="train",
+        )
+        for i in range(3)
+    ]
+    GpuPod.objects.bulk_create(pods)
+    stays_follow(None, START)
+    gathered = gather.gather(days=DAYS, now=NOW)
+    q = gather.indicators(gathered, Pool.objects.get(name="gangs")).queue
+    assert q.queued == 3
+    assert q.count(QueueCause.SHORTAGE) == 3, q.by_cause
+    assert q.count(QueueCause.OWN_POOL_ROOM) == 0

@@ -47,10 +47,10 @@ BASELINES: dict[str, int] = {
     "/search/?q=%23{move}": 7,
     # The charts read the pool's members over the chart's range and which of them are
     # NotReady now (never idle: 2); the insights read the nodes as they were (the stays of
-    # every pool, and nodes gone since): 2 more.
-    "/pools/training/insights/": 18,
+    # every pool, and nodes gone since) and the gangs of the pods that queued: 3 more.
+    "/pools/training/insights/": 19,
     "/insights/profiles/": 5,
-    "/advice/": 13,
+    "/advice/": 14,
     "/pending/": 7,
     "/fit/?pod=ml-training/big-train": 8,
     "/pools/training/drills/": 5,
@@ -63,9 +63,9 @@ BASELINES: dict[str, int] = {
     "/api/v1/moves/{move}/": 6,
     "/api/v1/audit-events/": 3,
     "/api/v1/search/?q=a100": 5,
-    "/api/v1/pools/training/insights/": 15,
+    "/api/v1/pools/training/insights/": 16,
     "/api/v1/profiles/": 4,
-    "/api/v1/advice/": 12,
+    "/api/v1/advice/": 13,
     "/api/v1/drills/": 3,
 }
 SIZES = {"small": (10, 3), "large": (1000, 12)}  # extra nodes, moves

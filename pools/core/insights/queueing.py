@@ -21,6 +21,11 @@ from pools.core.insights.stats import Spread, spread
 
 # A pod scheduled within this many seconds did not queue (binding takes a moment).
 QUEUED_AFTER_SECONDS = 60.0
+# Owners whose pods start together (a training job's workers): they wait as one.
+GANG_OWNERS = frozenset({"Job", "PyTorchJob", "MPIJob", "JobSet", "RayCluster", "TFJob"})
+# Pods of one gang created this close to its first are one wave of it (a retry later is
+# another).
+GANG_WAVE_SECONDS = 60.0
 
 
 class QueueCause(enum.StrEnum):
@@ -28,7 +33,7 @@ class QueueCause(enum.StrEnum):
     FRAGMENTED = "fragmented"  # its pool had the GPUs free in all, but no node had them
     UNASSIGNED = "unassigned"  # only nodes in no pool had room
     SHORTAGE = "shortage"  # no node anywhere had room, nor its pool the GPUs in all
-    OWN_POOL_ROOM = "own_pool_room"  # a node of its own pool had room (a gang, a slow bind)
+    OWN_POOL_ROOM = "own_pool_room"  # its own pool had room for it (for all of its gang)
 
 
 QUEUE_CAUSE_TITLES = {
@@ -36,7 +41,7 @@ QUEUE_CAUSE_TITLES = {
     QueueCause.FRAGMENTED: "fragmentation (the pool had the GPUs, no single node had room)",
     QueueCause.UNASSIGNED: "unassigned nodes had room (no pool holds them)",
     QueueCause.SHORTAGE: "plain shortage (no pool had room)",
-    QueueCause.OWN_POOL_ROOM: "a node of its own pool had room (a gang or a slow bind)",
+    QueueCause.OWN_POOL_ROOM: "its own pool had room (a slow bind, a scheduling gate)",
 }
 
 
@@ -135,14 +140,22 @@ class _Room:
         index = self.pool_index.get(pool)
         return self.totals[index] if index is not None else 0
 
-    def has_room(self, gpus: int, *, inside: str | None, outside: str | None) -> bool:
+    def has_room(
+        self, gpus: int, *, inside: str | None, outside: str | None, pods: int = 1
+    ) -> bool:
+        """Whether one pool (`inside`, or any but `outside`) can place `pods` pods of
+        `gpus` GPUs each at once, on its nodes' free GPUs (a gang lands in one pool)."""
+        need = max(gpus, 1)
         for pool, row in zip(self.pools, self.counts, strict=True):
             if (inside is not None and pool != inside) or (outside is not None and pool == outside):
                 continue
             if pool == "" and outside is not None:
                 continue  # unassigned nodes carry no pool's labels: no pod is steered there
-            if any(row[max(gpus, 1) :]):
-                return True
+            placed = 0
+            for free in range(need, len(row)):
+                placed += row[free] * (free // need)
+                if placed >= pods:
+                    return True
         return False
 
 
@@ -201,24 +214,44 @@ def _causes(
         return by_cause
     room = _Room(nodes)
     events, e = sorted(_bindings(pods, room.index) + _node_events(nodes, room)), 0
-    for pod, wait in queued:
-        e = room.apply(events, e, pod.created)  # the cluster as the pod found it
-        by_cause[_cause(room, pod.gpus, pool)].append(wait)
+    for members in _waves(queued):
+        first = members[0][0]
+        e = room.apply(events, e, first.created)  # the cluster as the pods found it
+        gpus = max(pod.gpus for pod, _ in members)
+        cause = _cause(room, gpus, pool, len(members))
+        by_cause[cause].extend(wait for _, wait in members)
     return by_cause
 
 
-def _cause(room: _Room, gpus: int, pool: str) -> QueueCause:
-    """Why a pod of `pool` asking for `gpus` waited, in the cluster `room` holds then: room
-    on a node of its pool first (then the pool did not keep it waiting), then room that
-    node selection kept it from, then free GPUs its pool had only in pieces, then room on
-    nodes no pool holds; else a plain shortage."""
-    if room.has_room(gpus, inside=pool, outside=None):
+def _waves(queued: list[tuple[HistoryPod, float]]) -> list[list[tuple[HistoryPod, float]]]:
+    """The queued pods (in creation order) in the groups that waited as one: a gang's pods
+    created within GANG_WAVE_SECONDS of its first, every other pod alone."""
+    waves: list[list[tuple[HistoryPod, float]]] = []
+    open_wave: dict[str, list[tuple[HistoryPod, float]]] = {}
+    for pod, wait in queued:
+        wave = open_wave.get(pod.gang) if pod.gang else None
+        if wave is not None and pod.created - wave[0][0].created <= GANG_WAVE_SECONDS:
+            wave.append((pod, wait))
+            continue
+        wave = [(pod, wait)]
+        waves.append(wave)
+        if pod.gang:
+            open_wave[pod.gang] = wave
+    return waves
+
+
+def _cause(room: _Room, gpus: int, pool: str, pods: int = 1) -> QueueCause:
+    """Why `pods` pods of `pool` asking for `gpus` each (a gang: all at once) waited, in the
+    cluster `room` holds then: room in its pool first (then the pool did not keep them
+    waiting), then room in another pool that node selection kept them from, then free GPUs
+    its pool had only in pieces, then room on nodes no pool holds; else a plain shortage."""
+    if room.has_room(gpus, inside=pool, outside=None, pods=pods):
         return QueueCause.OWN_POOL_ROOM
-    if room.has_room(gpus, inside=None, outside=pool):
+    if room.has_room(gpus, inside=None, outside=pool, pods=pods):
         return QueueCause.RESTRICTED
-    if pool and room.total_free(pool) >= gpus:
+    if pool and room.total_free(pool) >= gpus * pods:
         return QueueCause.FRAGMENTED
-    if pool and room.has_room(gpus, inside="", outside=None):
+    if pool and room.has_room(gpus, inside="", outside=None, pods=pods):
         return QueueCause.UNASSIGNED
     return QueueCause.SHORTAGE
 

@@ -37,6 +37,9 @@ class HistoryPod(NamedTuple):
     message: str  # termination message
     waiting_reason: str
     restarts: int
+    # The gang it belongs to (namespace/kind/name of a Job-like owner whose pods start
+    # together), '' when none or not read.
+    gang: str = ""
 
     @property
     def key(self) -> str:

@@ -316,6 +316,51 @@ def test_fragmentation_follows_nodes_that_leave_the_pool() -> None:
     assert q.count(QueueCause.FRAGMENTED) == 0 and q.count(QueueCause.SHORTAGE) == 1
 
 
+def _gang_world(gang: str) -> list[HistoryPod]:
+    """Four 8-GPU nodes holding 4, 4, 6 and 6 GPUs: 12 free, 4 on two nodes, 2 on the
+    others. Then three 4-GPU workers of one job (or of three lone pods) wait two hours."""
+    held = [
+        record(pool="p", node=n, gpus=g, created=0.0, scheduled=1.0, finished=None)
+        for n, g in (("n1", 4), ("n2", 4), ("n3", 6), ("n4", 6))
+    ]
+    workers = [
+        record(
+            pool="p", node="n1", gpus=4, created=100.0 + i, scheduled=7300.0, finished=None,
+            gang=gang,
+        )
+        for i in range(3)
+    ]  # fmt: skip
+    return [*held, *workers]
+
+
+def test_a_gang_waits_as_one_so_room_for_some_of_it_is_fragmentation() -> None:
+    """Two of the three workers would fit, each alone, but the job starts all three or
+    none: the pool had its 12 GPUs in pieces, so the gang waited for fragmentation; three
+    lone pods (no gang) each saw a node with room in their pool."""
+    window = Window(0.0, 10_000.0)
+    nodes = [NodeMembership(n, 8, "p") for n in ("n1", "n2", "n3", "n4")]
+    gang = queue_report(_gang_world("ml/PyTorchJob/train"), nodes, "p", window)
+    assert gang.queued == 3
+    assert gang.count(QueueCause.FRAGMENTED) == 3 and gang.count(QueueCause.OWN_POOL_ROOM) == 0
+    alone = queue_report(_gang_world(""), nodes, "p", window)
+    assert alone.count(QueueCause.OWN_POOL_ROOM) == 3
+
+
+def test_a_gang_too_big_for_the_pool_s_free_gpus_is_a_shortage() -> None:
+    window = Window(0.0, 10_000.0)
+    nodes = [NodeMembership(n, 8, "p") for n in ("n1", "n2", "n3", "n4")]
+    pods = _gang_world("ml/Job/train")
+    pods += [
+        record(
+            pool="p", node="n1", gpus=4, created=103.0 + i, scheduled=7300.0, finished=None,
+            gang="ml/Job/train",
+        )
+        for i in range(1)
+    ]  # fmt: skip
+    q = queue_report(pods, nodes, "p", window)  # four workers: 16 GPUs, 12 free
+    assert q.count(QueueCause.SHORTAGE) == 4
+
+
 def test_the_driver_is_read_from_gfds_major_and_minor_when_nothing_else_says_it() -> None:
     gfd = {"nvidia.com/cuda.driver.major": "535", "nvidia.com/cuda.driver.minor": "104"}
     assert node_traits(InsightNode("n1", "p", 8, labels=gfd))["driver"] == "535.104"
