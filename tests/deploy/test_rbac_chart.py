@@ -78,9 +78,16 @@ def limited(
         real.reset()
         yield with_chart_rbac(real)
         return
-    workdir = tmp_path_factory.mktemp("rbac-kubesim")
+    with kubesim_with_rbac(tmp_path_factory.mktemp("rbac-kubesim"), chart_rbac()) as sim:
+        yield sim
+
+
+@contextlib.contextmanager
+def kubesim_with_rbac(workdir: Path, objects: list[Doc]) -> Iterator[Kubesim]:
+    """kubesim over TLS (kubectl sends tokens only there) with `objects` as its RBAC file,
+    read at its start."""
     rbac = workdir / "chart-rbac.yaml"
-    rbac.write_text(yaml.safe_dump_all(chart_rbac()))
+    rbac.write_text(yaml.safe_dump_all(objects))
     with kubesim_server(workdir, tls=True, extra=["--rbac", str(rbac)]) as sim:
         yield sim
 
@@ -354,16 +361,11 @@ def with_new_node_drills(
         finally:
             rbac.patch_cluster_role(name, {"rules": default["rules"]})
 
-    @contextlib.contextmanager
-    def simulated() -> Iterator[Kubesim]:
-        rbac = tmp_path / "chart-rbac.yaml"
-        objects = [dict(d) for kind in RBAC_KINDS for d in of_kind(docs, kind)]
-        objects[0] = {**objects[0], "metadata": {"namespace": NAMESPACE, **objects[0]["metadata"]}}
-        rbac.write_text(yaml.safe_dump_all(objects))
-        with kubesim_server(tmp_path, tls=True, extra=["--rbac", str(rbac)]) as sim:
-            yield sim
-
-    return real() if isinstance(cluster, RealCluster) else simulated()
+    if isinstance(cluster, RealCluster):
+        return real()
+    objects = [dict(d) for kind in RBAC_KINDS for d in of_kind(docs, kind)]
+    objects[0] = {**objects[0], "metadata": {"namespace": NAMESPACE, **objects[0]["metadata"]}}
+    return kubesim_with_rbac(tmp_path, objects)
 
 
 def test_the_new_node_drill_uses_exactly_the_rules_its_option_adds(
@@ -432,14 +434,9 @@ def with_probe_drills(
             rbac.delete_namespaced_role_binding(added[1]["metadata"]["name"], NAMESPACE)
             rbac.delete_namespaced_role(added[0]["metadata"]["name"], NAMESPACE)
 
-    @contextlib.contextmanager
-    def simulated() -> Iterator[Kubesim]:
-        rbac = tmp_path / "chart-rbac.yaml"
-        rbac.write_text(yaml.safe_dump_all([*chart_rbac(), *added]))
-        with kubesim_server(tmp_path, tls=True, extra=["--rbac", str(rbac)]) as sim:
-            yield sim
-
-    return real() if isinstance(cluster, RealCluster) else simulated()
+    if isinstance(cluster, RealCluster):
+        return real()
+    return kubesim_with_rbac(tmp_path, [*chart_rbac(), *added])
 
 
 def test_the_lack_of_resources_drill_uses_exactly_the_rules_its_option_adds(
