@@ -164,10 +164,11 @@ def running(argv: list[str], state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
     try:
         assert process.poll() is None, running.output()
         # Serving, not necessarily answering within a second yet on a loaded machine: its
-        # gunicorn workers may still be importing Django.
+        # gunicorn workers may still be importing Django, and through `make demo` the
+        # system-package check runs first (a full run of the suite once took over 60 s).
         wait_for(
             lambda: http_ok(f"http://127.0.0.1:{ports['DEMO_PORT']}/healthz"),
-            timeout=60,
+            timeout=180,
             what="the demo's /healthz",
         )
         running.started = descendants(process.pid)
