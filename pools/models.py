@@ -148,8 +148,10 @@ class Node(models.Model):
         max_length=63, blank=True, help_text="The pool key's raw value ('' when unassigned)."
     )
     gpu_model = models.CharField(max_length=100, blank=True)
-    gpu_count = models.PositiveIntegerField(default=0)
+    gpu_count = models.PositiveIntegerField(default=0)  # physical GPUs
     gpu_memory_mib = models.PositiveIntegerField(default=0)
+    # The scheduler's nvidia.com/gpu: a whole GPU, or a MIG instance or a shared replica
+    # where the device plugin advertises those under this name (see `devices`).
     gpu_allocatable = models.PositiveIntegerField(default=0)
     gpu_allocated = models.PositiveIntegerField(default=0)
     cpu_allocatable = models.CharField(max_length=32, blank=True)
@@ -174,6 +176,14 @@ class Node(models.Model):
     cpu_capacity_milli = models.BigIntegerField(default=0)
     memory_capacity_bytes = models.BigIntegerField(default=0)
     pods_allocatable = models.PositiveIntegerField(default=0)
+    # Every other allocatable resource (MIG profiles, shared GPUs, ephemeral storage, ...)
+    # and what the node's pods request of each, by name in whole units: the fit check
+    # counts every resource a pod asks for, as the scheduler does.
+    resources = models.JSONField(default=dict, blank=True)
+    resources_requested = models.JSONField(default=dict, blank=True)
+    # The physical GPUs and the units by kind (pools.core.devices.devices_record); empty for
+    # a node of whole GPUs only, which the gpu_* columns describe.
+    devices = models.JSONField(default=dict, blank=True)
     resource_version = models.CharField(max_length=64, blank=True)
     last_seen = models.DateTimeField()
     gone_at = models.DateTimeField(null=True, blank=True)

@@ -270,7 +270,12 @@ def prometheus_server(
         stop(process)
 
 
-CAUGHT_UP = "sum(Hostname:DCGM_FI_DEV_GPU_UTIL:sum) == bool sum(DCGM_FI_DEV_GPU_UTIL)"
+# The recorded sum counts MIG instances' engine activity too; a tolerance, as the two sums
+# add the same floats in another order.
+CAUGHT_UP = (
+    "abs(sum(Hostname:DCGM_FI_DEV_GPU_UTIL:sum) - sum(DCGM_FI_DEV_GPU_UTIL or 100 * "
+    'DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_ID!=""})) < bool 0.001'
+)
 
 
 def rules_caught_up(prom: PrometheusServer) -> bool:

@@ -28,6 +28,7 @@ from pools.api.fields import StrictCharField, StrictIntegerField
 from pools.api.idempotency import idempotent
 from pools.common.errors import Refused
 from pools.common.roles import Capability
+from pools.core.devices import KINDS, devices_as_dict, devices_from_record
 from pools.fleet import selectors, services
 from pools.fleet.filters import NodeFilter
 from pools.metrics.node_figures import latest_node_metrics, latest_node_metrics_versioned
@@ -101,11 +102,14 @@ NODE_FIELDS: dict[str, str | None] = {
     "drift": "drift",
     "last_seen": "last_seen",
     "gone": "gone_at",
+    "devices": None,
     "metrics": None,
 }
+# Read for `devices`, not given as they are.
+DEVICE_COLUMNS = ("devices", "resources_requested")
 
 
-NODE_ROW_FIELDS = tuple(column for column in NODE_FIELDS.values() if column)
+NODE_ROW_FIELDS = (*(column for column in NODE_FIELDS.values() if column), *DEVICE_COLUMNS)
 
 
 def node_api_row(node: Node) -> dict[str, Any]:
@@ -114,9 +118,47 @@ def node_api_row(node: Node) -> dict[str, Any]:
     return row
 
 
+def row_devices(row: dict[str, Any]) -> dict[str, Any]:
+    """A node row's physical GPUs and units by kind (pools.core.devices)."""
+    devices = devices_from_record(
+        row["devices"],
+        gpu_model=row["gpu_model"],
+        gpu_count=row["gpu_count"],
+        gpu_memory_mib=row["gpu_memory_mib"],
+        gpu_allocatable=row["gpu_allocatable"],
+        gpu_allocated=row["gpu_allocated"],
+        requested=row["resources_requested"],
+    )
+    return devices_as_dict(devices)
+
+
+class UnitsSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    kind = serializers.ChoiceField(choices=KINDS, help_text="gpu (whole), mig or shared")
+    label = serializers.CharField(help_text='e.g. "MIG 1g.10gb"')
+    resource = serializers.CharField(help_text="the resource name pods ask for")
+    profile = serializers.CharField(allow_blank=True)
+    sharing = serializers.CharField(allow_blank=True, help_text="time-slicing or mps")
+    replicas = serializers.IntegerField(help_text="units a GPU or instance is shared as")
+    allocatable = serializers.IntegerField()
+    allocated = serializers.IntegerField()
+    free = serializers.IntegerField()
+
+
+class DevicesSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    model = serializers.CharField(help_text="the physical GPU model")
+    memory_mib = serializers.IntegerField(help_text="one physical GPU's; 0: unknown")
+    gpus = serializers.IntegerField(help_text="physical GPUs: a slice or replica is not one")
+    mig_gpus = serializers.IntegerField(help_text="of them, GPUs split into MIG instances")
+    units = UnitsSerializer(many=True)
+    operator = serializers.DictField(
+        child=serializers.CharField(), help_text="the GPU operator's labels on the node"
+    )
+
+
 class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     pool = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     gone = serializers.SerializerMethodField()
+    devices = serializers.SerializerMethodField()
     metrics = serializers.SerializerMethodField()
 
     class Meta:
@@ -125,6 +167,10 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     def get_gone(self, node: Node) -> bool:
         return node.gone_at is not None
+
+    @extend_schema_field(DevicesSerializer)
+    def get_devices(self, node: Node) -> dict[str, Any]:
+        return row_devices(node_api_row(node))
 
     def to_representation(self, node: Node | dict[str, Any]) -> dict[str, Any]:
         # The list's hot path, written out over a plain row (NODE_ROW_FIELDS): DRF's
@@ -136,6 +182,7 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         body = {field: row[column] for field, column in NODE_FIELDS.items() if column}
         body["last_seen"] = row["last_seen"].isoformat().replace("+00:00", "Z")
         body["gone"] = row["gone_at"] is not None
+        body["devices"] = row_devices(row)
         metrics = self.context.get("metrics", {}).get(row["name"])
         body["metrics"] = asdict(metrics) if metrics else None
         return body
@@ -157,7 +204,7 @@ class PodSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class GpuSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    index = serializers.CharField()
+    index = serializers.CharField(help_text='"3", or "3 instance 7" for a MIG instance of GPU 3')
     util = serializers.FloatField(allow_null=True)
     fb_used = serializers.FloatField(allow_null=True)
     fb_total = serializers.FloatField(allow_null=True)
@@ -167,6 +214,7 @@ class GpuSerializer(serializers.Serializer):  # type: ignore[type-arg]
     xid = serializers.IntegerField()
     pod = serializers.CharField(allow_blank=True)
     namespace = serializers.CharField(allow_blank=True)
+    profile = serializers.CharField(allow_blank=True, help_text="the MIG instance's profile")
 
 
 class TaintSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -205,6 +253,16 @@ class NodeDetailSerializer(NodeSerializer):
         ]
 
 
+class UnitFiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    kind = serializers.CharField(help_text='the kind\'s label, e.g. "MIG 1g.10gb"')
+    units = serializers.IntegerField()
+    allocated = serializers.IntegerField()
+    unallocated = serializers.IntegerField(help_text="free on nodes that take pods now")
+    unschedulable = serializers.IntegerField(help_text="free on NotReady or cordoned nodes")
+    largest_free_block = serializers.IntegerField(help_text="most free on one usable node")
+    whole_free_nodes = serializers.IntegerField(help_text="usable nodes with none held")
+
+
 class FiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]
     nodes = serializers.IntegerField()
     ready = serializers.IntegerField()
@@ -234,6 +292,15 @@ class FiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]
     hot_gpus = serializers.IntegerField()
     idle_held_gpus = serializers.IntegerField(help_text="GPUs a pod holds but does not use.")
     nodes_without_metrics = serializers.IntegerField()
+    physical_gpus = serializers.IntegerField(
+        help_text="Physical GPUs, whatever they are split or shared into. gpus and the "
+        "figures above count whole GPUs only; each other kind is in units."
+    )
+    units = serializers.SerializerMethodField()
+
+    @extend_schema_field(UnitFiguresSerializer(many=True))
+    def get_units(self, figures: Any) -> list[dict[str, Any]]:
+        return [u.as_dict() for u in figures.units]
 
 
 class PoolFiguresSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -248,6 +248,9 @@ def lines_chart(
     )
 
 
-def _gpu_order(item: tuple[str, object]) -> tuple[int, str]:
-    key = item[0]
-    return (int(key), "") if key.isdigit() else (1 << 30, key)
+def _gpu_order(item: tuple[str, object]) -> tuple[int, int, str]:
+    """GPUs by index, a GPU's MIG instances ("3 instance 7") by instance after it."""
+    gpu, _, instance = item[0].partition(" instance ")
+    if not gpu.isdigit():
+        return (1 << 30, 0, item[0])
+    return (int(gpu), int(instance) if instance.isdigit() else -1, "")

@@ -36,12 +36,19 @@ class NodeRow:
     name: str
     pool: str | None
     gpu_model: str
-    gpus: int  # allocatable
-    allocated: int
+    gpus: int  # allocatable whole GPUs: a MIG instance or a shared replica is not one
+    allocated: int  # of them, held by pods
     ready: bool
     cordoned: bool
     drifted: bool
     metrics: NodeMetrics | None = None  # None: no DCGM series for this node
+    physical: int = -1  # physical GPUs (-1: as many as `gpus`)
+    # Every other kind of unit the node offers: (its label, allocatable, allocated).
+    units: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def physical_gpus(self) -> int:
+        return self.gpus if self.physical < 0 else self.physical
 
     @property
     def unallocated(self) -> int:
@@ -51,6 +58,71 @@ class NodeRow:
     @property
     def schedulable(self) -> bool:
         return self.ready and not self.cordoned
+
+
+@dataclass(frozen=True)
+class UnitFigures:
+    """One kind of unit over a set of nodes (MIG instances of a profile, shared GPUs), the
+    way PoolFigures counts whole GPUs."""
+
+    label: str  # pools.core.devices.UnitKind.label
+    units: int = 0
+    allocated: int = 0
+    unallocated: int = 0  # free on nodes that take pods now
+    unschedulable: int = 0  # free on NotReady or cordoned nodes
+    largest_free_block: int = 0  # most free on one node that takes pods
+    whole_free_nodes: int = 0  # nodes that take pods with none of them held
+
+    def plus(self, other: UnitFigures) -> UnitFigures:
+        return UnitFigures(
+            self.label,
+            self.units + other.units,
+            self.allocated + other.allocated,
+            self.unallocated + other.unallocated,
+            self.unschedulable + other.unschedulable,
+            max(self.largest_free_block, other.largest_free_block),
+            self.whole_free_nodes + other.whole_free_nodes,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.label,
+            "units": self.units,
+            "allocated": self.allocated,
+            "unallocated": self.unallocated,
+            "unschedulable": self.unschedulable,
+            "largest_free_block": self.largest_free_block,
+            "whole_free_nodes": self.whole_free_nodes,
+        }
+
+
+def _unit_figures(rows: Iterable[NodeRow]) -> tuple[UnitFigures, ...]:
+    by_label: dict[str, UnitFigures] = {}
+    for row in rows:
+        for label, units, allocated in row.units:
+            free = max(units - allocated, 0)
+            usable = row.schedulable
+            one = UnitFigures(
+                label,
+                units,
+                allocated,
+                free if usable else 0,
+                0 if usable else free,
+                free if usable else 0,
+                int(usable and units > 0 and allocated == 0),
+            )
+            known = by_label.get(label)
+            by_label[label] = one if known is None else known.plus(one)
+    return tuple(by_label[label] for label in sorted(by_label))
+
+
+def _merged_units(parts: Iterable[tuple[UnitFigures, ...]]) -> tuple[UnitFigures, ...]:
+    by_label: dict[str, UnitFigures] = {}
+    for units in parts:
+        for one in units:
+            known = by_label.get(one.label)
+            by_label[one.label] = one if known is None else known.plus(one)
+    return tuple(by_label[label] for label in sorted(by_label))
 
 
 @dataclass(frozen=True)
@@ -80,6 +152,10 @@ class PoolFigures:
     gpu_models: tuple[str, ...] = field(default_factory=tuple)
     # The GPUs avg_util averages over: what merging figures weighs it by.
     util_gpus: float = 0.0
+    # Physical GPUs, whatever they are split or shared into; `gpus` above counts whole GPUs
+    # only, and each other kind of unit is counted apart in `units`.
+    physical_gpus: int = 0
+    units: tuple[UnitFigures, ...] = ()
 
     @property
     def fb_percent(self) -> float | None:
@@ -176,11 +252,13 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
     nodes = ready = cordoned = gpus = allocated = whole = largest = drifted = 0
     unallocated = unschedulable_gpus = unschedulable_nodes = 0
     models: set[str] = set()
+    physical = 0
     for row in rows:
         nodes += 1
         ready += row.ready
         cordoned += row.cordoned
         gpus += row.gpus
+        physical += row.physical_gpus
         allocated += row.allocated
         drifted += row.drifted
         if row.gpu_model:
@@ -209,6 +287,8 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
         largest_free_block=largest,
         drifted=drifted,
         gpu_models=tuple(sorted(models)),
+        physical_gpus=physical,
+        units=_unit_figures(rows),
         **_metric_sums((row.metrics for row in rows), available=metrics_available),
     )
 
@@ -232,6 +312,7 @@ _SUMMED = (
     "idle_held_gpus",
     "nodes_without_metrics",
     "util_gpus",
+    "physical_gpus",
 )
 
 
@@ -248,6 +329,7 @@ def merge_figures(parts: Iterable[PoolFigures], *, metrics_available: bool) -> P
         metrics_available=metrics_available,
         avg_util=(weighted / util_gpus) if (metrics_available and util_gpus) else None,
         gpu_models=tuple(sorted({m for p in parts for m in p.gpu_models})),
+        units=_merged_units(p.units for p in parts),
     )
 
 
@@ -281,7 +363,7 @@ def health_matches(m: NodeMetrics | None, health: str) -> bool:
 
 @dataclass(frozen=True)
 class GpuRow:
-    index: str
+    index: str  # the GPU's index, and " instance N" for a MIG instance of it
     util: float | None = None
     fb_used: float | None = None
     fb_total: float | None = None
@@ -291,6 +373,14 @@ class GpuRow:
     xid: int = 0
     pod: str = ""
     namespace: str = ""
+    profile: str = ""  # the MIG instance's profile (GPU_I_PROFILE); "" for a whole GPU
+
+
+# dcgm-exporter's labels of a MIG instance's series, and the field its engine activity (a
+# fraction; DCGM_FI_DEV_GPU_UTIL is not reported on MIG) fills in percent.
+INSTANCE_LABEL = "GPU_I_ID"
+PROFILE_LABEL = "GPU_I_PROFILE"
+ENGINE_FIELD = "engine_active"
 
 
 def gpu_rows(
@@ -300,19 +390,23 @@ def gpu_rows(
     pod_label: str,
     namespace_label: str,
 ) -> list[GpuRow]:
-    """One row per GPU from a node's per-GPU samples; `field_of_metric` maps each DCGM
-    metric name to a GpuRow field (fb_free only serves to compute fb_total)."""
-    per_gpu: dict[str, dict[str, Any]] = {}
+    """One row per GPU, or per MIG instance, from a node's per-GPU samples; `field_of_metric`
+    maps each DCGM metric name to a GpuRow field (fb_free only serves to compute fb_total,
+    ENGINE_FIELD a MIG instance's utilisation)."""
+    per_gpu: dict[tuple[str, str], dict[str, Any]] = {}
     for labels, value in samples:
-        gpu = per_gpu.setdefault(labels.get("gpu", "?"), {})
+        key = (labels.get("gpu", "?"), labels.get(INSTANCE_LABEL, ""))
+        gpu = per_gpu.setdefault(key, {})
         gpu[field_of_metric.get(labels.get("__name__", ""), "other")] = value
+        if labels.get(PROFILE_LABEL):
+            gpu["profile"] = labels[PROFILE_LABEL]
         if labels.get(pod_label):
             gpu["pod"] = labels[pod_label]
             gpu["namespace"] = labels.get(namespace_label, "")
     return [
         GpuRow(
-            index,
-            v.get("util"),
+            f"{gpu} instance {instance}" if instance else gpu,
+            _utilisation(v, is_instance=bool(instance)),
             v.get("fb_used"),
             (v["fb_used"] + v["fb_free"]) if "fb_used" in v and "fb_free" in v else None,
             v.get("temp"),
@@ -321,8 +415,23 @@ def gpu_rows(
             int(v.get("xid", 0)),
             v.get("pod", ""),
             v.get("namespace", ""),
+            v.get("profile", ""),
         )
-        for index, v in sorted(
-            per_gpu.items(), key=lambda item: int(item[0]) if item[0].isdigit() else 999
-        )
+        for (gpu, instance), v in sorted(per_gpu.items(), key=_device_order)
     ]
+
+
+def _utilisation(values: Mapping[str, Any], *, is_instance: bool) -> float | None:
+    if values.get("util") is not None:
+        return float(values["util"])
+    engine = values.get(ENGINE_FIELD)
+    return 100 * float(engine) if is_instance and engine is not None else None
+
+
+def _device_order(item: tuple[tuple[str, str], object]) -> tuple[int, int, str]:
+    gpu, instance = item[0]
+    return (
+        int(gpu) if gpu.isdigit() else 999,
+        int(instance) if instance.isdigit() else -1,
+        gpu,
+    )

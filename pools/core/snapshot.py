@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from pools.core.devices import COUNT_LABEL, NodeDevices, is_gpu_unit, node_devices
 from pools.core.fit.api_objects import FINISHED
 from pools.core.fit.resources import Resources, amount_or_zero
 
@@ -27,6 +28,9 @@ class PodSummary:
     # What the scheduler counts it as requesting; not in as_dict(): the node's sums hold them.
     cpu_milli: int = 0
     memory_bytes: int = 0
+    # Every other resource it requests but nvidia.com/gpu (MIG profiles, shared GPUs,
+    # ephemeral storage, ...), by name in whole units.
+    extended: tuple[tuple[str, int], ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -63,6 +67,14 @@ class NodeSnapshot:
     cpu_capacity_milli: int = 0
     memory_capacity_bytes: int = 0
     pods_allocatable: int = 0  # pod slots the scheduler counts (0: not given)
+    # Every other allocatable resource but nvidia.com/gpu (which gpu_allocatable holds), by
+    # name in the scheduler's units: the fit check counts each as the scheduler does.
+    resources: Mapping[str, int] = field(default_factory=dict)
+    devices: NodeDevices | None = None  # physical GPUs and units by kind
+
+
+# The allocatable entries that are not counted as `resources`: their own columns hold them.
+_OWN_COLUMNS = frozenset({"cpu", "memory", "pods", GPU_RESOURCE})
 
 
 def _quantity(value: Any) -> int:
@@ -89,7 +101,10 @@ def _amount_of_text(resource: str, value: str) -> int:
 def is_gpu_node(raw: Mapping[str, Any]) -> bool:
     capacity = (raw.get("status") or {}).get("capacity") or {}
     labels = (raw.get("metadata") or {}).get("labels") or {}
-    return _quantity(capacity.get(GPU_RESOURCE)) > 0 or labels.get(GPU_PRESENT_LABEL) == "true"
+    if labels.get(GPU_PRESENT_LABEL) == "true":
+        return True
+    # A node of MIG instances (mixed strategy) or shared GPUs may advertise no nvidia.com/gpu.
+    return any(is_gpu_unit(name) and _quantity(value) > 0 for name, value in capacity.items())
 
 
 def node_snapshot(raw: Mapping[str, Any]) -> NodeSnapshot:
@@ -103,6 +118,13 @@ def node_snapshot(raw: Mapping[str, Any]) -> NodeSnapshot:
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in status.get("conditions") or []
     )
+    resources = {
+        str(name): _amount(str(name), value)
+        for name, value in allocatable.items()
+        if name not in _OWN_COLUMNS
+    }
+    gpu_allocatable = _quantity(allocatable.get(GPU_RESOURCE))
+    devices = node_devices(labels, {**resources, GPU_RESOURCE: gpu_allocatable})
     return NodeSnapshot(
         name=str(meta.get("name")),
         labels=labels,
@@ -111,9 +133,12 @@ def node_snapshot(raw: Mapping[str, Any]) -> NodeSnapshot:
             for t in spec.get("taints") or []
         ],
         gpu_model=labels.get(GPU_PRODUCT_LABEL, ""),
-        gpu_count=_quantity(capacity.get(GPU_RESOURCE)),
-        gpu_memory_mib=_quantity(labels.get(GPU_MEMORY_LABEL)),
-        gpu_allocatable=_quantity(allocatable.get(GPU_RESOURCE)),
+        # Physical GPUs: a MIG instance or a shared replica is not a GPU.
+        gpu_count=devices.gpus
+        if COUNT_LABEL in labels or not devices.is_plain
+        else _quantity(capacity.get(GPU_RESOURCE)),
+        gpu_memory_mib=devices.memory_mib or _quantity(labels.get(GPU_MEMORY_LABEL)),
+        gpu_allocatable=gpu_allocatable,
         cpu_allocatable=str(allocatable.get("cpu", "")),
         memory_allocatable=str(allocatable.get("memory", "")),
         cpu_allocatable_milli=_amount("cpu", allocatable.get("cpu")),
@@ -124,6 +149,8 @@ def node_snapshot(raw: Mapping[str, Any]) -> NodeSnapshot:
         cpu_capacity_milli=_amount("cpu", capacity.get("cpu")),
         memory_capacity_bytes=_amount("memory", capacity.get("memory")),
         pods_allocatable=_quantity(allocatable.get("pods")),
+        resources=resources,
+        devices=devices,
     )
 
 
@@ -166,4 +193,5 @@ def pod_summary(raw: Mapping[str, Any], requests: Resources | None = None) -> Po
         phase=str((raw.get("status") or {}).get("phase", "")),
         cpu_milli=requests.cpu_milli if requests else 0,
         memory_bytes=requests.memory if requests else 0,
+        extended=tuple((n, a) for n, a in requests.extended if a) if requests else (),
     )

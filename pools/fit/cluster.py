@@ -48,6 +48,8 @@ _NODE_FIELDS = (
     "cpu_requested_milli",
     "memory_requested_bytes",
     "pods_allocatable",
+    "resources",
+    "resources_requested",
 )
 KUBELET_DEFAULT_MAX_PODS = 110
 
@@ -105,13 +107,16 @@ def gpu_node_pod(pod: GpuPod) -> NodePod:
 
 def _fit_node(row: Sequence[Any], on_node: list[NodePod], gpu_pods: Resources) -> FitNode:
     (name, pool, labels, taints, cordoned, ready, gpus, allocated, cpu, memory) = row[:10]
-    cpu_milli, memory_bytes, cpu_requested, memory_requested, pod_slots = row[10:]
+    cpu_milli, memory_bytes, cpu_requested, memory_requested, pod_slots = row[10:15]
+    resources, resources_requested = row[15:]
     # What the node's pods request beyond its GPU pods (and GPUs held by pods the inventory
-    # has not recorded as GpuPod rows yet).
+    # has not recorded as GpuPod rows yet); GpuPod rows keep no other resource, so all the
+    # node's requests of those (MIG profiles, shared GPUs, ...) are here.
     rest = Resources(
         max(cpu_requested - gpu_pods.cpu_milli, 0),
         max(memory_requested - gpu_pods.memory, 0),
         max(allocated - gpu_pods.gpu, 0),
+        tuple(sorted((n, a) for n, a in resources_requested.items() if a)),
     )
     if not rest.is_zero:
         on_node = [*on_node, NodePod(rest, UNKNOWN_PRIORITY, OTHER_PODS)]
@@ -128,6 +133,7 @@ def _fit_node(row: Sequence[Any], on_node: list[NodePod], gpu_pods: Resources) -
             cpu_milli or amount_or_zero("cpu", cpu),
             memory_bytes or amount_or_zero("memory", memory),
             gpus,
+            tuple(sorted(resources.items())),
         ),
         max_pods=pod_slots or KUBELET_DEFAULT_MAX_PODS,
         pods=tuple(on_node),

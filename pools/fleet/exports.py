@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from django.db.models import QuerySet
 
 from pools.core import csv_cells
+from pools.core.devices import WHOLE, devices_from_record
 from pools.metrics.node_figures import latest_node_metrics
 from pools.models import Node
 
@@ -31,23 +32,47 @@ NODE_COLUMNS = (
     "xid_gpus",
     "last_seen",
     "gone_at",
+    "physical_gpus",
+    "other_units",
 )
 
 
 def node_csv_rows(nodes: QuerySet[Node]) -> Iterator[list[object]]:
-    """The node table with each node's latest DCGM figures (blank where there are none)."""
+    """The node table with each node's latest DCGM figures (blank where there are none).
+    `gpus` and `allocated` count whole GPUs, as the pages do; `physical_gpus` every GPU,
+    and `other_units` each other kind as "allocated/allocatable label" (MIG instances,
+    shared GPUs), separated by "; "."""
     _, metrics = latest_node_metrics()
     yield list(NODE_COLUMNS)
     fields = ("name", "pool__name", "gpu_model", "gpu_allocatable", "gpu_allocated", "ready")
     more = ("cordoned", "drifted", "pods", "last_seen", "gone_at")
+    device_fields = ("gpu_count", "gpu_memory_mib", "devices", "resources_requested")
     for row in (
-        nodes.order_by("name").values_list(*fields, *more).iterator(csv_cells.EXPORT_CHUNK_ROWS)
+        nodes.order_by("name")
+        .values_list(*fields, *more, *device_fields)
+        .iterator(csv_cells.EXPORT_CHUNK_ROWS)
     ):
-        name, pool, model, gpus, allocated, ready, cordoned, drifted, pods, seen, gone = row
+        name, pool, model, gpu_units, gpu_units_held, ready, cordoned, drifted = row[:8]
+        pods, seen, gone, count, memory, record, requested = row[8:]
+        devices = devices_from_record(
+            record,
+            gpu_model=model,
+            gpu_count=count,
+            gpu_memory_mib=memory,
+            gpu_allocatable=gpu_units,
+            gpu_allocated=gpu_units_held,
+            requested=requested,
+        )
+        gpus, allocated = devices.whole_gpus, devices.whole_allocated
+        others = "; ".join(
+            f"{u.allocated}/{u.allocatable} {u.kind.label}"
+            for u in devices.units
+            if u.kind.kind != WHOLE
+        )
         m = metrics.get(name)
         yield csv_cells.row(
             [name, pool, model, gpus, allocated, max(0, gpus - allocated), ready, cordoned]
             + [drifted, len(pods)]
             + ([m.util, m.fb_used, m.fb_total, m.temp_max, m.xid_gpus] if m else [None] * 5)
-            + [seen, gone]
+            + [seen, gone, devices.gpus, others]
         )

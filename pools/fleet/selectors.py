@@ -3,6 +3,7 @@ queries per page."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from django.db.models.functions import Greatest
 
 from pools.core import charts, figures
 from pools.core.desired import drift
+from pools.core.devices import WHOLE, NodeDevices, devices_from_record
 from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.core.gc_pause import collector_paused
 from pools.core.membership import all_along
@@ -42,14 +44,63 @@ _ROW_FIELDS = (
     "ready",
     "cordoned",
     "drifted",
+    "gpu_count",
+    "devices",
+    "resources_requested",
 )
 
 
 def node_rows(nodes: Iterable[Any], metrics: Mapping[str, NodeMetrics]) -> list[NodeRow]:
-    return [
-        NodeRow(name, pool, model, gpus, allocated, ready, cordoned, drifted, metrics.get(name))
-        for name, pool, model, gpus, allocated, ready, cordoned, drifted in nodes
-    ]
+    """NodeRows from _ROW_FIELDS rows, as the ORM or the driver returns them (JSON parsed or
+    as text): a node of whole GPUs only keeps an empty device record, read for nothing."""
+    rows = []
+    for name, pool, model, gpus, allocated, ready, cordoned, drifted, count, record, asked in nodes:
+        if not record or record == "{}":
+            rows.append(
+                NodeRow(
+                    name,
+                    pool,
+                    model,
+                    gpus,
+                    allocated,
+                    ready,
+                    cordoned,
+                    drifted,
+                    metrics.get(name),
+                    count,
+                )
+            )
+            continue
+        devices = devices_from_record(
+            json.loads(record) if isinstance(record, str) else record,
+            gpu_model=model,
+            gpu_count=count,
+            gpu_memory_mib=0,
+            gpu_allocatable=gpus,
+            gpu_allocated=allocated,
+            requested=json.loads(asked) if isinstance(asked, str) else asked,
+        )
+        units = tuple(
+            (u.kind.label, u.allocatable, u.allocated)
+            for u in devices.units
+            if u.kind.kind != WHOLE
+        )
+        rows.append(
+            NodeRow(
+                name,
+                pool,
+                model,
+                devices.whole_gpus,
+                devices.whole_allocated,
+                ready,
+                cordoned,
+                drifted,
+                metrics.get(name),
+                devices.gpus,
+                units,
+            )
+        )
+    return rows
 
 
 @dataclass(frozen=True)
@@ -273,6 +324,20 @@ class NodeDetail:
     labels: list[LabelRow]
     taints: list[tuple[Taint, bool]]
     metrics_error: str | None
+    devices: NodeDevices | None = None
+
+
+def node_devices(node: Node) -> NodeDevices:
+    """The node's physical GPUs and its units by kind, with what its pods hold of each."""
+    return devices_from_record(
+        node.devices,
+        gpu_model=node.gpu_model,
+        gpu_count=node.gpu_count,
+        gpu_memory_mib=node.gpu_memory_mib,
+        gpu_allocatable=node.gpu_allocatable,
+        gpu_allocated=node.gpu_allocated,
+        requested=node.resources_requested,
+    )
 
 
 def node_detail(node: Node) -> NodeDetail:
@@ -285,6 +350,7 @@ def node_detail(node: Node) -> NodeDetail:
         labels=[LabelRow(k, v, k in label_keys) for k, v in sorted(node.labels.items())],
         taints=[(t, t.key in taint_keys) for t in node.taint_objects()],
         metrics_error=error,
+        devices=node_devices(node),
     )
 
 

@@ -19,6 +19,7 @@ from django.db.models.functions import Coalesce
 
 from pools.core import charts
 from pools.core.desired import managed_label_keys, managed_taint_keys
+from pools.core.devices import exporter_devices
 from pools.core.insights import advisor, readiness
 from pools.core.insights.failures import (
     EVICTION_REASONS,
@@ -253,6 +254,7 @@ _NODE_FIELDS = (
     "cpu_allocatable_milli",
     "memory_capacity_bytes",
     "memory_allocatable_bytes",
+    "devices",
 )
 
 
@@ -291,8 +293,10 @@ def nodes_now() -> NodesNow:
         cpu_allocatable,
         memory_capacity,
         memory_allocatable,
+        devices,
     ) in Node.objects.present().values_list(*_NODE_FIELDS):
         reporting = figures[name].gpus_reporting if name in figures else 0
+        exporter = exporter_devices(devices) if devices else None
         facts.append(
             InsightNode(
                 name=name,
@@ -312,6 +316,8 @@ def nodes_now() -> NodesNow:
                 cpu_allocatable=cpu_allocatable,
                 memory_capacity=memory_capacity,
                 memory_allocatable=memory_allocatable,
+                devices=exporter,
+                mig=bool(devices and devices.get("mig_gpus")),
             )
         )
         seen[name] = last

@@ -28,6 +28,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from pools.core.desired import PoolSpec, drift_record
+from pools.core.devices import devices_record
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import PodLabels, PodRecord, pod_record
 from pools.core.snapshot import NodeSnapshot, PodSummary
@@ -56,7 +57,13 @@ def active_pools() -> tuple[list[PoolSpec], dict[str, int]]:
 
 
 # The columns a node's pods make: all a flush writes when only the pods changed.
-POD_COLUMNS = ("gpu_allocated", "cpu_requested_milli", "memory_requested_bytes", "pods")
+POD_COLUMNS = (
+    "gpu_allocated",
+    "cpu_requested_milli",
+    "memory_requested_bytes",
+    "resources_requested",
+    "pods",
+)
 
 
 def node_pod_columns(pods: Iterable[PodSummary]) -> dict[str, Any]:
@@ -65,10 +72,15 @@ def node_pod_columns(pods: Iterable[PodSummary]) -> dict[str, Any]:
     pod_list = sorted(
         (p for p in pods if not p.finished), key=lambda p: (-p.gpus, p.namespace, p.name)
     )
+    requested: dict[str, int] = {}
+    for pod in pod_list:
+        for name, amount in pod.extended:
+            requested[name] = requested.get(name, 0) + amount
     return {
         "gpu_allocated": sum(p.gpus for p in pod_list),
         "cpu_requested_milli": sum(p.cpu_milli for p in pod_list),
         "memory_requested_bytes": sum(p.memory_bytes for p in pod_list),
+        "resources_requested": dict(sorted(requested.items())),
         "pods": [p.as_dict() for p in pod_list],
     }
 
@@ -104,6 +116,8 @@ def node_row(
         "cpu_capacity_milli": snapshot.cpu_capacity_milli,
         "memory_capacity_bytes": snapshot.memory_capacity_bytes,
         "pods_allocatable": snapshot.pods_allocatable,
+        "resources": dict(sorted(snapshot.resources.items())),
+        "devices": devices_record(snapshot.devices) if snapshot.devices else {},
         "ready": snapshot.ready,
         "cordoned": snapshot.cordoned,
         "labels": dict(snapshot.labels),

@@ -59,9 +59,9 @@ def utilisation_history(
 
 
 def node_history(node_name: str, *, span: timedelta, step: timedelta) -> dict[str, RangeResult]:
-    """The node's charts, one line per GPU: utilisation, framebuffer used, temperature,
-    power, XID errors."""
+    """The node's charts, one line per GPU (or MIG instance): utilisation, framebuffer
+    used, temperature, power, XID errors."""
     return {
-        name: source.history(promql, span=span, step=step, by=queries.GPU_LABEL)
+        name: source.history(promql, span=span, step=step, by=queries.DEVICE)
         for name, promql in queries.node_history_queries(metric_labels(), node_name).items()
     }

@@ -147,7 +147,7 @@ def node_drivers() -> tuple[dict[str, str], str | None]:
 
 
 # The counters the readiness check wants from every GPU, by their names.
-COUNTERS = tuple(queries.COUNTER_KINDS.values())
+COUNTERS = tuple(dict.fromkeys(queries.COUNTER_KINDS.values()))
 
 
 def counter_coverage() -> tuple[dict[str, dict[str, int]], str | None]:
@@ -157,9 +157,11 @@ def counter_coverage() -> tuple[dict[str, dict[str, int]], str | None]:
     result = source.instant({"coverage": queries.coverage_query(labels)})
     found: dict[str, dict[str, int]] = defaultdict(dict)
     for s in result.series.get("coverage", []):
-        kind = queries.COUNTER_KINDS.get(s.labels.get("__name__", ""))
+        kind = queries.COUNTER_KINDS.get(s.labels.get(queries.COUNTER_LABEL, ""))
         if kind is not None:
-            found[s.labels.get(labels.node, "")][kind] = int(s.value)
+            # Whole GPUs' utilisation and MIG instances' engine activity add up.
+            counts = found[s.labels.get(labels.node, "")]
+            counts[kind] = counts.get(kind, 0) + int(s.value)
     return dict(found), result.error
 
 

@@ -8,6 +8,13 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
+# A MIG instance reports no DCGM_FI_DEV_GPU_UTIL: its utilisation is the fraction of time
+# its graphics engine was active (0 to 1), a profiling counter dcgm-exporter reports per
+# instance with GPU_I_ID and GPU_I_PROFILE. Wherever the portal reads utilisation it reads
+# either, so a MIG node counts as its instances in percent.
+ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+INSTANCE_LABEL = "GPU_I_ID"
+ON_INSTANCES = f'{INSTANCE_LABEL}!=""'
 FB_USED = "DCGM_FI_DEV_FB_USED"
 FB_FREE = "DCGM_FI_DEV_FB_FREE"
 GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
@@ -24,6 +31,7 @@ GPU_ROW_FIELDS = {
     POWER: "power",
     SM_CLOCK: "sm_clock",
     XID: "xid",
+    ENGINE_ACTIVE: "engine_active",  # pools.core.figures.ENGINE_FIELD
 }
 
 
@@ -56,12 +64,27 @@ def _keyed_by_node(labels: MetricLabels, expr: str) -> str:
 
 def _on_nodes(labels: MetricLabels, metric: str, matcher: str) -> str:
     """`metric` restricted to nodes by `matcher` (a matcher on the node label), whichever
-    spelling the exporter used: one selector, or two joined by `or`."""
-    selector = f"{metric}{{{matcher}}}"
+    spelling the exporter used: one selector, or two joined by `or`. Utilisation (UTIL)
+    includes the MIG instances' (util_of)."""
     alias = labels.node_alias
-    if alias is None:
-        return selector
-    return f"({selector} or {metric}{{{alias}{matcher.removeprefix(labels.node)}}})"
+    matchers = [matcher]
+    if alias is not None:
+        matchers.append(f"{alias}{matcher.removeprefix(labels.node)}")
+    if metric == UTIL:
+        parts = [f"{UTIL}{{{m}}}" for m in matchers]
+        parts += [f"100 * {ENGINE_ACTIVE}{{{m}, {ON_INSTANCES}}}" for m in matchers]
+        return f"({' or '.join(parts)})"
+    selectors = [f"{metric}{{{m}}}" for m in matchers]
+    return selectors[0] if len(selectors) == 1 else f"({' or '.join(selectors)})"
+
+
+def util_of(selector: str = "") -> str:
+    """Utilisation in percent of every device: each whole GPU's DCGM_FI_DEV_GPU_UTIL and each
+    MIG instance's engine activity, `selector` (label matchers, without braces) on both.
+    The instances carry GPU_I_ID, the whole GPUs do not: `or` keeps both."""
+    instances = f"{selector}, {ON_INSTANCES}" if selector else ON_INSTANCES
+    whole = f"{UTIL}{{{selector}}}" if selector else UTIL
+    return f"({whole} or 100 * {ENGINE_ACTIVE}{{{instances}}})"
 
 
 def node_figure_queries(
@@ -70,18 +93,27 @@ def node_figure_queries(
     def per_node(aggregation: str, expr: str) -> str:
         return f"{aggregation} by ({labels.node}) ({_keyed_by_node(labels, expr)})"
 
+    def per_gpu(aggregation: str, of_gpu: str, metric: str, test: str = "") -> str:
+        by_gpu = f"{of_gpu} by ({labels.node}, {GPU_LABEL}) ({_keyed_by_node(labels, metric)})"
+        return f"{aggregation} by ({labels.node}) ({by_gpu}{test})"
+
     return {
-        "gpus_reporting": per_node("count", UTIL),
-        "util": per_node("avg", UTIL),
+        "gpus_reporting": per_node("count", util_of()),
+        "util": per_node("avg", util_of()),
         "fb_used": per_node("sum", FB_USED),
         "fb_total": per_node("sum", f"{FB_USED} + {FB_FREE}"),
         "temp_max": per_node("max", GPU_TEMP),
-        "power": per_node("sum", POWER),
-        "xid_gpus": per_node("count", f"{XID} > 0"),
-        "hot_gpus": per_node("count", f"{GPU_TEMP} > {hot_celsius:g}"),
+        # Power, XIDs and temperature belong to the GPU: a MIG instance may report its GPU's,
+        # so each GPU counts once (its highest value), however many instances report it.
+        "power": per_gpu("sum", "max", POWER),
+        "xid_gpus": per_gpu("count", "max", XID, " > 0"),
+        "hot_gpus": per_gpu("count", "max", GPU_TEMP, f" > {hot_celsius:g}"),
         # A pod holds the GPU, yet it did nothing for the whole window.
         "idle_held_gpus": per_node(
-            "count", f'max_over_time({UTIL}{{{labels.pod}!=""}}[{idle_window}]) < 1'
+            "count",
+            f'(max_over_time({UTIL}{{{labels.pod}!=""}}[{idle_window}]) or 100 * '
+            f'max_over_time({ENGINE_ACTIVE}{{{labels.pod}!="", {ON_INSTANCES}}}[{idle_window}]))'
+            " < 1",
         ),
     }
 
@@ -171,7 +203,7 @@ def node_matcher(labels: MetricLabels, names: Iterable[str]) -> str:
 
 
 def per_gpu_query(labels: MetricLabels, node: str) -> str:
-    names = "|".join(PER_GPU_METRICS)
+    names = "|".join((*PER_GPU_METRICS, ENGINE_ACTIVE))
     return _on_nodes(labels, "", f'{labels.node}="{node}", __name__=~"{names}"')
 
 
@@ -193,6 +225,14 @@ def utilisation_history_query(
 
 # DCGM's label for the GPU's index on its node.
 GPU_LABEL = "gpu"
+DEVICE = "device"  # series keyed by device_name: a GPU, or a MIG instance of it
+
+
+def device_name(labels: Mapping[str, str]) -> str:
+    """ "3" for GPU 3, "3 instance 7" for its MIG instance 7 (the charts say "GPU …")."""
+    gpu = str(labels.get(GPU_LABEL, ""))
+    instance = labels.get(INSTANCE_LABEL)
+    return f"{gpu} instance {instance}" if instance else gpu
 
 
 def node_history_queries(labels: MetricLabels, node: str) -> dict[str, str]:
@@ -205,8 +245,9 @@ def node_history_queries(labels: MetricLabels, node: str) -> dict[str, str]:
         "power": POWER,
         "xid": XID,
     }
+    # A MIG instance is a line of its own (GPU_I_ID); a whole GPU has no such label.
     queries = {
-        name: f"max by ({GPU_LABEL}) ({_on_nodes(labels, metric, matcher)})"
+        name: f"max by ({GPU_LABEL}, {INSTANCE_LABEL}) ({_on_nodes(labels, metric, matcher)})"
         for name, metric in per_gpu.items()
     }
     queries["fb_used"] += " / 1024"  # GiB
@@ -321,6 +362,7 @@ def xid_query(labels: MetricLabels) -> str:
 # Every counter the pages draw, by the name the readiness check gives it.
 COUNTER_KINDS = {
     UTIL: "utilisation",
+    ENGINE_ACTIVE: "utilisation",  # a MIG instance's (coverage_query asks it of them only)
     FB_USED: "framebuffer",
     GPU_TEMP: "temperature",
     POWER: "power",
@@ -331,14 +373,26 @@ COUNTER_KINDS = {
 def coverage_query(labels: MetricLabels) -> str:
     """Each node's GPUs reporting each counter the pages draw: one query for every node
     and counter (an XID counter at 0 is a series too, unlike the figures' count of GPUs
-    with an error)."""
-    selector = '{__name__=~"' + "|".join(COUNTER_KINDS) + '"}'
-    return f"count by ({labels.node}, __name__) ({_keyed_by_node(labels, selector)})"
+    with an error), the counter in COUNTER_LABEL. A MIG instance's utilisation is its engine
+    activity (counted as COUNTER_KINDS says), counted apart: joined to the instance's other
+    series by `or`, it would be dropped as theirs, since `or` matches series without their
+    names."""
+    names = "|".join(name for name in COUNTER_KINDS if name != ENGINE_ACTIVE)
+
+    def counted(selector: str) -> str:
+        named = f'label_replace({selector}, "{COUNTER_LABEL}", "$1", "__name__", "(.+)")'
+        return f"count by ({labels.node}, {COUNTER_LABEL}) ({_keyed_by_node(labels, named)})"
+
+    whole = counted('{__name__=~"' + names + '"}')
+    return f"{whole} or {counted(f'{ENGINE_ACTIVE}{{{ON_INSTANCES}}}')}"
+
+
+COUNTER_LABEL = "counter"
 
 
 def driver_query(labels: MetricLabels) -> str:
     """Each node's driver version, as the exporter labels its series."""
-    return f"count by ({labels.node}, {DRIVER_LABEL}) ({_keyed_by_node(labels, UTIL)})"
+    return f"count by ({labels.node}, {DRIVER_LABEL}) ({_keyed_by_node(labels, util_of())})"
 
 
 def framebuffer_peaks_query(labels: MetricLabels, days: int) -> str:

@@ -31,6 +31,7 @@ from urllib3.util.retry import Retry
 from pools.common import observability
 from pools.core.gc_pause import collector_paused
 from pools.core.redact import redact_url
+from pools.metrics import queries
 from pools.metrics.http import adapter as http_adapter
 from pools.metrics.http import prometheus_session
 from pools.metrics.results import InstantResult, RangeResult, RangeSeries, Sample
@@ -325,6 +326,8 @@ def _range_result(raw: list[dict[str, Any]], by: str | None) -> RangeResult:
 
     if by is None:
         return RangeResult(line(raw[0]) if raw else [])
+    if by == queries.DEVICE:
+        return RangeResult(series={queries.device_name(r["metric"]): line(r) for r in raw})
     return RangeResult(series={str(r["metric"].get(by, "")): line(r) for r in raw})
 
 
@@ -337,7 +340,7 @@ def history(
     by: str | None = None,
 ) -> RangeResult:
     """The query's first series as `points`, or with `by`, every series by that label's value
-    (one query either way)."""
+    (queries.DEVICE: by GPU and MIG instance; one query either way)."""
     if not settings.PROMETHEUS_URL:
         return RangeResult(error="PROMETHEUS_URL is not set")
     end = now or datetime.now().astimezone()

@@ -18,7 +18,7 @@ Each finding has a stable code:
   lower-priority pods on the nodes named.
 - `gang-larger-than-free-nodes`: a gang that cannot start at once in a pool that accepts its
   pods, with the pool's whole free nodes and largest free block.
-- `node-name-set`, `other-scheduler`, `unchecked-resource`, `pool-without-gpu-request`,
+- `node-name-set`, `other-scheduler`, `pool-without-gpu-request`,
   `unknown-priority-class`: the verdict's own limits, said plainly.
 
 Findings the API server would refuse (request not equal to limit, invalid tolerations or
@@ -241,16 +241,6 @@ def _limits_of_the_verdict(template: PodTemplate, snapshot: ClusterSnapshot) -> 
             "the default scheduler's filters, which it may not apply the same way."
         )
         findings.append(Finding("other-scheduler", INFO, message, path=path))
-    unchecked = [
-        n for n, amount in shape.requests.extended if amount and n not in snapshot.known_resources
-    ]
-    if unchecked:
-        message = (
-            f"{path}: requests {', '.join(unchecked)}, which no node in the inventory lists; not "
-            "checked (if no node offers it, the pod never schedules: Insufficient "
-            f"{unchecked[0]})."
-        )
-        findings.append(Finding("unchecked-resource", WARNING, message, path=path))
     return findings
 
 

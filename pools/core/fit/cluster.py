@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pools.core.fit.resources import GPU, ZERO, Resources
+from pools.core.fit.resources import ZERO, Resources
 from pools.core.fit.scheduling import NOT_READY_TAINT
 from pools.core.taints import Taint
 
@@ -100,9 +100,6 @@ class ClusterSnapshot:
         for i, node in enumerate(self.nodes):
             self.members.setdefault(node.pool, []).append(i)
         self._capacities: dict[str, PoolCapacity] = {}
-        self.known_resources = frozenset(
-            name for node in self.nodes for name, _ in node.allocatable.extended
-        ) | {GPU}
 
     def pool_nodes(self, pool: str) -> list[int]:
         return self.members.get(pool, [])

@@ -22,9 +22,8 @@ from pools.core.fit.resources import Resources
 def room(run: FilterRun, indexes: Sequence[int]) -> int:
     """Pods of this shape that fit now on the given nodes, in total."""
     snapshot, request = run.snapshot, run.shape.requests
-    known = snapshot.known_resources
     return sum(
-        pods_that_fit(request, snapshot.free[i], snapshot.free_pods[i], known)
+        pods_that_fit(request, snapshot.free[i], snapshot.free_pods[i])
         for i in indexes
         if run.passes_static(i)
     )
@@ -35,7 +34,6 @@ def place(runs: Sequence[FilterRun], wanted: Sequence[int], indexes: Sequence[in
     if not runs:
         return []
     snapshot: ClusterSnapshot = runs[0].snapshot
-    known = snapshot.known_resources
     free = {i: snapshot.free[i] for i in indexes}
     free_pods = {i: snapshot.free_pods[i] for i in indexes}
     placed = []
@@ -49,7 +47,7 @@ def place(runs: Sequence[FilterRun], wanted: Sequence[int], indexes: Sequence[in
         for i in candidates:
             if remaining <= 0:
                 break
-            take = min(remaining, pods_that_fit(request, free[i], free_pods[i], known))
+            take = min(remaining, pods_that_fit(request, free[i], free_pods[i]))
             if take:
                 free[i] = free[i].minus(_times(request, take))
                 free_pods[i] -= take

@@ -98,7 +98,6 @@ class FilterRun:
             self.snapshot.free[i],
             self.snapshot.free_pods[i],
             node.allocatable,
-            self.snapshot.known_resources,
         )
 
     def _static_rejection(self, i: int) -> Rejection | None:
@@ -139,7 +138,6 @@ def resource_rejection(
     free: Resources,
     free_pods: int,
     allocatable: Resources,
-    known: frozenset[str],
 ) -> Rejection | None:
     """NodeResourcesFit's Filter: every shortage, in its order (pods, cpu, memory, the rest)."""
     reasons: list[str] = []
@@ -147,7 +145,7 @@ def resource_rejection(
     if free_pods < 1:
         reasons.append(TOO_MANY_PODS)
     if not request.is_zero:
-        for name, wanted, left, total in _compared(request, free, allocatable, known):
+        for name, wanted, left, total in _compared(request, free, allocatable):
             if wanted > 0 and wanted > left:
                 reasons.append(f"Insufficient {name}")
                 unresolvable = unresolvable or wanted > total
@@ -157,7 +155,7 @@ def resource_rejection(
 
 
 def _compared(
-    request: Resources, free: Resources, allocatable: Resources, known: frozenset[str]
+    request: Resources, free: Resources, allocatable: Resources
 ) -> list[tuple[str, int, int, int]]:
     rows = [
         ("cpu", request.cpu_milli, free.cpu_milli, allocatable.cpu_milli),
@@ -166,15 +164,14 @@ def _compared(
     extended_free, extended_total = dict(free.extended), dict(allocatable.extended)
     if request.gpu:
         rows.append((GPU, request.gpu, free.gpu, allocatable.gpu))
+    # Every other resource counts, whether or not any node offers it: a node without it has
+    # none free (`Insufficient nvidia.com/mig-4g.71gb`).
     for name, wanted in request.extended:
-        if name in known:
-            rows.append((name, wanted, extended_free.get(name, 0), extended_total.get(name, 0)))
+        rows.append((name, wanted, extended_free.get(name, 0), extended_total.get(name, 0)))
     return rows
 
 
-def pods_that_fit(
-    request: Resources, free: Resources, free_pods: int, known: frozenset[str]
-) -> int:
+def pods_that_fit(request: Resources, free: Resources, free_pods: int) -> int:
     """How many more pods of this request the node takes now, one after another."""
     count = free_pods
     for wanted, left in (
@@ -186,7 +183,7 @@ def pods_that_fit(
             count = min(count, left // wanted)
     extended_free = dict(free.extended) if request.extended else {}
     for name, wanted in request.extended:
-        if wanted > 0 and name in known:
+        if wanted > 0:
             count = min(count, extended_free.get(name, 0) // wanted)
     return max(count, 0)
 
@@ -211,7 +208,6 @@ def preemption_status(
         freed,
         snapshot.free_pods[i] + len(victims),
         node.allocatable,
-        snapshot.known_resources,
     )
     return None if again is None else again.reasons
 

@@ -162,15 +162,18 @@ def metrics_arrive(
     for n in nodes:
         if not n.ready:
             continue
+        # A MIG node's exporter reports each instance (and each GPU not in MIG mode).
+        expected = n.reporting_devices
+        what = "GPUs and MIG instances" if n.mig else "GPUs"
         if counters and n.counters_reporting is not None:
             reporting = n.counters_reporting
             short = [
-                f"{kind}: {reporting.get(kind, 0)} of {n.gpus} GPUs report"
+                f"{kind}: {reporting.get(kind, 0)} of {expected} {what} report"
                 for kind in counters
-                if reporting.get(kind, 0) < n.gpus
+                if reporting.get(kind, 0) < expected
             ]
-        elif (n.gpus_reporting or 0) < n.gpus:
-            short = [f"{n.gpus_reporting or 0} of {n.gpus} GPUs report"]
+        elif (n.gpus_reporting or 0) < expected:
+            short = [f"{n.gpus_reporting or 0} of {expected} {what} report"]
         else:
             short = []
         if short:

@@ -96,3 +96,11 @@ class InsightNode:
     cpu_allocatable: int = 0
     memory_capacity: int = 0
     memory_allocatable: int = 0
+    # The devices dcgm-exporter reports on (each GPU not in MIG mode, each MIG instance);
+    # None: as many as `gpus` (a node of whole GPUs).
+    devices: int | None = None
+    mig: bool = False  # some of its GPUs are split into MIG instances
+
+    @property
+    def reporting_devices(self) -> int:
+        return self.gpus if self.devices is None else self.devices

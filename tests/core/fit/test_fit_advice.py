@@ -153,13 +153,6 @@ def test_the_verdicts_own_limits_are_said() -> None:
     found = findings(cluster(), pod(1, pool="mixed", nodeName="m0", schedulerName="volcano"))
     assert found["node-name-set"][0].severity == "warning"
     assert found["other-scheduler"][0].severity == "info"
-    rdma = {
-        "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1, "rdma/hca": 1}}}]
-    }
-    assert (
-        "rdma/hca"
-        in findings(cluster(), pod(pool="mixed", **rdma))["unchecked-resource"][0].message
-    )
 
 
 def test_invalid_tolerations_and_affinity_in_the_api_servers_words() -> None:
