@@ -13,6 +13,7 @@ from django.db import models
 
 from pools.core import names
 from pools.core.desired import PoolSpec, Target
+from pools.core.devices import NodeDevices, devices_from_record
 from pools.core.pool_definition import definition_errors
 from pools.core.taints import Taint
 
@@ -56,6 +57,12 @@ class Pool(models.Model):
         blank=True,
         help_text="nvidia.com/gpu.product values the pool accepts; empty accepts any.",
     )
+    accepted_gpu_layouts = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="How the pool's nodes may offer their GPUs: whole, shared, mig-<profile> "
+        "(e.g. mig-1g.10gb); empty accepts any.",
+    )
     approvals_required = models.PositiveSmallIntegerField(default=1)
     requires_healthy_nodes = models.BooleanField(
         default=False, help_text="Refuse nodes with XID errors or without metrics."
@@ -88,6 +95,7 @@ class Pool(models.Model):
         "taint_effect",
         "min_nodes",
         "accepted_gpu_models",
+        "accepted_gpu_layouts",
         "approvals_required",
         "requires_healthy_nodes",
         "utilisation_target",
@@ -199,6 +207,18 @@ class Node(models.Model):
 
     def taint_objects(self) -> list[Taint]:
         return [Taint.from_api(t) for t in self.taints]
+
+    def device_set(self) -> NodeDevices:
+        """Its physical GPUs and its units by kind, with what its pods hold of each."""
+        return devices_from_record(
+            self.devices,
+            gpu_model=self.gpu_model,
+            gpu_count=self.gpu_count,
+            gpu_memory_mib=self.gpu_memory_mib,
+            gpu_allocatable=self.gpu_allocatable,
+            gpu_allocated=self.gpu_allocated,
+            requested=self.resources_requested,
+        )
 
 
 class PoolStay(models.Model):

@@ -55,6 +55,11 @@ class PoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         help_text="Labels besides the pool key.",
     )
     accepted_gpu_models = serializers.ListField(child=StrictCharField(), required=False)
+    accepted_gpu_layouts = serializers.ListField(
+        child=StrictCharField(),
+        required=False,
+        help_text="whole, shared, mig-<profile> (e.g. mig-1g.10gb); empty accepts any.",
+    )
     node_count = serializers.SerializerMethodField(help_text="GPU nodes in the pool now.")
 
     class Meta:

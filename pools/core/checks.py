@@ -24,6 +24,7 @@ class NodeFacts:
     active_move: int | None = None  # another request that holds the node
     xid_gpus: int | None = None  # None: unknown (no metrics)
     has_metrics: bool | None = None  # None: Prometheus unavailable
+    layouts: tuple[str, ...] = ()  # how it offers its GPUs (pools.core.devices.node_layouts)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class PoolFacts:
     requires_healthy: bool = False
     present_nodes: int = 0
     leaving: int = 0  # nodes already on their way out in other active moves
+    accepted_layouts: tuple[str, ...] = ()  # empty: any
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,17 @@ def _fit_failures(node: NodeFacts, destination: PoolFacts) -> list[CheckFailure]
                 "gpu_model",
                 f"{node.name} has {node.gpu_model or 'an unknown GPU'}; pool "
                 f"{destination.name} accepts only {accepted}.",
+            )
+        )
+    refused = [x for x in node.layouts if x not in destination.accepted_layouts]
+    if destination.accepted_layouts and refused:
+        failures.append(
+            CheckFailure(
+                node.name,
+                "gpu_layout",
+                f"{node.name} offers its GPUs as {', '.join(refused)}; pool "
+                f"{destination.name} accepts only {', '.join(destination.accepted_layouts)} "
+                "(reconfigure the node first, or accept the layout in the pool).",
             )
         )
     return failures

@@ -230,6 +230,37 @@ def _positive(value: object, default: int) -> int:
     return number if number > 0 else default
 
 
+# --- layouts: what a pool may accept ----------------------------------------------------
+
+WHOLE_LAYOUT = "whole"
+SHARED_LAYOUT = "shared"
+MIG_LAYOUT_PREFIX = "mig-"
+
+
+def layout_of(kind: UnitKind) -> str:
+    """A kind of unit as a pool's accepted layouts name it: whole, shared, mig-<profile>."""
+    if kind.kind == MIG:
+        return f"{MIG_LAYOUT_PREFIX}{kind.profile}"
+    return SHARED_LAYOUT if kind.kind == SHARED else WHOLE_LAYOUT
+
+
+def node_layouts(devices: NodeDevices) -> tuple[str, ...]:
+    """The layouts a node offers its GPUs in, sorted (none: no GPU unit at all)."""
+    return tuple(sorted({layout_of(u.kind) for u in devices.units if u.allocatable}))
+
+
+def layout_problem(layout: object) -> str | None:
+    """Why a value is not a layout a pool can accept, or None."""
+    if not isinstance(layout, str):
+        return "must be a string"
+    if layout in (WHOLE_LAYOUT, SHARED_LAYOUT):
+        return None
+    profile = layout.removeprefix(MIG_LAYOUT_PREFIX)
+    if layout.startswith(MIG_LAYOUT_PREFIX) and PROFILE_RE.match(profile):
+        return None
+    return "must be whole, shared, or mig-<profile> with a MIG profile like mig-1g.10gb"
+
+
 # --- the record the inventory keeps -------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from pools.core import names
+from pools.core.devices import layout_problem
 from pools.core.owned_keys import ownership_problems
 from pools.core.palette import colour_problem
 
@@ -24,6 +25,7 @@ class PoolDefinition(Protocol):
     taint_value: str
     taint_effect: str
     accepted_gpu_models: Any  # a list of GPU product names, once valid
+    accepted_gpu_layouts: Any  # a list of layouts (pools.core.devices), once valid
     approvals_required: int | None
     colour: str
 
@@ -72,6 +74,16 @@ def _model_errors(models: Any, errors: Errors) -> None:
             _add(errors, "accepted_gpu_models", f"GPU model {model!r}: {problem}.")
 
 
+def _layout_errors(layouts: Any, errors: Errors) -> None:
+    field = "accepted_gpu_layouts"
+    if not isinstance(layouts, list):
+        _add(errors, field, "Accepted GPU layouts must be a list: whole, shared, mig-<profile>.")
+        return
+    for layout in layouts:
+        if problem := layout_problem(layout):
+            _add(errors, field, f"GPU layout {layout!r} {problem}.")
+
+
 def _clash_errors(pool: PoolDefinition, others: Iterable[PoolDefinition], errors: Errors) -> None:
     for other in others:
         if other.name == pool.name:
@@ -104,6 +116,7 @@ def definition_errors(
         for field, problems in ownership_problems(pool.labels, pool.taint_key or "").items():
             errors.setdefault(field, []).extend(problems)
     _model_errors(pool.accepted_gpu_models, errors)
+    _layout_errors(pool.accepted_gpu_layouts, errors)
     if pool.colour and (problem := colour_problem(pool.colour)):
         _add(errors, "colour", f"Colour {pool.colour!r} {problem}.")
     if pool.approvals_required is not None and pool.approvals_required < 1:

@@ -327,19 +327,6 @@ class NodeDetail:
     devices: NodeDevices | None = None
 
 
-def node_devices(node: Node) -> NodeDevices:
-    """The node's physical GPUs and its units by kind, with what its pods hold of each."""
-    return devices_from_record(
-        node.devices,
-        gpu_model=node.gpu_model,
-        gpu_count=node.gpu_count,
-        gpu_memory_mib=node.gpu_memory_mib,
-        gpu_allocatable=node.gpu_allocatable,
-        gpu_allocated=node.gpu_allocated,
-        requested=node.resources_requested,
-    )
-
-
 def node_detail(node: Node) -> NodeDetail:
     gpus, error = dcgm.node_gpus(node.name)
     managed = pool_target(None)
@@ -350,7 +337,7 @@ def node_detail(node: Node) -> NodeDetail:
         labels=[LabelRow(k, v, k in label_keys) for k, v in sorted(node.labels.items())],
         taints=[(t, t.key in taint_keys) for t in node.taint_objects()],
         metrics_error=error,
-        devices=node_devices(node),
+        devices=node.device_set(),
     )
 
 

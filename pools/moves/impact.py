@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from pools.core.devices import WHOLE
 from pools.core.fit.check import evaluate_pod
 from pools.core.fit.cluster import ClusterSnapshot, FitNode, NodePod, PoolCapacity
 from pools.core.fit.pods import PodShape
@@ -103,7 +104,49 @@ def move_impact(plan: MovePlan, *, drain_policy: str) -> MoveImpact:
     warnings = _queue_warning(cluster, plan.destination.name, pending, started)
     warnings += _gang_warnings(after, sources, fates)
     warnings += _mix_warnings(plan)
+    warnings += _layout_warnings(plan)
     return MoveImpact(fates, started, changes, warnings)
+
+
+NAMED_PODS = 5  # pods a layout warning names before it counts the rest
+
+
+def _layout_warnings(plan: MovePlan) -> list[str]:
+    """Moved nodes that offer their GPUs as MIG instances or shared replicas, into a pool
+    whose workloads run on whole GPUs: a pod asking for nvidia.com/gpu gets a slice of a
+    GPU there (MIG single strategy, sharing) or does not land at all (mixed strategy). The
+    pods named are the destination's live GPU pods on its nodes of whole GPUs."""
+    split = {}
+    for p in plan.nodes:
+        kinds = sorted({u.kind.label for u in p.node.device_set().units if u.kind.kind != WHOLE})
+        if kinds:
+            split[p.node.name] = kinds
+    if not split:
+        return []
+    whole_nodes = (
+        Node.objects.present()
+        .filter(pool=plan.destination, devices={}, gpu_allocatable__gt=0)
+        .exclude(name__in=split)
+        .values_list("name", flat=True)
+    )
+    pods = [
+        f"{ns}/{name}"
+        for ns, name in GpuPod.objects.live()
+        .filter(node_name__in=whole_nodes, gpus__gt=0)
+        .order_by("namespace", "name")
+        .values_list("namespace", "name")
+    ]
+    if not pods:
+        return []
+    named = ", ".join(pods[:NAMED_PODS])
+    more = f" and {len(pods) - NAMED_PODS} more" if len(pods) > NAMED_PODS else ""
+    offered = "; ".join(f"{node}: {', '.join(kinds)}" for node, kinds in sorted(split.items()))
+    return [
+        f"{plan.destination.name}'s workloads run on whole GPUs ({named}{more}), and the moved "
+        f"nodes offer slices or shares instead ({offered}). A pod asking for nvidia.com/gpu "
+        "gets a MIG instance or a shared GPU there, or does not land at all; state the "
+        "layouts the pool accepts (accepted GPU layouts) to refuse such nodes."
+    ]
 
 
 # What a node's GPU and driver are read from: GPU Feature Discovery's labels (the same

@@ -22,6 +22,7 @@ from pools.core.checks import (
     move_checks,
 )
 from pools.core.desired import NodeState, PoolSpec, desired_state, node_diff
+from pools.core.devices import node_layouts
 from pools.core.figures import NodeMetrics
 from pools.core.taints import Taint
 from pools.metrics.node_figures import latest_node_metrics
@@ -82,6 +83,7 @@ def pool_facts(pools: Sequence[Pool]) -> dict[str, PoolFacts]:
             p.requires_healthy_nodes,
             present.get(p.name, 0),
             leaving.get(p.name, 0),
+            tuple(p.accepted_gpu_layouts or ()),
         )
         for p in pools
     }
@@ -117,6 +119,7 @@ def node_facts(names: Sequence[str], destination: Pool) -> tuple[list[NodeFacts]
                 active_move=holders.get(name),
                 xid_gpus=m.xid_gpus if m else None,
                 has_metrics=(m is not None) if available else None,
+                layouts=node_layouts(node.device_set()),
             )
         )
     return facts, rows

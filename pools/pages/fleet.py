@@ -332,6 +332,13 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="nvidia.com/gpu.product values, one a line; empty accepts any model.",
     )
+    accepted_gpu_layouts = forms.CharField(
+        label="Accepted GPU layouts",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="How nodes may offer their GPUs, one a line: whole, shared, or "
+        "mig-<profile> (e.g. mig-1g.10gb); empty accepts any.",
+    )
 
     utilisation_target = forms.IntegerField(
         label="Utilisation target (%)",
@@ -355,6 +362,7 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
             f"{k}={v}" for k, v in sorted((self.instance.labels or {}).items())
         )
         self.initial["accepted_gpu_models"] = "\n".join(self.instance.accepted_gpu_models or [])
+        self.initial["accepted_gpu_layouts"] = "\n".join(self.instance.accepted_gpu_layouts or [])
         if not self.instance.colour:  # a new pool: the first colour no other pool uses
             self.initial["colour"] = colour_pick(Pool.objects.values_list("colour", flat=True))
 
@@ -369,4 +377,8 @@ class PoolForm(forms.ModelForm):  # type: ignore[type-arg]
 
     def clean_accepted_gpu_models(self) -> list[str]:
         text = self.cleaned_data.get("accepted_gpu_models") or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    def clean_accepted_gpu_layouts(self) -> list[str]:
+        text = self.cleaned_data.get("accepted_gpu_layouts") or ""
         return [line.strip() for line in text.splitlines() if line.strip()]

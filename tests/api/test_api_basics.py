@@ -350,3 +350,24 @@ def test_a_retired_pool_is_listed_apart_restored_and_names_itself_when_its_name_
     assert restored.status_code == 200 and restored.json()["retired_at"] is None
     assert "shared" in [p["name"] for p in admin.get("/api/v1/pools/").json()]
     assert post(admin, "/api/v1/pools/shared/restore/", None).status_code == 404  # not retired
+
+
+@pytest.mark.django_db
+def test_a_pools_accepted_gpu_layouts_are_checked_and_kept(token_for: Callable[[str], str]) -> None:
+    client = api(token_for("pool-admins"))
+    bad = client.patch(
+        "/api/v1/pools/shared/",
+        json.dumps({"accepted_gpu_layouts": ["whole", "mig-9g.1gb"]}),
+        content_type=JSON,
+    )
+    assert bad.status_code == 400
+    [message] = error_of(bad)["fields"]["accepted_gpu_layouts"]
+    assert "'mig-9g.1gb' must be whole, shared, or mig-<profile>" in message
+    assert Pool.objects.get(name="shared").accepted_gpu_layouts == []
+    good = client.patch(
+        "/api/v1/pools/shared/",
+        json.dumps({"accepted_gpu_layouts": ["whole", "mig-1g.10gb"]}),
+        content_type=JSON,
+    )
+    assert good.status_code == 200
+    assert good.json()["accepted_gpu_layouts"] == ["whole", "mig-1g.10gb"]

@@ -61,6 +61,12 @@ def new_pool(**overrides: object) -> Pool:
         ),
         ({"approvals_required": 0}, "approvals_required", "at least one approval"),
         ({"accepted_gpu_models": ["NVIDIA A100"]}, "accepted_gpu_models", "GPU model"),
+        (
+            {"accepted_gpu_layouts": ["whole", "mig-1g"]},
+            "accepted_gpu_layouts",
+            "GPU layout 'mig-1g' must be whole, shared, or mig-<profile>",
+        ),
+        ({"accepted_gpu_layouts": "whole"}, "accepted_gpu_layouts", "must be a list"),
     ],
 )
 def test_invalid_definitions_are_refused_with_field_and_reason(

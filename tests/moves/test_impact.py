@@ -231,3 +231,27 @@ def client_for_requester() -> Client:
     client = Client()
     client.force_login(user_in("requesters", "rita"))
     return client
+
+
+def test_mig_nodes_into_a_pool_of_whole_gpu_workloads_are_warned_with_the_pods(demo):  # type: ignore[no-untyped-def]
+    from pools.models import Node
+
+    # a100-reserve-000, split into 56 1g.10gb instances as the inventory records it.
+    Node.objects.filter(name="a100-reserve-000").update(
+        devices={
+            "model": "NVIDIA-A100-SXM4-80GB",
+            "memory_mib": 81920,
+            "gpus": 8,
+            "mig_gpus": 8,
+            "units": [["mig", "nvidia.com/gpu", "1g.10gb", "", 1, 56]],
+            "operator": {},
+        }
+    )
+    gpu_pod("llm-worker-0", "team", node="a100-train-000", gpus=8)
+    impact = impact_of(["a100-reserve-000"], "training", "leave-running")
+    (warning,) = [w for w in impact.warnings if "whole GPUs" in w]
+    assert "training's workloads run on whole GPUs (team/llm-worker-0" in warning
+    assert "(a100-reserve-000: MIG 1g.10gb)" in warning
+    # A node of whole GPUs brings no such warning.
+    whole = impact_of(["a100-train-drift-000"], "inference", "leave-running").warnings
+    assert not [w for w in whole if "whole GPUs" in w]

@@ -194,6 +194,32 @@ def test_gpu_model_and_health_rules(inventory: dict[str, Node]) -> None:
 
 
 @pytest.mark.django_db
+def test_a_pool_refuses_nodes_in_a_layout_it_does_not_accept(inventory: dict[str, Node]) -> None:
+    mig = inventory["a100-reserve-000"]
+    # The node as the inventory records a node split into 56 1g.10gb instances.
+    mig.devices = {
+        "model": "NVIDIA-A100-SXM4-80GB",
+        "memory_mib": 81920,
+        "gpus": 8,
+        "mig_gpus": 8,
+        "units": [["mig", "nvidia.com/gpu", "1g.10gb", "", 1, 56]],
+        "operator": {"nvidia.com/mig.config": "all-1g.10gb"},
+    }
+    mig.save()
+    Pool.objects.filter(name="inference").update(accepted_gpu_layouts=["whole", "mig-3g.40gb"])
+    with pytest.raises(MoveRefused) as caught:
+        ask(["a100-reserve-000"], "inference")
+    [failure] = caught.value.failures
+    assert failure.code == "gpu_layout" and failure.node == "a100-reserve-000"
+    assert "offers its GPUs as mig-1g.10gb; pool inference accepts only whole, mig-3g.40gb" in (
+        failure.message
+    )
+    assert not MoveRequest.objects.exists()
+    Pool.objects.filter(name="inference").update(accepted_gpu_layouts=["mig-1g.10gb"])
+    assert ask(["a100-reserve-000"], "inference").state == State.PENDING
+
+
+@pytest.mark.django_db
 def test_reconcile_needs_a_drifted_node_in_its_own_pool(inventory: dict[str, Node]) -> None:
     move = ask(["a100-train-drift-000"], "training", reconcile=True)
     assert move.kind == "reconcile"
