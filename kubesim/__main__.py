@@ -27,7 +27,9 @@ from kubesim.dcgm import (
     serve_forever_in_thread,
     write_targets_file,
 )
+from kubesim.faults import Faults
 from kubesim.kubelet import command as kubelet_command
+from kubesim.mig_manager import DEFAULT_DELAY, MigManager
 from kubesim.rbac import Rbac, RbacFileError
 from kubesim.scenario import Scenario, ScenarioError, generated_scenario, load_scenario
 from kubesim.seeding import seed
@@ -290,6 +292,13 @@ def add_state_and_clock_options(serve: argparse.ArgumentParser) -> None:
         help="the cluster clock's time at start, as 2026-06-01T12:00:00Z (default: now): "
         "the same seed and start replay the same workload whatever the day and hour",
     )
+    serve.add_argument(
+        "--mig-reconfigure-seconds",
+        type=float,
+        default=DEFAULT_DELAY,
+        help="seconds of the cluster clock from a change of a node's nvidia.com/mig.config or "
+        "nvidia.com/device-plugin.config label to the node advertising the new GPU shape",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -319,7 +328,9 @@ def serve(args: argparse.Namespace) -> int:
     admin_token = args.token or secrets.token_urlsafe(24)
     readonly_token = args.readonly_token or secrets.token_urlsafe(24)
     tokens = user_tokens(admin_token, readonly_token, rbac)
-    server, scheme, ca = api_server(cluster, args, tokens, rbac, runner)
+    faults = Faults()
+    server, scheme, ca = api_server(cluster, args, tokens, rbac, runner, faults)
+    MigManager(cluster, faults, delay=args.mig_reconfigure_seconds)
     exporter = Exporter(
         cluster,
         hostname_is_pod=args.hostname_is_pod,
@@ -383,6 +394,7 @@ def api_server(
     tokens: dict[str, User],
     rbac: Rbac | None,
     runner: WorkloadRunner | None,
+    faults: Faults,
 ) -> tuple[Server, str, Path | None]:
     """The API server, not serving yet; its URL scheme, and the CA a client must trust
     (None without --tls)."""
@@ -390,6 +402,7 @@ def api_server(
         cluster,
         tokens,
         audit_path=args.audit_log,
+        faults=faults,
         server_address=f"{args.host}:{args.port}",
         rbac=rbac,
         workload=runner,

@@ -55,7 +55,12 @@ class Cluster:
     pods_on_node: dict[str, dict[str, Entry]] = field(
         default_factory=lambda: collections.defaultdict(dict)
     )
+    # node -> the GPU devices its pods hold (GPUs, MIG instances or shared replicas)
     allocated: dict[str, int] = field(default_factory=lambda: collections.defaultdict(int))
+    # node -> every extended resource its pods request, as the scheduler counts them
+    requested: dict[str, collections.Counter[str]] = field(
+        default_factory=lambda: collections.defaultdict(collections.Counter)
+    )
     pending: dict[str, Entry] = field(default_factory=dict)
     gpu_overrides: dict[tuple[str, int], GpuOverride] = field(default_factory=dict)
     exporter_disabled: set[str] = field(default_factory=set)
@@ -90,7 +95,9 @@ class Cluster:
         # A count of node writes, and per ask (_static_signature) the nodes that passed the
         # filters before resources at that count, and why the others did not.
         self._nodes_version = 0
-        self._static: dict[str, tuple[int, list[tuple[str, int]], collections.Counter[str], int]]
+        self._static: dict[
+            str, tuple[int, list[tuple[str, scheduling.Resources]], collections.Counter[str], int]
+        ]
         self._static = {}
 
     def settle(self) -> None:
@@ -137,7 +144,9 @@ class Cluster:
         self._signatures.pop(key, None)
         if scheduling.is_active(e.obj):
             self.pods_on_node[node][key] = e
-            self.allocated[node] += scheduling.gpu_request(e.obj)
+            asked = scheduling.extended_request(e.obj)
+            self.requested[node].update(asked)
+            self.allocated[node] += scheduling.devices_of(asked)
 
     def _unaccount(self, e: Entry) -> None:
         node = (e.obj.get("spec") or {}).get("nodeName")
@@ -146,7 +155,9 @@ class Cluster:
             self.pending.pop(key, None)
             return
         if self.pods_on_node[node].pop(key, None) is not None:
-            self.allocated[node] -= scheduling.gpu_request(e.obj)
+            asked = scheduling.extended_request(e.obj)
+            self.requested[node].subtract(asked)
+            self.allocated[node] -= scheduling.devices_of(asked)
             self._wake.set()
 
     # --- nodes ---
@@ -192,10 +203,10 @@ class Cluster:
                 self._static.clear()  # asks seen once (a test's pods) do not pile up
             _, nodes = self.store.list("nodes", None)
             eligible, reasons = scheduling.static_filter(pod, [n.obj for n in nodes])
-            capacities = [(n["metadata"]["name"], scheduling.node_gpus(n)) for n in eligible]
+            capacities = [(n["metadata"]["name"], scheduling.node_resources(n)) for n in eligible]
             cached = self._static[key] = (self._nodes_version, capacities, reasons, len(nodes))
         _, capacities, reasons, total = cached
-        return scheduling.choose_among(pod, capacities, reasons, total, self.allocated)
+        return scheduling.choose_among(pod, capacities, reasons, total, self.requested)
 
     def gpu_holders(self, name: str, devices: int) -> list[Entry | None]:
         """The pod holding each of the node's `devices` GPU slots (None: free); a newcomer
@@ -355,7 +366,7 @@ def _static_signature(pod: dict[str, Any]) -> str:
 
 def _scheduling_signature(pod: dict[str, Any]) -> str:
     """What the scheduler's filters read of a pod."""
-    return f"{_static_signature(pod)}/{scheduling.gpu_request(pod)}"
+    return f"{_static_signature(pod)}/{sorted(scheduling.extended_request(pod).items())}"
 
 
 def qos_class(pod: dict[str, Any]) -> str:

@@ -1,6 +1,9 @@
 """A simulated NVIDIA dcgm-exporter 4.x: one series per GPU (or MIG instance) per node,
 following the workload.
 
+A MIG instance is a series of its own under either MIG strategy; a shared GPU
+(time-slicing, MPS) is one series however many replicas it is advertised as.
+
 Metric names, types, help texts and value formatting come from `kubesim.dcgm_counters`.
 Labels are in the exporter's order: gpu, UUID, pci_bus_id, device, modelName, then
 GPU_I_PROFILE and GPU_I_ID on a MIG instance, Hostname (or `hostname`, as exporters name it
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from kubesim import daemonsets, mig
+from kubesim import daemonsets, mig, sharing
 from kubesim.cluster import Cluster
 from kubesim.dcgm_counters import COUNTERS, XID_COUNTER, format_value, xid_message
 from kubesim.scheduling import node_gpus
@@ -279,9 +282,15 @@ def node_devices(node: dict[str, Any]) -> list[Device]:
     layout = mig.layout_of(labels)
     count = node_gpus(node)
     if layout is None:
-        return [Device(index) for index in range(count)]
+        return [Device(index) for index in range(count // replicas_of(labels))]
     ids = layout.instance_ids
     return [Device(slot // len(ids), layout.profile, ids[slot % len(ids)]) for slot in range(count)]
+
+
+def replicas_of(labels: dict[str, str]) -> int:
+    """The devices a GPU is advertised as: its replicas when shared, else one."""
+    shared = sharing.sharing_of(labels)
+    return shared.replicas if shared is not None else 1
 
 
 class Exporter:
@@ -313,8 +322,21 @@ class Exporter:
         self._meters: dict[tuple[str, int], Meter] = {}
         self._meters_lock = threading.Lock()
 
-    def holders(self, name: str, devices: int) -> list[Entry | None]:
-        return self.cluster.gpu_holders(name, devices)
+    def holders(self, name: str, devices: int, replicas: int = 1) -> list[Entry | None]:
+        """The pod each device is labelled with (None: no pod holds it).
+
+        A shared GPU's replicas are devices of their own to the kubelet; the device plugin
+        spreads them over the GPUs, so replica slot s is on GPU s mod `devices`.
+        dcgm-exporter maps each replica back to its GPU and keeps one pod per GPU (the last
+        it reads, unless --kubernetes-virtual-gpus): kubesim names the pod on the GPU's
+        lowest replica slot."""
+        slots = self.cluster.gpu_holders(name, devices * replicas)
+        if replicas == 1:
+            return slots
+        return [
+            next((pod for pod in slots[gpu::devices] if pod is not None), None)
+            for gpu in range(devices)
+        ]
 
     def exporter_pod(self, node: str) -> str:
         controller = self.cluster.daemonsets
@@ -345,9 +367,8 @@ class Exporter:
         model = mig.parent_model(labels.get("nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"))
         model_name = model.replace("-", " ", 1)  # GFD's product label, back to NVML's name
         rows = []
-        for slot, (device, entry) in enumerate(
-            zip(devices, self.holders(name, len(devices)), strict=True)
-        ):
+        holders = self.holders(name, len(devices), replicas_of(labels))
+        for slot, (device, entry) in enumerate(zip(devices, holders, strict=True)):
             pod = entry.obj if entry is not None else None
             load = _load(pod)
             override = self.cluster.gpu_overrides.get((name, slot))

@@ -1,4 +1,5 @@
-"""Fault injection: latency, error answers, dropped connections, and a concurrent writer."""
+"""Fault injection: latency, error answers, dropped connections, a concurrent writer, and
+MIG reconfigurations that fail."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ class Faults:
     conflicts: dict[str, int] = field(default_factory=dict)
     # node name -> the Ready status its kubelet reports just before the next write to it
     ready_before_write: dict[str, str] = field(default_factory=dict)
+    # node name -> how many of its next MIG reconfigurations fail (mig-manager's `failed`)
+    mig_failures: dict[str, int] = field(default_factory=dict)
     seed: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -42,6 +45,7 @@ class Faults:
                 self.fail_next = []
                 self.conflicts = {}
                 self.ready_before_write = {}
+                self.mig_failures = {}
             if "latency_ms" in body:
                 self.latency_ms = float(body["latency_ms"])
             if "rates" in body:
@@ -59,6 +63,8 @@ class Faults:
                 self.conflicts[node] = int(count)
             for node, status in (body.get("ready_before_write") or {}).items():
                 self.ready_before_write[node] = str(status)
+            for node, count in (body.get("mig_failures") or {}).items():
+                self.mig_failures[node] = int(count)
             if "seed" in body:
                 self.random.seed(int(body["seed"]))
 
@@ -96,4 +102,17 @@ class Faults:
             if remaining <= 0:
                 return False
             self.conflicts[node] = remaining - 1
+            return True
+
+    def fail_mig(self, node: str, count: int = 1) -> None:
+        """The next `count` MIG reconfigurations of `node` fail."""
+        with self.lock:
+            self.mig_failures[node] = self.mig_failures.get(node, 0) + count
+
+    def take_mig_failure(self, node: str) -> bool:
+        with self.lock:
+            remaining = self.mig_failures.get(node, 0)
+            if remaining <= 0:
+                return False
+            self.mig_failures[node] = remaining - 1
             return True

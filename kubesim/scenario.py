@@ -8,7 +8,9 @@ from typing import Any
 
 import yaml
 
-from kubesim import mig
+from kubesim import mig, sharing
+from kubesim.mig_manager import GpuShape
+from kubesim.scheduling import is_extended
 from kubesim.validation import TAINT_EFFECTS, label_value_problems, qualified_name_problems
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
@@ -31,6 +33,12 @@ class PodSpec:
     node_selector: dict[str, str] = field(default_factory=dict)
     affinity_pool: list[str] = field(default_factory=list)
     tolerations: list[dict[str, str]] = field(default_factory=list)
+    # Other extended resources it asks for besides `gpus` (nvidia.com/mig-1g.10gb: 1)
+    resources: dict[str, int] = field(default_factory=dict)
+
+    def asks(self) -> dict[str, int]:
+        """Every extended resource the pod asks for."""
+        return {**({mig.GPU_RESOURCE: self.gpus} if self.gpus else {}), **self.resources}
 
 
 @dataclass
@@ -55,6 +63,11 @@ class NodeGroup:
     allocatable_memory: str | None = None
     mig: mig.MigLayout | None = None  # every GPU split into equal MIG instances
     driver: str = "550.54.15"  # the NVIDIA driver (GPU feature discovery's cuda.driver labels)
+    sharing: sharing.Sharing | None = None  # every GPU shared by time-slicing or MPS
+
+    @property
+    def shape(self) -> GpuShape:
+        return GpuShape(self.gpu_model, self.gpus, self.gpu_memory, self.mig, self.sharing)
 
 
 @dataclass
@@ -157,6 +170,7 @@ class _Reader:
             "nodeSelector",
             "affinityPool",
             "tolerate",
+            "resources",
         }
         f = self.mapping(node, "pod", allowed)
         if "name" not in f:
@@ -167,7 +181,8 @@ class _Reader:
         return PodSpec(
             name=self.string(f["name"], "name"),
             namespace=self.string(f["namespace"], "namespace") if "namespace" in f else "default",
-            gpus=self.integer(f["gpus"], "gpus") if "gpus" in f else 1,
+            # A pod that names its resources asks for no nvidia.com/gpu unless it says so.
+            gpus=self.integer(f["gpus"], "gpus") if "gpus" in f else (0 if "resources" in f else 1),
             load=load,
             owner=self.string(f["owner"], "owner") if "owner" in f else "Job",
             count=self.integer(f["count"], "count", 1) if "count" in f else 1,
@@ -186,7 +201,20 @@ class _Reader:
             ]
             if "tolerate" in f
             else [],
+            resources=self.resources(f["resources"]) if "resources" in f else {},
         )
+
+    def resources(self, node: yaml.Node) -> dict[str, int]:
+        """A pod's `resources`: extended resource name -> how many (its limit)."""
+        result = {}
+        for key_node, value_node in self.mapping_any(node, "resources"):
+            name = self.string(key_node, "resources")
+            if not is_extended(name) or qualified_name_problems(name):
+                raise self.fail(
+                    key_node, f"resources: {name!r} is no extended resource (nvidia.com/...)"
+                )
+            result[name] = self.integer(value_node, f"resources.{name}", 1)
+        return result
 
     def group(self, node: yaml.Node) -> NodeGroup:
         allowed = {
@@ -211,11 +239,13 @@ class _Reader:
             if required not in f:
                 raise self.fail(node, f"a node group needs {required!r}")
         gpu = self.mapping(
-            f["gpu"], "gpu", {"model", "count", "memoryMiB", "family", "mig", "driver"}
+            f["gpu"],
+            "gpu",
+            {"model", "count", "memoryMiB", "family", "mig", "migStrategy", "sharing", "driver"},
         )
         if "model" not in gpu:
             raise self.fail(f["gpu"], "gpu needs a model")
-        layout = self.mig_layout(gpu["mig"]) if "mig" in gpu else None
+        layout, shared = self.gpu_shape(f["gpu"], gpu)
         name = self.string(f["name"], "name")
         return NodeGroup(
             name=name,
@@ -242,15 +272,58 @@ class _Reader:
             allocatable_memory=allocatable_memory,
             mig=layout,
             driver=self.driver(gpu["driver"]) if "driver" in gpu else "550.54.15",
+            sharing=shared,
         )
 
-    def mig_layout(self, node: yaml.Node) -> mig.MigLayout:
+    def gpu_shape(
+        self, node: yaml.Node, gpu: dict[str, yaml.Node]
+    ) -> tuple[mig.MigLayout | None, sharing.Sharing | None]:
+        """`gpu.mig` (with `gpu.migStrategy`) or `gpu.sharing`: what the GPU operator makes
+        of the group's GPUs."""
+        if "mig" in gpu and "sharing" in gpu:
+            raise self.fail(node, "gpu.mig and gpu.sharing exclude each other")
+        if "migStrategy" in gpu and "mig" not in gpu:
+            raise self.fail(gpu["migStrategy"], "gpu.migStrategy needs gpu.mig")
+        if "sharing" in gpu:
+            return None, self.gpu_sharing(gpu["sharing"])
+        if "mig" not in gpu:
+            return None, None
+        model = self.string(gpu["model"], "gpu.model")
+        if not mig.is_capable(model):
+            raise self.fail(gpu["mig"], f"gpu.mig: {model} is not MIG-capable")
+        strategy = (
+            self.string(gpu["migStrategy"], "gpu.migStrategy") if "migStrategy" in gpu else "single"
+        )
+        if strategy not in mig.STRATEGIES:
+            raise self.fail(
+                gpu["migStrategy"],
+                f"gpu.migStrategy must be one of {', '.join(mig.STRATEGIES)}, got {strategy!r}",
+            )
+        return self.mig_layout(gpu, strategy), None
+
+    def mig_layout(self, gpu: dict[str, yaml.Node], strategy: str) -> mig.MigLayout:
         """`gpu.mig`: the MIG profile every GPU of the group is split into."""
-        profile = self.string(node, "gpu.mig")
-        problem = mig.profile_problem(profile)
+        profile = self.string(gpu["mig"], "gpu.mig")
+        memory = self.integer(gpu["memoryMiB"], "gpu.memoryMiB", 1) if "memoryMiB" in gpu else 81920
+        problem = mig.profile_problem(profile, memory)
         if problem:
-            raise self.fail(node, problem)
-        return mig.MigLayout(profile)
+            raise self.fail(gpu["mig"], problem)
+        return mig.MigLayout(profile, strategy)
+
+    def gpu_sharing(self, node: yaml.Node) -> sharing.Sharing:
+        """`gpu.sharing`: {strategy: time-slicing | mps, replicas: N, rename: false}."""
+        f = self.mapping(node, "gpu.sharing", {"strategy", "replicas", "rename"})
+        if "strategy" not in f or "replicas" not in f:
+            raise self.fail(node, "gpu.sharing needs strategy and replicas")
+        strategy = self.string(f["strategy"], "gpu.sharing.strategy")
+        problem = sharing.strategy_problem(strategy)
+        if problem:
+            raise self.fail(f["strategy"], problem)
+        return sharing.Sharing(
+            strategy,
+            self.integer(f["replicas"], "gpu.sharing.replicas", sharing.MIN_REPLICAS),
+            rename=self.boolean(f["rename"], "gpu.sharing.rename") if "rename" in f else False,
+        )
 
     def allocatable(self, node: yaml.Node) -> tuple[str | None, str | None]:
         """A group's allocatable CPU and memory, each None when not given (the capacity)."""
@@ -296,14 +369,7 @@ def load_scenario(name_or_path: str) -> Scenario:
         if g.prefix in seen:
             raise ScenarioError(str(path), 0, f"two node groups use the prefix {g.prefix!r}")
         seen[g.prefix] = 1
-        used = sum(p.gpus * p.count for p in g.pods)
-        if used > advertised_gpus(g):
-            raise ScenarioError(
-                str(path),
-                0,
-                f"node group {g.name!r}: its pods ask for {used} "
-                f"GPUs per node but a node has {advertised_gpus(g)}",
-            )
+        _check_room(str(path), g)
     pending = (
         [reader.pod(p, pending=True) for p in reader.sequence(top["pendingPods"], "pendingPods")]
         if "pendingPods" in top
@@ -313,12 +379,25 @@ def load_scenario(name_or_path: str) -> Scenario:
     return Scenario(name, groups, pending)
 
 
+def _check_room(path: str, group: NodeGroup) -> None:
+    """The group's pods must fit on each of its nodes, resource by resource."""
+    has = group.shape.resources()
+    used: dict[str, int] = {}
+    for pod in group.pods:
+        for name, count in pod.asks().items():
+            used[name] = used.get(name, 0) + count * pod.count
+    for name, count in used.items():
+        if count > has.get(name, 0):
+            what = "GPUs" if name == mig.GPU_RESOURCE else name
+            raise ScenarioError(
+                path,
+                0,
+                f"node group {group.name!r}: its pods ask for {count} "
+                f"{what} per node but a node has {has.get(name, 0)}",
+            )
+
+
 POOL_TAINTS = {"training": True, "inference": True}
-
-
-def advertised_gpus(group: NodeGroup) -> int:
-    """The node's `nvidia.com/gpu`: one a GPU, or one a MIG instance (single strategy)."""
-    return group.gpus * group.mig.per_gpu if group.mig else group.gpus
 
 
 def generated_scenario(nodes: int, gpus_per_node: int = 8) -> Scenario:
@@ -431,29 +510,23 @@ def node_labels(group: NodeGroup, name: str) -> dict[str, str]:
         "nvidia.com/gpu.memory": str(group.gpu_memory),
         "nvidia.com/gpu.family": group.family,
         **driver_labels(group.driver),
-        "nvidia.com/mig.capable": "true"
-        if "A100" in group.gpu_model or "H100" in group.gpu_model
-        else "false",
-        **(mig.node_labels(group.gpu_model, group.gpus, group.mig) if group.mig else {}),
+        mig.CAPABLE_LABEL: "true" if mig.is_capable(group.gpu_model) else "false",
+        # MIG instances or shared GPUs: another product, count and memory, and their own.
+        **group.shape.labels(),
         **group.labels,
     }
 
 
 def node_status(group: NodeGroup, index: int, name: str, created: str) -> dict[str, Any]:
     """The status the node's kubelet posts: resources, conditions, addresses, versions."""
-    gpus = str(advertised_gpus(group))
+    devices = {name: str(count) for name, count in group.shape.resources().items()}
     return {
-        "capacity": {
-            "cpu": group.cpu,
-            "memory": group.memory,
-            "pods": "110",
-            "nvidia.com/gpu": gpus,
-        },
+        "capacity": {"cpu": group.cpu, "memory": group.memory, "pods": "110", **devices},
         "allocatable": {
             "cpu": group.allocatable_cpu or group.cpu,
             "memory": group.allocatable_memory or group.memory,
             "pods": "110",
-            "nvidia.com/gpu": gpus,
+            **devices,
         },
         "conditions": node_conditions(group.ready, created),
         "addresses": [
@@ -509,8 +582,8 @@ def node_conditions(ready: bool, created: str) -> list[dict[str, Any]]:
 
 def pod_object(spec: PodSpec, name: str, node_name: str | None) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "main", "image": f"registry.example/{spec.name}:1.0"}
-    if spec.gpus:
-        container["resources"] = {"limits": {"nvidia.com/gpu": str(spec.gpus)}}
+    if spec.asks():
+        container["resources"] = {"limits": {k: str(v) for k, v in spec.asks().items()}}
     pod_spec: dict[str, Any] = {"containers": [container], "restartPolicy": "Never"}
     if node_name:
         pod_spec["nodeName"] = node_name

@@ -1,35 +1,94 @@
-"""A small scheduler: which node a pod fits on, and the real scheduler's words when none."""
+"""A small scheduler: which node a pod fits on, and the real scheduler's words when none.
+
+Resources are counted as NodeResourcesFit counts extended resources: every resource name
+with a domain outside kubernetes.io (nvidia.com/gpu, nvidia.com/mig-1g.10gb,
+nvidia.com/gpu.shared, ...) a pod asks for must be left on the node's allocatable after
+the requests of the pods bound to it. CPU and memory are not counted.
+"""
 
 from __future__ import annotations
 
 import collections
+from collections.abc import Mapping
 from typing import Any
 
-GPU = "nvidia.com/gpu"
+from kubesim import mig, sharing
+
+GPU = mig.GPU_RESOURCE
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 
+Resources = Mapping[str, int]  # extended resource name -> count
+_NOTHING: Resources = {}
 
-def _container_gpus(container: dict[str, Any]) -> int:
+
+def is_extended(name: str) -> bool:
+    """v1helper.IsExtendedResourceName: a name with a domain, not kubernetes.io's."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def is_gpu_device(name: str) -> bool:
+    """A resource whose every unit is a device the exporter reports on: a GPU, a MIG
+    instance (the mixed strategy), or a shared GPU's replica (renamed)."""
+    return name in (GPU, sharing.SHARED_RESOURCE) or name.startswith(mig.RESOURCE_PREFIX)
+
+
+def _container_requests(container: dict[str, Any]) -> dict[str, int]:
     resources = container.get("resources") or {}
-    # Extended resources: a limit implies an equal request.
-    value = (resources.get("requests") or {}).get(GPU) or (resources.get("limits") or {}).get(GPU)
-    return 0 if value is None else int(str(value))
+    limits, requests = resources.get("limits"), resources.get("requests")
+    # Extended resources: a limit implies an equal request (and a request needs the limit).
+    asked = {**limits, **requests} if limits and requests else limits or requests or {}
+    return {name: _count(value) for name, value in asked.items() if is_extended(name)}
+
+
+def extended_request(pod: dict[str, Any]) -> dict[str, int]:
+    """The pod's effective request of each extended resource, as the scheduler counts it:
+    the app containers' sum, or the largest init container's when that is larger (init
+    containers run one at a time, before the app containers). Zero requests are dropped:
+    the filter skips them."""
+    spec = pod.get("spec") or {}
+    containers = spec.get("containers") or []
+    inits = spec.get("initContainers") or []
+    if len(containers) == 1 and not inits:  # most pods: no sums to make
+        return {k: n for k, n in _container_requests(containers[0]).items() if n > 0}
+    total: collections.Counter[str] = collections.Counter()
+    for container in containers:
+        total.update(_container_requests(container))
+    for container in inits:
+        for name, count in _container_requests(container).items():
+            total[name] = max(total[name], count)
+    return {name: count for name, count in total.items() if count > 0}
 
 
 def gpu_request(pod: dict[str, Any]) -> int:
-    """The pod's effective GPU request, as the scheduler counts it: the app containers' sum,
-    or the largest init container's when that is larger (init containers run one at a time,
-    before the app containers)."""
-    spec = pod.get("spec") or {}
-    apps = sum(_container_gpus(c) for c in spec.get("containers") or [])
-    inits = [_container_gpus(c) for c in spec.get("initContainers") or []]
-    return max([apps, *inits])
+    """The GPU devices the pod holds: whole GPUs, MIG instances or shared replicas (a node
+    offers one kind, so the kinds add up to the devices it takes there)."""
+    return devices_of(extended_request(pod))
+
+
+def _count(value: Any) -> int:
+    """An extended resource's quantity (whole units: validation refuses others)."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def node_resources(node: dict[str, Any]) -> dict[str, int]:
+    """The node's allocatable extended resources."""
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return {name: _count(value) for name, value in allocatable.items() if is_extended(name)}
 
 
 def node_gpus(node: dict[str, Any]) -> int:
-    return int(str((node.get("status") or {}).get("allocatable", {}).get(GPU, "0")))
+    """The GPU devices the node advertises (GPUs, MIG instances or replicas)."""
+    return devices_of(node_resources(node))
+
+
+def devices_of(resources: Resources) -> int:
+    """The GPU devices among extended resources."""
+    return sum(n for name, n in resources.items() if is_gpu_device(name))
 
 
 def is_active(pod: dict[str, Any]) -> bool:
@@ -136,15 +195,22 @@ def static_reason(pod: dict[str, Any], node: dict[str, Any]) -> str | None:
     return None
 
 
-def failure_reason(pod: dict[str, Any], node: dict[str, Any], allocated: int) -> str | None:
+def failure_reason(pod: dict[str, Any], node: dict[str, Any], allocated: Resources) -> str | None:
     """The first filter that rejects the node, in the default scheduler's plugin order."""
     reason = static_reason(pod, node)
     if reason:
         return reason
-    wanted = gpu_request(pod)
-    if wanted and node_gpus(node) - allocated < wanted:
-        return f"Insufficient {GPU}"
-    return None
+    missing = _missing(extended_request(pod), node_resources(node), allocated)
+    return f"Insufficient {missing[0]}" if missing else None
+
+
+def _missing(wanted: Resources, allocatable: Resources, used: Resources) -> list[str]:
+    """The resources the node has too few of left, in the pod's order."""
+    return [
+        name
+        for name, count in wanted.items()
+        if allocatable.get(name, 0) - used.get(name, 0) < count
+    ]
 
 
 def static_filter(
@@ -162,40 +228,60 @@ def static_filter(
 
 
 def choose_node(
-    pod: dict[str, Any], nodes: list[dict[str, Any]], allocated: dict[str, int]
+    pod: dict[str, Any], nodes: list[dict[str, Any]], allocated: Mapping[str, Resources]
 ) -> tuple[str | None, str]:
     """The node to bind to (the one with the least free GPUs that fits: bin-packing keeps whole
     nodes free for gang jobs), or None and the Unschedulable message."""
     eligible, reasons = static_filter(pod, nodes)
-    capacities = [(n["metadata"]["name"], node_gpus(n)) for n in eligible]
+    capacities = [(n["metadata"]["name"], node_resources(n)) for n in eligible]
     return choose_among(pod, capacities, reasons, len(nodes), allocated)
 
 
 def choose_among(
     pod: dict[str, Any],
-    capacities: list[tuple[str, int]],
+    capacities: list[tuple[str, Resources]],
     static_reasons: collections.Counter[str],
     total: int,
-    allocated: dict[str, int],
+    allocated: Mapping[str, Resources],
 ) -> tuple[str | None, str]:
     """`choose_node` once the filters before resources have run: `capacities` are the
-    (name, GPUs) of the nodes that passed them."""
-    wanted = gpu_request(pod)
+    (name, allocatable extended resources) of the nodes that passed them. The free units of
+    what the pod asks for (of its GPU devices when it asks for none) rank the nodes."""
+    wanted = extended_request(pod)
+    asks = list(wanted.items())
     best: tuple[int, str] | None = None
+    lacking: collections.Counter[str] = collections.Counter()  # resource -> nodes short of it
     short = beyond = 0
-    for name, capacity in capacities:
-        free = capacity - allocated.get(name, 0)
-        if wanted and free < wanted:
+    # One pass over the nodes, the asks inlined: a thousand-node cluster's queue of jobs
+    # runs it once a pod.
+    for name, allocatable in capacities:
+        used = allocated.get(name) or _NOTHING
+        free = missing = 0
+        hopeless = False
+        for resource, count in asks:
+            have = allocatable.get(resource, 0)
+            left = have - used.get(resource, 0)
+            if left < count:
+                # Every resource the node lacks is a reason of its own, as NodeResourcesFit
+                # reports them; more than the whole node has is one no eviction can help
+                # (UnschedulableAndUnresolvable).
+                lacking[resource] += 1
+                missing += 1
+                hopeless = hopeless or count > have
+            free += left
+        if missing:
             short += 1
-            beyond += wanted > capacity  # more than the whole node: no eviction helps
+            beyond += hopeless
             continue
+        if not asks:
+            free = devices_of(allocatable) - devices_of(used)
         if best is None or (free, name) < best:
             best = (free, name)
     if best is not None:
         return best[1], ""
     reasons = collections.Counter(static_reasons)
-    if short:
-        reasons[f"Insufficient {GPU}"] += short
+    for resource, nodes in lacking.items():
+        reasons[f"Insufficient {resource}"] += nodes
     # DefaultPreemption: the filters before resources cannot be helped; a node short of GPUs
     # could be, by evicting lower-priority pods, which kubesim never does.
     preemption = collections.Counter(

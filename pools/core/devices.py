@@ -196,7 +196,9 @@ def node_devices(
     units = []
     for resource in sorted(allocatable):
         kind = unit_kind(resource, labels)
-        if kind is not None:
+        # A resource at 0 offers nothing (a mixed-strategy node's nvidia.com/gpu when every
+        # GPU is split), unless pods still hold some of it.
+        if kind is not None and (allocatable[resource] or allocated.get(resource)):
             units.append(Units(kind, allocatable[resource], allocated.get(resource, 0)))
     product = labels.get(PRODUCT_LABEL, "")
     model = physical_model(product)

@@ -291,8 +291,8 @@ def nodes_pods_update(pods_by_node: dict[str, Iterable[PodSummary]], seen_at: da
     quote = connection.ops.quote_name
     fields = [Node._meta.get_field(name) for name in (*POD_COLUMNS, "last_seen")]
     tz = connection.timezone if connection.vendor == "sqlite" else None
-    adapt_pods = _adapter(Node._meta.get_field("pods"), tz)
-    assert adapt_pods is not None  # a JSONField always has one
+    # Each column as its field's own preparation makes it (the JSON ones as JSON).
+    adapters = [_adapter(Node._meta.get_field(c), tz) or (lambda value: value) for c in POD_COLUMNS]
     seen = connection.ops.adapt_datetimefield_value(seen_at)
     # Identifiers from the model's own metadata, quoted; every value is a parameter.
     sql = (
@@ -303,7 +303,11 @@ def nodes_pods_update(pods_by_node: dict[str, Iterable[PodSummary]], seen_at: da
     for name, pods in pods_by_node.items():
         columns = node_pod_columns(pods)
         params.append(
-            [*(columns[c] for c in POD_COLUMNS[:-1]), adapt_pods(columns["pods"]), seen, name]
+            [
+                *(adapt(columns[c]) for c, adapt in zip(POD_COLUMNS, adapters, strict=True)),
+                seen,
+                name,
+            ]
         )
     executemany(sql, params)
     inventory_version_bump()

@@ -59,9 +59,25 @@ def portal_verdict(manifest: dict[str, Any]):  # type: ignore[no-untyped-def]
     return check.report.workloads[0]
 
 
+def asking(name: str, limits: dict[str, str], **placement: Any) -> dict[str, Any]:
+    """A pod whose container asks for `limits` (MIG profiles, shared GPUs, ...)."""
+    pod = gpu_pod(name, 0, **placement)
+    pod["spec"]["containers"][0]["resources"] = {"limits": limits}
+    return pod
+
+
 @pytest.mark.parametrize(
     "pod",
     [
+        # No node offers this MIG profile: every node is short of it, as the scheduler says.
+        asking(
+            "mig-4g-nowhere", {"nvidia.com/mig-4g.71gb": "1"}, tolerations=[{"operator": "Exists"}]
+        ),
+        asking(
+            "gpu-and-profile",
+            {"nvidia.com/gpu": "1", "nvidia.com/mig-1g.10gb": "2"},
+            selector={POOL_KEY: "mixed"},
+        ),
         gpu_pod("mixed-1", 1, selector={POOL_KEY: "mixed"}),
         gpu_pod("anywhere-4", 4),
         gpu_pod("inference-3", 3, selector={POOL_KEY: "inference"}, tolerations=TOLERATE_INFERENCE),

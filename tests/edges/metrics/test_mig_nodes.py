@@ -175,3 +175,16 @@ def test_a_mig_nodes_page_asks_as_many_queries_as_a_whole_nodes(portal) -> None:
         assert client.get(f"/nodes/{name}/").status_code == 200
         counts.append(prom.queries_since(before))
     assert counts[0] == counts[1] > 0
+
+
+@pytest.mark.django_db
+@BOTH
+def test_the_insights_of_a_mig_pool_read_its_instances(portal) -> None:  # type: ignore[no-untyped-def]
+    client, _ = portal
+    body = client.get("/api/v1/pools/inference/insights/?days=7").json()
+    utilisation = body["utilisation"]
+    assert utilisation["metrics_error"] is None
+    # Read from the MIG instances' engine activity as from the whole GPUs' utilisation.
+    assert utilisation["samples"] > 0 and utilisation["average"] is not None
+    checks = {c["name"]: c for c in body["readiness"]}
+    assert checks["metrics"]["status"] == "pass", checks["metrics"]
