@@ -351,6 +351,10 @@ class MoveRequest(models.Model):
         MOVE = "move"
         RECONCILE = "reconcile"
         LOAN_RETURN = "loan_return", "loan return"
+        # A node's MIG layout changed through the workflow (nvidia.com/mig.config), in the
+        # pool it is in: drained, cordoned, relabelled, uncordoned once the MIG manager
+        # says it succeeded.
+        RECONFIGURE = "reconfigure"
 
     class DrainPolicy(models.TextChoices):
         LEAVE_RUNNING = "leave-running", "leave running pods where they are"
@@ -373,6 +377,9 @@ class MoveRequest(models.Model):
         max_length=20, choices=DrainPolicy.choices, default=DrainPolicy.LEAVE_RUNNING
     )
     drain_deadline_seconds = models.PositiveIntegerField(default=1800)
+    mig_config = models.CharField(
+        max_length=63, blank=True, help_text="The MIG configuration a reconfigure asks for."
+    )
     loan_until = models.DateTimeField(null=True, blank=True)
     # When the loan's return moves were created (they point back here as their parent):
     # the return is requested, not done; each return move records its own progress.

@@ -14,6 +14,7 @@ urlpatterns = [
     path("pools/<str:name>/retire/", fleet.pool_retire, name="pool-retire"),
     path("pools/<str:name>/restore/", fleet.pool_restore, name="pool-restore"),
     path("nodes/<str:name>/", fleet.node_detail, name="node-detail"),
+    path("nodes/<str:name>/reconfigure/", fleet.node_reconfigure, name="node-reconfigure"),
     path("moves/", moves.move_list, name="move-list"),
     path("moves/bulk/", moves.move_bulk, name="move-bulk"),
     path("moves/new/", moves.move_new, name="move-new"),

@@ -405,6 +405,11 @@ MOVE_SWEEP_GRACE_SECONDS = env_int("MOVE_SWEEP_GRACE_SECONDS", 30, minimum=1, ma
 # Nodes of one move a worker process changes at once (threads, each its own PATCH).
 MOVE_PARALLEL_NODES = env_int("MOVE_PARALLEL_NODES", 8, minimum=1, maximum=64)
 DRAIN_POLL_SECONDS = env_float("DRAIN_POLL_SECONDS", 5.0, minimum=0.05, maximum=300.0)
+# A MIG reconfiguration: the site's named MIG configurations besides all-disabled and
+# all-<profile> (the MIG manager's mig-parted config), and how long the MIG manager may take
+# to apply one before the node is left cordoned and the reconfiguration failed.
+MIG_CONFIGS = env_list("MIG_CONFIGS", [])
+RECONFIGURE_WAIT_SECONDS = env_int("RECONFIGURE_WAIT_SECONDS", 600, minimum=1, maximum=86_400)
 # Reserved: how long a move may keep retrying transient Kubernetes errors before a node fails.
 MOVE_EXECUTION_DEADLINE_SECONDS = env_int(
     "MOVE_EXECUTION_DEADLINE_SECONDS", 900, minimum=60, maximum=86_400

@@ -46,6 +46,18 @@ class MoveCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     reconcile = serializers.BooleanField(default=False)
 
 
+class ReconfigureSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    nodes = serializers.ListField(
+        child=StrictCharField(max_length=253), min_length=1, max_length=5000
+    )
+    mig_config = StrictCharField(
+        max_length=63,
+        help_text="all-disabled, all-<profile> (e.g. all-3g.40gb) or a name in MIG_CONFIGS",
+    )
+    reason = StrictCharField(max_length=FREE_TEXT_MAX_LENGTH)
+    drain_deadline_seconds = StrictIntegerField(min_value=10, max_value=86_400, default=1800)
+
+
 class DryRunSerializer(MoveCreateSerializer):
     reason = StrictCharField(max_length=FREE_TEXT_MAX_LENGTH, required=False, allow_blank=True)
 
@@ -155,6 +167,7 @@ class MoveSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "drain_deadline_seconds",
             "loan_until",
             "health_override",
+            "mig_config",
             "approvals_required",
             "approvals",
             "items",
@@ -248,6 +261,7 @@ class MoveViewSet(
     capabilities = {
         "create": Capability.REQUEST_MOVE,
         "dry_run": Capability.REQUEST_MOVE,
+        "reconfigure": Capability.REQUEST_MOVE,
         # The gate of each decision; who may decide on which move is moves.rules'.
         **{action.value: moves.ACTION_CAPABILITY[action] for action in DECISIONS},
         **{f"bulk_{action.value}": moves.ACTION_CAPABILITY[action] for action in BULK},
@@ -268,6 +282,31 @@ class MoveViewSet(
     def create(self, request: Request) -> Response:
         ask = move_ask(validated(MoveCreateSerializer, request))
         move = moves.move_request_ask(requested_by=request.user, ask=ask, now=timezone.now())
+        return Response(
+            MoveSerializer(self.get_queryset().get(pk=move.pk)).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(
+        request=ReconfigureSerializer,
+        responses={201: MoveSerializer, **WRITE_ERRORS},
+        description="Ask for nodes of one pool to take a MIG configuration "
+        "(nvidia.com/mig.config): a request of kind reconfigure, approved like a move, run "
+        "drain-first; the node is uncordoned once nvidia.com/mig.config.state is success, "
+        "and left cordoned if it fails.",
+    )
+    @action(detail=False, methods=["post"])
+    @idempotent
+    def reconfigure(self, request: Request) -> Response:
+        data = validated(ReconfigureSerializer, request)
+        move = moves.reconfiguration_ask(
+            requested_by=request.user,
+            node_names=data["nodes"],
+            mig_config=data["mig_config"],
+            reason=data["reason"],
+            drain_deadline_seconds=data["drain_deadline_seconds"],
+            now=timezone.now(),
+        )
         return Response(
             MoveSerializer(self.get_queryset().get(pk=move.pk)).data,
             status=status.HTTP_201_CREATED,

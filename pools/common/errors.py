@@ -73,6 +73,11 @@ class DrainDeadlinePassed(NodeNotMoved):
     """Drain-first: GPU pods were still on the node when the deadline came."""
 
 
+class ReconfigurationFailed(NodeNotMoved):
+    """The MIG manager said the new layout failed, or did not finish in time: the node was
+    relabelled and stays cordoned, for an operator to look at."""
+
+
 class MetricsUnavailable(Refused):
     """An answer that needs the DCGM metrics (a health filter) while Prometheus cannot give
     them: refused, not answered as if no node matched."""

@@ -7,10 +7,11 @@ metrics) decides nothing here.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from pools.core.mig_configs import mig_config_problem
 from pools.core.wording import counted
 
 
@@ -25,6 +26,7 @@ class NodeFacts:
     xid_gpus: int | None = None  # None: unknown (no metrics)
     has_metrics: bool | None = None  # None: Prometheus unavailable
     layouts: tuple[str, ...] = ()  # how it offers its GPUs (pools.core.devices.node_layouts)
+    mig_capable: bool = False  # GFD's nvidia.com/mig.capable
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class AskFacts:
     reconcile: bool = False
     destination: str = ""
     destination_retired: bool = False
+    mig_config: str = ""  # a reconfigure's MIG configuration
 
 
 # What a drain-first node needs besides its drain, within one task: the PATCH, the uncordon,
@@ -108,6 +111,8 @@ def ask_failures(ask: AskFacts) -> list[CheckFailure]:
         )
     if ask.loan_until is not None and ask.reconcile:
         failures.append(_fail("loan_until", "A reconcile cannot be a loan."))
+    elif ask.loan_until is not None and ask.mig_config:
+        failures.append(_fail("loan_until", "A reconfiguration cannot be a loan."))
     elif ask.loan_until is not None and ask.loan_until <= ask.now:
         failures.append(_fail("loan_until", "A loan must end in the future."))
     if ask.destination_retired:
@@ -217,8 +222,36 @@ def _health_failures(node: NodeFacts, destination: PoolFacts) -> list[CheckFailu
     return [CheckFailure(node.name, code, f"{why} {problem}: {override}")]
 
 
+def _reconfigure_failures(
+    node: NodeFacts, destination: PoolFacts, config: str, named: Collection[str]
+) -> list[CheckFailure]:
+    """A reconfiguration changes a node's MIG layout in the pool it is in."""
+    if node.pool != destination.name:
+        where = f"pool {node.pool}" if node.pool else "no pool"
+        return [
+            CheckFailure(
+                node.name,
+                "not_in_pool",
+                f"{node.name} is in {where}: a reconfiguration keeps a node in its pool "
+                f"({destination.name} was asked); move it first.",
+            )
+        ]
+    problem = mig_config_problem(
+        config, model=node.gpu_model, mig_capable=node.mig_capable, named=named
+    )
+    if problem:
+        return [CheckFailure(node.name, "mig_config", f"{node.name}: {problem}.", "mig_config")]
+    return []
+
+
 def _node_failures(
-    node: NodeFacts, destination: PoolFacts, *, reconcile: bool, health_override: str
+    node: NodeFacts,
+    destination: PoolFacts,
+    *,
+    reconcile: bool,
+    health_override: str,
+    mig_config: str = "",
+    named_configs: Collection[str] = (),
 ) -> list[CheckFailure]:
     if not node.present:
         return [CheckFailure(node.name, "node_not_found", f"{node.name} is not a known GPU node.")]
@@ -233,6 +266,8 @@ def _node_failures(
         )
     if reconcile:
         return failures + _reconcile_failures(node, destination)
+    if mig_config:
+        return failures + _reconfigure_failures(node, destination, mig_config, named_configs)
     failures += _fit_failures(node, destination)
     if destination.requires_healthy and not health_override:
         failures += _health_failures(node, destination)
@@ -246,9 +281,11 @@ def move_checks(
     *,
     reconcile: bool = False,
     health_override: str = "",
+    mig_config: str = "",
+    named_configs: Collection[str] = (),
 ) -> list[CheckFailure]:
     """Every reason the move may not be asked, node by node, then the source pools'
-    floors (a reconcile moves nothing out of a pool)."""
+    floors (a reconcile or a reconfiguration moves nothing out of a pool)."""
     failures: list[CheckFailure] = []
     seen: set[str] = set()
     for node in nodes:
@@ -257,9 +294,14 @@ def move_checks(
             continue
         seen.add(node.name)
         failures += _node_failures(
-            node, destination, reconcile=reconcile, health_override=health_override
+            node,
+            destination,
+            reconcile=reconcile,
+            health_override=health_override,
+            mig_config=mig_config,
+            named_configs=named_configs,
         )
-    if not reconcile:
+    if not reconcile and not mig_config:
         failures += capacity_floor(nodes, destination, sources)
     return failures
 

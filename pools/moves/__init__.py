@@ -1,7 +1,8 @@
 """The move workflow: ask, approve, reject, cancel, expire, and loans coming back.
 
 - `plan`: what a move would do (the dry run): facts, checks, the diff per node;
-- `requests`: asking for a move (`move_request_create`, or `move_request_ask` for a MoveAsk);
+- `requests`: asking for a move (`move_request_create`, or `move_request_ask` for a MoveAsk),
+  or for a MIG reconfiguration (`reconfiguration_ask`);
 - `rules`: who may do what to a move, from which state (`allowed_actions`);
 - `transitions`: approve, reject, cancel, expire, each a guarded compare-and-swap;
 - `decisions`: `move_decide`, the one entry pages and the API call for a decision;
@@ -16,7 +17,7 @@ from pools.moves.decisions import BULK_LIMIT, BulkOutcome, move_decide, moves_de
 from pools.moves.loan_returns import loans_return_due
 from pools.moves.loans import loan_change, loans_ending_announce
 from pools.moves.plan import MoveAsk, MovePlan, PlannedNode, move_plan
-from pools.moves.requests import move_request_ask, move_request_create
+from pools.moves.requests import move_request_ask, move_request_create, reconfiguration_ask
 from pools.moves.rules import ACTION_CAPABILITY, Action, allowed_actions
 from pools.moves.transitions import (
     move_approve,
@@ -48,6 +49,7 @@ __all__ = [
     "move_request_create",
     "moves_decide_bulk",
     "moves_expire",
+    "reconfiguration_ask",
     "release_nodes",
     "state_transition",
 ]

@@ -120,6 +120,7 @@ def node_facts(names: Sequence[str], destination: Pool) -> tuple[list[NodeFacts]
                 xid_gpus=m.xid_gpus if m else None,
                 has_metrics=(m is not None) if available else None,
                 layouts=node_layouts(node.device_set()),
+                mig_capable=(node.labels or {}).get("nvidia.com/mig.capable") == "true",
             )
         )
     return facts, rows
@@ -150,6 +151,24 @@ class MoveAsk:
     loan_until: datetime | None = None
     health_override: str = ""
     reconcile: bool = False
+    mig_config: str = ""  # a reconfiguration: the MIG configuration the nodes are to take
+
+
+# What a reconfiguration writes beside the configuration: the state the MIG manager moves
+# on to success or failed. Written "pending" with the configuration, a stale "success" from
+# the last layout can never be read as this one's (pools/moves/execution/reconfigure.py).
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+
+
+def target_spec(ask: MoveAsk) -> PoolSpec:
+    """What the nodes are to carry: the destination's definition and, for a
+    reconfiguration, the MIG configuration asked for (its state pending)."""
+    spec = ask.destination.spec()
+    if not ask.mig_config:
+        return spec
+    labels = {**spec.labels, MIG_CONFIG_LABEL: ask.mig_config, MIG_STATE_LABEL: "pending"}
+    return PoolSpec(spec.name, labels, spec.taint)
 
 
 def ask_facts(ask: MoveAsk, now: datetime) -> AskFacts:
@@ -165,6 +184,7 @@ def ask_facts(ask: MoveAsk, now: datetime) -> AskFacts:
         reconcile=ask.reconcile,
         destination=ask.destination.name,
         destination_retired=ask.destination.retired_at is not None,
+        mig_config=ask.mig_config,
     )
 
 
@@ -183,12 +203,14 @@ def move_plan(*, ask: MoveAsk, now: datetime) -> MovePlan:
         facts_by_pool,
         reconcile=ask.reconcile,
         health_override=ask.health_override,
+        mig_config=ask.mig_config,
+        named_configs=settings.MIG_CONFIGS,
     )
     if ask.loan_until is not None:
         failures += loan_failures(facts)
     specs = [p.spec() for p in pools]
     planned = [
-        _planned(rows[name], destination.spec(), specs)
+        _planned(rows[name], target_spec(ask), specs)
         for name in dict.fromkeys(ask.node_names)
         if name in rows
     ]

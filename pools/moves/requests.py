@@ -19,15 +19,15 @@ from pools.core.checks import CheckFailure
 from pools.core.notices import Event
 from pools.core.wording import counted
 from pools.fleet.targets import pool_target
-from pools.models import MoveItem, MoveRequest, Pool
-from pools.moves.plan import MoveAsk, MovePlan, move_plan, node_facts
+from pools.models import MoveItem, MoveRequest, Node, Pool
+from pools.moves.plan import MoveAsk, MovePlan, move_plan, node_facts, target_spec
 from pools.moves.rules import require_capability
 
 
-def _create(fields: dict[str, Any], plan: MovePlan) -> MoveRequest:
+def _create(fields: dict[str, Any], plan: MovePlan, ask: MoveAsk) -> MoveRequest:
     request = MoveRequest.objects.create(**fields)
     # What the approvers see is what runs: the target is fixed now, with the planned diff.
-    target = pool_target(plan.destination.spec())
+    target = pool_target(target_spec(ask))
     MoveItem.objects.bulk_create(
         [
             MoveItem(
@@ -47,10 +47,22 @@ def _create(fields: dict[str, Any], plan: MovePlan) -> MoveRequest:
         "move.requested",
         actor=request.requested_by,
         request=request,
-        message=f"{counted(len(plan.nodes), 'node')} to {plan.destination.name}: "
-        f"{request.reason}{override}",
+        message=_requested(request, plan) + f": {request.reason}{override}",
     )
     return request
+
+
+def _requested(request: MoveRequest, plan: MovePlan) -> str:
+    nodes = counted(len(plan.nodes), "node")
+    if request.kind == MoveRequest.Kind.RECONFIGURE:
+        return f"{nodes} to MIG configuration {request.mig_config} in {plan.destination.name}"
+    return f"{nodes} to {plan.destination.name}"
+
+
+def _kind(ask: MoveAsk) -> str:
+    if ask.mig_config:
+        return MoveRequest.Kind.RECONFIGURE
+    return MoveRequest.Kind.RECONCILE if ask.reconcile else MoveRequest.Kind.MOVE
 
 
 def _taken(node_names: Sequence[str], destination: Pool) -> MoveRefused:
@@ -83,7 +95,8 @@ def move_request_ask(*, requested_by: AbstractBaseUser, ask: MoveAsk, now: datet
         raise MoveRefused(plan.failures)
     destination = ask.destination
     fields = {
-        "kind": MoveRequest.Kind.RECONCILE if ask.reconcile else MoveRequest.Kind.MOVE,
+        "kind": _kind(ask),
+        "mig_config": ask.mig_config,
         "requested_by": requested_by,
         "destination": destination,
         "reason": ask.reason.strip(),
@@ -96,7 +109,7 @@ def move_request_ask(*, requested_by: AbstractBaseUser, ask: MoveAsk, now: datet
     }
     try:
         with transaction.atomic():
-            move = _create(fields, plan)
+            move = _create(fields, plan, ask)
             announce_event_after_commit(move.pk, Event.REQUESTED)
             return move
     except IntegrityError:
@@ -126,5 +139,38 @@ def move_request_create(
         loan_until=loan_until,
         health_override=health_override,
         reconcile=reconcile,
+    )
+    return move_request_ask(requested_by=requested_by, ask=ask, now=now)
+
+
+def reconfiguration_ask(
+    *,
+    requested_by: AbstractBaseUser,
+    node_names: Sequence[str],
+    mig_config: str,
+    reason: str,
+    drain_deadline_seconds: int = 1800,
+    now: datetime,
+) -> MoveRequest:
+    """Ask for nodes of one pool to take MIG configuration `mig_config`: a request of its own
+    kind, approved like a move, run drain-first (the MIG manager repartitions only GPUs no
+    pod uses). InvalidMove names a bad field (an unknown configuration, one the GPUs cannot
+    take, a node without MIG); MoveRefused lists the other failed checks."""
+    pools = set(
+        Node.objects.present().filter(name__in=node_names).values_list("pool__name", flat=True)
+    )
+    if len(pools) != 1 or None in pools:
+        raise InvalidMove(
+            "validation",
+            "A reconfiguration takes nodes of one pool, each in a pool.",
+            {"nodes": "A reconfiguration takes nodes of one pool, each in a pool."},
+        )
+    ask = MoveAsk(
+        node_names=node_names,
+        destination=Pool.objects.get(name=pools.pop()),
+        reason=reason,
+        drain_policy=MoveRequest.DrainPolicy.DRAIN_FIRST,
+        drain_deadline_seconds=drain_deadline_seconds,
+        mig_config=mig_config.strip(),
     )
     return move_request_ask(requested_by=requested_by, ask=ask, now=now)

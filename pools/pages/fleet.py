@@ -22,10 +22,12 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
-from pools.common.errors import MetricsUnavailable
+from pools import moves
+from pools.common.errors import MetricsUnavailable, Refused
 from pools.common.filtering import page_queryset
 from pools.common.roles import Capability, has_capability, require
 from pools.core import charts, figures, links, palette
+from pools.core.mig_configs import CONFIG_PREFIX, DISABLED, mig_profiles
 from pools.core.palette import colour_pick
 from pools.core.snippets import scheduling_block
 from pools.fit.pending import pending_groups, pending_pods, pool_intruders
@@ -177,7 +179,35 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         .order_by("-at", "-id")[:20]
     )
     context["history_error"] = next((r.error for r in history.values() if r.error), None)
+    context["mig_profiles"] = mig_configs_for(node)
     return render(request, "pools/node.html", context, status=status)
+
+
+def mig_configs_for(node: Node) -> list[str]:
+    """The MIG configurations a node may be asked to take (none: no MIG, or no pool)."""
+    if node.pool_id is None or (node.labels or {}).get("nvidia.com/mig.capable") != "true":
+        return []
+    profiles = mig_profiles(node.gpu_model)
+    return [DISABLED, *(f"{CONFIG_PREFIX}{p}" for p in profiles), *settings.MIG_CONFIGS]
+
+
+@require_POST
+@require(Capability.REQUEST_MOVE)
+def node_reconfigure(request: HttpRequest, name: str) -> HttpResponse:
+    node = get_object_or_404(Node, name=name)
+    try:
+        move = moves.reconfiguration_ask(
+            requested_by=request.user,
+            node_names=[node.name],
+            mig_config=request.POST.get("mig_config", ""),
+            reason=request.POST.get("reason", ""),
+            now=timezone.now(),
+        )
+    except Refused as exc:
+        messages.error(request, exc.message)
+        return redirect("node-detail", name=node.name)
+    messages.success(request, f"Reconfiguration #{move.pk} asked; it waits for approval.")
+    return redirect("move-detail", pk=move.pk)
 
 
 def _node_charts(

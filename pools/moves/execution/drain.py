@@ -25,6 +25,7 @@ from pools.kube.errors import KubeError
 from pools.kube.nodes import Raw
 from pools.models import MoveItem
 from pools.moves.execution.outcome import DrainHooks, NodeWork
+from pools.moves.execution.reconfigure import mig_config_applied
 
 # How long after its grace period a pod may take to disappear (the kubelet's final delete).
 TERMINATION_SLACK_SECONDS = 10
@@ -89,7 +90,13 @@ def drain_hooks(item: MoveItem) -> tuple[DrainHooks, Cordon]:
         cordon.later.append("node.uncordoned")
         return raw
 
-    return DrainHooks(cordon_node, empty, uncordon), cordon
+    settle = None
+    if request.kind == request.Kind.RECONFIGURE:
+
+        def settle(work: NodeWork, raw: Raw) -> Raw:
+            return mig_config_applied(item, raw, renew=lambda: _renew_lease(item))
+
+    return DrainHooks(cordon_node, empty, uncordon, settle), cordon
 
 
 def drain_node(item: MoveItem) -> None:

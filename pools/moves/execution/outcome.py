@@ -62,11 +62,16 @@ class DrainHooks:
     cordon: Hooks
     empty: Hooks
     uncordon: Callable[[NodeWork, Raw], Raw]  # only what the portal cordoned; the node after
+    # A reconfiguration's wait, after the PATCH and before the uncordon, for the node to
+    # take its new layout (the node after); raises ReconfigurationFailed.
+    settle: Callable[[NodeWork, Raw], Raw] | None = None
 
 
 def _already(work: NodeWork, raw: Raw, hooks: DrainHooks | None) -> Outcome:
     """The node carries the approved state already."""
     if hooks is not None:
+        if hooks.settle is not None:  # a resumed reconfiguration: its layout may be pending
+            raw = hooks.settle(work, raw)
         raw = hooks.uncordon(work, raw)  # our own cordon from before a crash, never an operator's
     after = node_record(raw)
     if work.resumed and work.planned_before:
@@ -112,6 +117,8 @@ def node_outcome(work: NodeWork, hooks: DrainHooks | None = None) -> Outcome:
     result = apply_target(work.node, work.target, raw=fresh)
     raw = result.raw
     if work.drain_first and hooks is not None:
+        if hooks.settle is not None:
+            raw = hooks.settle(work, raw)
         raw = hooks.uncordon(work, raw)
     return Outcome(
         DONE if result.patched else UNCHANGED,

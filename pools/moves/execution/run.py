@@ -34,6 +34,7 @@ from pools.audit import audit
 from pools.common import log_context, observability
 from pools.common.errors import (
     NodeNotMoved,
+    ReconfigurationFailed,
 )
 from pools.common.events import announce_event_after_commit
 from pools.core.checks import NodeFacts, PoolFacts, capacity_floor
@@ -207,6 +208,8 @@ def _attempt_drain_first(item: MoveItem, work: NodeWork) -> Result:
         return outcome
     except ItemLeaseLost as exc:
         return exc  # another worker holds the node now: leave it (and its cordon) alone
+    except ReconfigurationFailed as exc:
+        return exc  # relabelled, not repartitioned: it stays cordoned for an operator
     except (NodeNotMoved, KubeError) as exc:
         uncordon_after_failure(item, cordon.on)
         return exc
