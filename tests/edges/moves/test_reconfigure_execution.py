@@ -22,7 +22,8 @@ State = MoveRequest.State
 
 @pytest.fixture
 def sim(tmp_path) -> Iterator[Kubesim]:  # type: ignore[no-untyped-def]
-    extra = ["--mig-reconfigure-seconds", "1"]
+    # A fast cluster clock: the drained pods' grace periods pass in a moment.
+    extra = ["--mig-reconfigure-seconds", "1", "--clock-scale", "30"]
     with kubesim_server(tmp_path, scenario="mig", extra=extra) as server:
         yield server
 
