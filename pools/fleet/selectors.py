@@ -296,12 +296,16 @@ def pool_page(
 def pool_history(pool: Pool | None, span: str) -> RangeResult:
     """The pool's utilisation over the named range (charts.TIME_RANGES; UnknownRange else)."""
     length, step = charts.time_range(span)
-    end = datetime.now(UTC)
+    # The end on a step's boundary: the same answer, kept in the metrics cache, for every
+    # request within the step (a range ending at a moment is cached under that moment).
+    seconds = step.total_seconds()
+    end = datetime.fromtimestamp(datetime.now(UTC).timestamp() // seconds * seconds, UTC)
     start = end - length
     if pool is None:  # nodes with no pool, or a label no pool declares: today's
         members = all_along(pool_nodes(None).values_list("name", flat=True))
     else:
-        members = membership(start, end).members(pool.name, start.timestamp(), end.timestamp())
+        stays = membership(start, end, pool=pool.name)
+        members = stays.members(pool.name, start.timestamp(), end.timestamp())
     # Read after the page's node figures, which found out whether the rules are loaded.
     recorded = reads_recorded("gpus_reporting") and reads_recorded("util")
     return dcgm.utilisation_history(members, span=length, step=step, recorded=recorded, now=end)

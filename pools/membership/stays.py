@@ -99,10 +99,11 @@ def _epoch(at: datetime | None) -> float | None:
     return None if at is None else at.timestamp()
 
 
-def membership(start: datetime, end: datetime) -> Membership:
+def membership(start: datetime, end: datetime, *, pool: str | None = None) -> Membership:
     """Every stay that touches [start, end) (one query): a first stay reaches back before
     its start, so every node's first stay is read when it ends after `start`. A node no
-    stay records (a row written by hand) is taken to be in its row's pool all along."""
+    stay records (a row written by hand) is taken to be in its row's pool all along.
+    `pool`: that pool's stays only (by its label), enough for Membership.members(pool)."""
     recorded = (
         PoolStay.objects.filter(
             Q(until__isnull=True) | Q(until__gt=start), Q(since__lt=end) | Q(earliest=True)
@@ -110,6 +111,8 @@ def membership(start: datetime, end: datetime) -> Membership:
         .order_by()
         .values_list("node_name", "pool_label", "since", "until", "earliest")
     )
+    if pool is not None:
+        recorded = recorded.filter(pool_label=pool)
     unrecorded = (
         Node.objects.filter(Q(gone_at__isnull=True) | Q(gone_at__gt=start))
         .exclude(name__in=PoolStay.objects.values("node_name"))
@@ -120,6 +123,8 @@ def membership(start: datetime, end: datetime) -> Membership:
         .order_by()
         .values_list("name", "pool_label", "no_start", "gone_at", "first")
     )
+    if pool is not None:
+        unrecorded = unrecorded.filter(pool_label=pool)
     return Membership(
         Stay(node, pool, _epoch(since) or float("-inf"), _epoch(until), earliest)
         for node, pool, since, until, earliest in recorded.union(unrecorded, all=True)

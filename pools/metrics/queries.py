@@ -3,6 +3,7 @@ whatever the number of nodes (pure: strings in, strings out)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -191,6 +192,7 @@ def missing_recorded(
     return {name for name in asked if not values.get(name)}
 
 
+@functools.lru_cache(maxsize=65536)
 def _regex_escape(name: str) -> str:
     return re.sub(r"([.\\+*?\[\]^$(){}=!<>|:-])", r"\\\1", name)
 
@@ -295,11 +297,14 @@ def _members_selector(
         matcher = node_matcher(labels, nodes)
         return f"{metric}{{{matcher}}}" if recorded else _on_nodes(labels, metric, matcher)
 
-    along = sorted(n for n, spans in members.items() if all(s == (None, None) for s in spans))
+    along: list[str] = []
     by_spans: dict[tuple[tuple[float | None, float | None], ...], list[str]] = {}
     for node, spans in members.items():
-        if node not in along:
+        if all(s == (None, None) for s in spans):
+            along.append(node)
+        else:
             by_spans.setdefault(tuple(spans), []).append(node)
+    along.sort()
     parts = []
     if along:
         parts.append(on(along))

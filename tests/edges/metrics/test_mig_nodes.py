@@ -188,3 +188,19 @@ def test_the_insights_of_a_mig_pool_read_its_instances(portal) -> None:  # type:
     assert utilisation["samples"] > 0 and utilisation["average"] is not None
     checks = {c["name"]: c for c in body["readiness"]}
     assert checks["metrics"]["status"] == "pass", checks["metrics"]
+
+
+@pytest.mark.django_db
+@BOTH
+def test_a_pool_page_asked_again_within_its_step_asks_prometheus_nothing(
+    portal,  # type: ignore[no-untyped-def]
+    settings,  # type: ignore[no-untyped-def]
+) -> None:
+    # The chart's range ends on a step's boundary (three hours at 30 days), so a page asked
+    # again within the step finds its history, like its figures, in the metrics cache.
+    client, prom = portal
+    settings.METRICS_CACHE_SECONDS = 600
+    assert client.get("/pools/inference/?span=30d").status_code == 200
+    before = prom.query_count()
+    assert client.get("/pools/inference/?span=30d").status_code == 200
+    assert prom.queries_since(before) == 0
