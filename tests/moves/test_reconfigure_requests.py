@@ -72,3 +72,40 @@ def test_a_reconfiguration_is_a_drain_first_request_that_sets_the_layout(
     # One active request per node, as for moves.
     again = ask(token_for("requesters"))
     assert again.status_code == 409 and error_of(again)["code"] == "active_move"
+
+
+def test_the_node_page_offers_the_layouts_its_gpus_take_and_asks_for_one(
+    inventory: dict[str, Node],
+) -> None:
+    from django.test import Client
+
+    from tests.moves_helpers import user_in
+
+    client = Client()
+    client.force_login(user_in("requesters", "rita"))
+    html = client.get(f"/nodes/{NODE}/").content.decode()
+    assert 'data-panel="reconfigure"' in html
+    assert '<option value="all-3g.40gb"' in html and '<option value="all-disabled"' in html
+    assert "all-3g.20gb" not in html  # not a profile of an 80 GB A100
+    # A node without MIG is offered none.
+    assert 'data-panel="reconfigure"' not in client.get("/nodes/h100-infer-000/").content.decode()
+    refused = client.post(
+        f"/nodes/{NODE}/reconfigure/", {"mig_config": "all-9g.1gb", "reason": "x"}
+    )
+    assert refused.status_code == 302 and not MoveRequest.objects.exists()
+    asked = client.post(f"/nodes/{NODE}/reconfigure/", {"mig_config": "all-7g.80gb", "reason": "x"})
+    move = MoveRequest.objects.get()
+    assert asked.status_code == 302 and asked["Location"] == f"/moves/{move.pk}/"
+    assert (move.kind, move.mig_config, move.requested_by.username) == (
+        "reconfigure",
+        "all-7g.80gb",
+        "rita",
+    )
+    # A viewer may look, not ask.
+    viewer = Client()
+    viewer.force_login(user_in("viewers", "vic"))
+    assert 'data-panel="reconfigure"' not in viewer.get(f"/nodes/{NODE}/").content.decode()
+    denied = viewer.post(
+        f"/nodes/{NODE}/reconfigure/", {"mig_config": "all-7g.80gb", "reason": "x"}
+    )
+    assert denied.status_code == 403 and MoveRequest.objects.count() == 1
