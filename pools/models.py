@@ -13,7 +13,7 @@ from django.db import models
 
 from pools.core import names
 from pools.core.desired import PoolSpec, Target
-from pools.core.devices import NodeDevices, devices_from_record
+from pools.core.devices import DEVICE_COLUMNS, NodeDevices, devices_of_row
 from pools.core.pool_definition import definition_errors
 from pools.core.taints import Taint
 
@@ -210,15 +210,7 @@ class Node(models.Model):
 
     def device_set(self) -> NodeDevices:
         """Its physical GPUs and its units by kind, with what its pods hold of each."""
-        return devices_from_record(
-            self.devices,
-            gpu_model=self.gpu_model,
-            gpu_count=self.gpu_count,
-            gpu_memory_mib=self.gpu_memory_mib,
-            gpu_allocatable=self.gpu_allocatable,
-            gpu_allocated=self.gpu_allocated,
-            requested=self.resources_requested,
-        )
+        return devices_of_row({column: getattr(self, column) for column in DEVICE_COLUMNS})
 
 
 class PoolStay(models.Model):

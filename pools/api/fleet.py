@@ -28,7 +28,7 @@ from pools.api.fields import StrictCharField, StrictIntegerField
 from pools.api.idempotency import idempotent
 from pools.common.errors import Refused
 from pools.common.roles import Capability
-from pools.core.devices import KINDS, devices_as_dict, devices_from_record
+from pools.core.devices import DEVICE_COLUMNS, KINDS, devices_as_dict, devices_of_row
 from pools.fleet import selectors, services
 from pools.fleet.filters import NodeFilter
 from pools.metrics.node_figures import latest_node_metrics, latest_node_metrics_versioned
@@ -110,11 +110,12 @@ NODE_FIELDS: dict[str, str | None] = {
     "devices": None,
     "metrics": None,
 }
-# Read for `devices`, not given as they are.
-DEVICE_COLUMNS = ("devices", "resources_requested")
-
-
-NODE_ROW_FIELDS = (*(column for column in NODE_FIELDS.values() if column), *DEVICE_COLUMNS)
+NODE_ROW_FIELDS = tuple(
+    dict.fromkeys(
+        # Given as they are, then those read for `devices` only.
+        [*(column for column in NODE_FIELDS.values() if column), *DEVICE_COLUMNS]
+    )
+)
 
 
 def node_api_row(node: Node) -> dict[str, Any]:
@@ -125,16 +126,7 @@ def node_api_row(node: Node) -> dict[str, Any]:
 
 def row_devices(row: dict[str, Any]) -> dict[str, Any]:
     """A node row's physical GPUs and units by kind (pools.core.devices)."""
-    devices = devices_from_record(
-        row["devices"],
-        gpu_model=row["gpu_model"],
-        gpu_count=row["gpu_count"],
-        gpu_memory_mib=row["gpu_memory_mib"],
-        gpu_allocatable=row["gpu_allocatable"],
-        gpu_allocated=row["gpu_allocated"],
-        requested=row["resources_requested"],
-    )
-    return devices_as_dict(devices)
+    return devices_as_dict(devices_of_row(row))
 
 
 class UnitsSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -327,6 +327,31 @@ def devices_from_record(
     )
 
 
+# The node row's columns a node's devices are read from (pools.models.Node's).
+DEVICE_COLUMNS = (
+    "devices",
+    "gpu_model",
+    "gpu_count",
+    "gpu_memory_mib",
+    "gpu_allocatable",
+    "gpu_allocated",
+    "resources_requested",
+)
+
+
+def devices_of_row(row: Mapping[str, Any]) -> NodeDevices:
+    """A node's devices from its row's DEVICE_COLUMNS, by name (the JSON ones parsed)."""
+    return devices_from_record(
+        row["devices"],
+        gpu_model=row["gpu_model"],
+        gpu_count=row["gpu_count"],
+        gpu_memory_mib=row["gpu_memory_mib"],
+        gpu_allocatable=row["gpu_allocatable"],
+        gpu_allocated=row["gpu_allocated"],
+        requested=row["resources_requested"],
+    )
+
+
 def exporter_devices(record: Mapping[str, Any]) -> int:
     """The devices dcgm-exporter reports on, from a node's device record (NodeDevices')."""
     return devices_from_record(

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from django.db.models import QuerySet
 
 from pools.core import csv_cells
-from pools.core.devices import WHOLE, devices_from_record
+from pools.core.devices import DEVICE_COLUMNS, WHOLE, devices_of_row
 from pools.metrics.node_figures import latest_node_metrics
 from pools.models import Node
 
@@ -46,23 +46,14 @@ def node_csv_rows(nodes: QuerySet[Node]) -> Iterator[list[object]]:
     yield list(NODE_COLUMNS)
     fields = ("name", "pool__name", "gpu_model", "gpu_allocatable", "gpu_allocated", "ready")
     more = ("cordoned", "drifted", "pods", "last_seen", "gone_at")
-    device_fields = ("gpu_count", "gpu_memory_mib", "devices", "resources_requested")
+    device_fields = [c for c in DEVICE_COLUMNS if c not in fields]
     for row in (
         nodes.order_by("name")
         .values_list(*fields, *more, *device_fields)
         .iterator(csv_cells.EXPORT_CHUNK_ROWS)
     ):
-        name, pool, model, gpu_units, gpu_units_held, ready, cordoned, drifted = row[:8]
-        pods, seen, gone, count, memory, record, requested = row[8:]
-        devices = devices_from_record(
-            record,
-            gpu_model=model,
-            gpu_count=count,
-            gpu_memory_mib=memory,
-            gpu_allocatable=gpu_units,
-            gpu_allocated=gpu_units_held,
-            requested=requested,
-        )
+        name, pool, model, _, _, ready, cordoned, drifted, pods, seen, gone = row[:11]
+        devices = devices_of_row(dict(zip((*fields, *more, *device_fields), row, strict=True)))
         gpus, allocated = devices.whole_gpus, devices.whole_allocated
         others = "; ".join(
             f"{u.allocated}/{u.allocatable} {u.kind.label}"
