@@ -679,3 +679,23 @@ class InventoryVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {self.version}"
+
+
+class DraSnapshot(models.Model):
+    """What the cluster holds for Dynamic Resource Allocation, as last listed: one row.
+
+    The fit check reads it from the database, as it reads nodes (the web pods have no API
+    access). The objects are kept as the API serves them, trimmed to what the allocator
+    reads: ResourceSlices' spec, DeviceClasses' selectors, ResourceClaims' spec and
+    allocation, ResourceClaimTemplates' spec."""
+
+    name = models.CharField(max_length=63, unique=True, default="cluster")
+    served = models.BooleanField(default=False)  # the API server serves resource.k8s.io/v1
+    slices = models.JSONField(default=list)
+    classes = models.JSONField(default=list)
+    claims = models.JSONField(default=list)
+    templates = models.JSONField(default=list)
+    listed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"DRA: {len(self.slices)} slices, {len(self.claims)} claims"

@@ -332,6 +332,8 @@ if _problem := dns_label_problem(DRILL_NAMESPACE):
     )
 # The full sync lists every node and pod; it is the safety net behind the watcher.
 INVENTORY_SYNC_SECONDS = env_int("INVENTORY_SYNC_SECONDS", 300, minimum=5, maximum=3600)
+# How often the watcher lists DRA's ResourceSlices, DeviceClasses, claims and templates.
+DRA_SYNC_SECONDS = env_int("DRA_SYNC_SECONDS", 15, minimum=1, maximum=3600)
 INVENTORY_PAGE_SIZE = env_int("INVENTORY_PAGE_SIZE", 500, minimum=1, maximum=10_000)
 # The pod labels that say a GPU pod's workload type and team (for the pool insights).
 POD_WORKLOAD_LABEL = env_str("POD_WORKLOAD_LABEL", "workload-type")

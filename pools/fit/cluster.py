@@ -24,9 +24,11 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Sum
 
+from pools.core.fit.claims import NO_DRA
 from pools.core.fit.cluster import ClusterSnapshot, FitNode, FitPool, NodePod
 from pools.core.fit.resources import ZERO, Resources, amount_or_zero
 from pools.core.taints import Taint
+from pools.inventory.dra import dra_kept
 from pools.models import GpuPod, Node, Pool
 
 OTHER_PODS = "other pods"  # the NodePod standing for a node's pods that are not GPU pods
@@ -72,8 +74,9 @@ def fit_pool(pool: Pool) -> FitPool:
     )
 
 
-def fit_cluster() -> FitCluster:
-    """Every present node with what is free on it, and every active pool."""
+def fit_cluster(*, dra: bool = False) -> FitCluster:
+    """Every present node with what is free on it, and every active pool; with `dra`, the
+    devices, classes and claims of DRA too (one query more, for a pod that makes claims)."""
     pools = {p.name: p for p in Pool.objects.active()}
     rows = list(Node.objects.present().values_list(*_NODE_FIELDS))
     bound = GpuPod.objects.live().exclude(node_name="")
@@ -95,7 +98,8 @@ def fit_cluster() -> FitCluster:
         if name and priority is not None:
             classes[name] = priority
     nodes = [_fit_node(row, held.get(row[0], []), totals.get(row[0], ZERO)) for row in rows]
-    snapshot = ClusterSnapshot(nodes, [fit_pool(p) for p in pools.values()])
+    state = dra_kept() if dra else NO_DRA
+    snapshot = ClusterSnapshot(nodes, [fit_pool(p) for p in pools.values()], state)
     return FitCluster(snapshot, pools, classes, settings.POOL_LABEL_KEY)
 
 

@@ -68,7 +68,8 @@ def fit_check_run(*, manifest: str | None = None, pod: PodName | None = None) ->
             str(error),
             {"manifest": [p["text"] for p in error.as_list()], "problems": error.as_list()},
         ) from None
-    cluster = fit_cluster()
+    claims = any(t.shape.claims for w in documents.workloads for t in w.templates)
+    cluster = fit_cluster(dra=claims)
     report = check_fit(
         documents,
         cluster.snapshot,

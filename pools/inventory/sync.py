@@ -25,6 +25,7 @@ from pools.core.desired import drift_record
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import pod_requests
 from pools.core.snapshot import PodSummary, is_gpu_node, node_snapshot, pod_summary
+from pools.inventory.dra import dra_sync_logged
 from pools.inventory.lease import (
     holder_name,
     lease_acquire,
@@ -128,6 +129,7 @@ def inventory_sync() -> SyncReport:
     gpu_pods_pool_fill(written_since=seen_at)
     deleted = gpu_pods_unseen_deleted(seen_at, seen_at)
     gpu_pods_purge(seen_at)
+    dra_sync_logged()
     return SyncReport(
         listed,
         gpu_nodes,

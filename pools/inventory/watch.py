@@ -38,6 +38,7 @@ from pools.core.fit.resources import Resources
 from pools.core.gc_pause import collector_paused
 from pools.core.pod_record import pod_requests
 from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
+from pools.inventory.dra import dra_sync_logged
 from pools.inventory.lease import (
     holder_name,
     lease_acquire,
@@ -394,7 +395,7 @@ class Leader:
         self.leading.set()
         self.renewed = time.monotonic()
         try:
-            threads = [("lease", self.keep, ())]
+            threads = [("lease", self.keep, ()), ("dra", self.dra, ())]
             threads += [(f"watch-{r}", follow, (r, self.state, self.leading)) for r in RESOURCES]
             for name, target, args in threads:
                 threading.Thread(target=target, args=args, daemon=True, name=name).start()
@@ -431,6 +432,15 @@ class Leader:
                 log.warning("renewing the inventory lease: %s", exc)
                 close_old_connections()
         close_old_connections()
+
+    def dra(self) -> None:
+        """DRA's objects, listed again every DRA_SYNC_SECONDS while leading (not watched:
+        they are few, and the fit check is their only reader)."""
+        while self.leading.is_set() and not self.stop.is_set():
+            dra_sync_logged()
+            close_old_connections()
+            if self.stop.wait(settings.DRA_SYNC_SECONDS):
+                break
 
     def still_leading(self) -> None:
         if self.lost.is_set():

@@ -36,7 +36,7 @@ def read_node(name: str) -> Raw:
     return RetryPolicy().call(lambda: node_session().read(name), doing=f"reading node {name}")
 
 
-def _pages(list_call: Any, doing: str, page_size: int, **kwargs: Any) -> Iterator[list[Raw]]:
+def list_pages(list_call: Any, doing: str, page_size: int, **kwargs: Any) -> Iterator[list[Raw]]:
     policy = RetryPolicy()
     token: str | None = None
     while True:
@@ -83,14 +83,16 @@ def read_nodes(names: Sequence[str]) -> dict[str, Raw]:
 
 
 def node_pages(page_size: int | None = None) -> Iterator[list[Raw]]:
-    return _pages(core_api().list_node, "listing nodes", page_size or settings.INVENTORY_PAGE_SIZE)
+    return list_pages(
+        core_api().list_node, "listing nodes", page_size or settings.INVENTORY_PAGE_SIZE
+    )
 
 
 def pod_pages(page_size: int | None = None, *, node_name: str | None = None) -> Iterator[list[Raw]]:
     selector = "status.phase!=Succeeded,status.phase!=Failed"
     if node_name:
         selector += f",spec.nodeName={node_name}"
-    return _pages(
+    return list_pages(
         core_api().list_pod_for_all_namespaces,
         "listing pods",
         page_size or settings.INVENTORY_PAGE_SIZE,
@@ -100,7 +102,7 @@ def pod_pages(page_size: int | None = None, *, node_name: str | None = None) -> 
 
 def all_pod_pages(page_size: int | None = None) -> Iterator[list[Raw]]:
     """Every pod, finished ones too (the inventory keeps when and how GPU pods ended)."""
-    return _pages(
+    return list_pages(
         core_api().list_pod_for_all_namespaces,
         "listing pods",
         page_size or settings.INVENTORY_PAGE_SIZE,

@@ -288,10 +288,13 @@ def _failure(
     counts.sort(key=lambda item: f"{item[1]} {item[0]}")  # the order of the message
     if total == 0:
         message, preemption = NO_NODES, ""
-    elif run.pinned is not None and not run.pinned:
-        message = f"0/{total} nodes are available: {PINS_CONFLICT}."
+    elif (run.pinned is not None and not run.pinned) or run.prefilter:
+        # A PreFilter failed: every node fails with its reason, which the message carries
+        # alone, and preemption cannot help.
+        reason = run.prefilter or PINS_CONFLICT
+        message = f"0/{total} nodes are available: {reason}."
         preemption = "preemption: " + fit_error(total, [(NOT_HELPFUL, total)])
-        counts = [(PINS_CONFLICT, total)]
+        counts = [(reason, total)]
     else:
         message = fit_error(total, counts)
         preemption = ""

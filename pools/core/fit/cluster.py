@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pools.core.dra.selectors import SelectorCache
+from pools.core.fit.claims import NO_DRA, DraState
 from pools.core.fit.resources import ZERO, Resources
 from pools.core.fit.scheduling import NOT_READY_TAINT
 from pools.core.taints import Taint
@@ -83,8 +85,12 @@ class PoolCapacity:
 class ClusterSnapshot:
     """Nodes, pools and the free resources of every node, computed once."""
 
-    def __init__(self, nodes: Sequence[FitNode], pools: Sequence[FitPool] = ()) -> None:
+    def __init__(
+        self, nodes: Sequence[FitNode], pools: Sequence[FitPool] = (), dra: DraState = NO_DRA
+    ) -> None:
         self.nodes = tuple(nodes)
+        self.dra = dra  # devices, classes and claims of DRA (pools.core.fit.claims)
+        self.selectors = SelectorCache()  # CEL results, shared by the checks' runs
         self.pools = {pool.name: pool for pool in pools}
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
         self.requested = [_requested(node) for node in self.nodes]
@@ -113,7 +119,7 @@ class ClusterSnapshot:
         """The same cluster with some nodes replaced by name (a move preview's "after")."""
         by_name = {node.name: node for node in replaced}
         nodes = [by_name.pop(node.name, node) for node in self.nodes]
-        return ClusterSnapshot([*nodes, *by_name.values()], list(self.pools.values()))
+        return ClusterSnapshot([*nodes, *by_name.values()], list(self.pools.values()), self.dra)
 
     def capacity(self, indexes: Sequence[int]) -> PoolCapacity:
         usable = [i for i in indexes if self.nodes[i].ready and not self.nodes[i].unschedulable]

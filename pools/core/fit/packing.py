@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pools.core.dra.inventory import DeviceId
 from pools.core.fit.cluster import ClusterSnapshot
 from pools.core.fit.plugins import FilterRun, pods_that_fit
 from pools.core.fit.resources import Resources
@@ -22,11 +23,12 @@ from pools.core.fit.resources import Resources
 def room(run: FilterRun, indexes: Sequence[int]) -> int:
     """Pods of this shape that fit now on the given nodes, in total."""
     snapshot, request = run.snapshot, run.shape.requests
-    return sum(
-        pods_that_fit(request, snapshot.free[i], snapshot.free_pods[i])
-        for i in indexes
-        if run.passes_static(i)
-    )
+    total = 0
+    for i in indexes:
+        if run.passes_static(i):
+            most = pods_that_fit(request, snapshot.free[i], snapshot.free_pods[i])
+            total += run.claim_room(i, frozenset(), most)[0] if most else 0
+    return total
 
 
 def place(runs: Sequence[FilterRun], wanted: Sequence[int], indexes: Sequence[int]) -> list[int]:
@@ -36,6 +38,7 @@ def place(runs: Sequence[FilterRun], wanted: Sequence[int], indexes: Sequence[in
     snapshot: ClusterSnapshot = runs[0].snapshot
     free = {i: snapshot.free[i] for i in indexes}
     free_pods = {i: snapshot.free_pods[i] for i in indexes}
+    devices: dict[int, frozenset[DeviceId]] = {}  # DRA devices the placed pods hold
     placed = []
     for run, count in zip(runs, wanted, strict=True):
         request = run.shape.requests
@@ -48,6 +51,8 @@ def place(runs: Sequence[FilterRun], wanted: Sequence[int], indexes: Sequence[in
             if remaining <= 0:
                 break
             take = min(remaining, pods_that_fit(request, free[i], free_pods[i]))
+            if take and run.claims is not None:
+                take, devices[i] = run.claim_room(i, devices.get(i, frozenset()), take)
             if take:
                 free[i] = free[i].minus(_times(request, take))
                 free_pods[i] -= take

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pools.core.dra.inventory import DeviceId
+from pools.core.fit.claims import ClaimFilter, claim_need
 from pools.core.fit.cluster import ClusterSnapshot
 from pools.core.fit.pods import PREEMPT_NEVER, PodShape
 from pools.core.fit.resources import GPU, Resources
@@ -78,6 +80,15 @@ class FilterRun:
         self._static: dict[tuple[object, ...], Rejection | None] = {}
         self._by_node: dict[int, Rejection | None] = {}
         self._rejections: dict[int, Rejection | None] = {}
+        self.claims: ClaimFilter | None = None
+        if shape.claims:
+            need = claim_need(shape.claims, snapshot.dra, shape.claims[0].pod)
+            self.claims = ClaimFilter(need, snapshot.dra, snapshot.selectors)
+
+    @property
+    def prefilter(self) -> str:
+        """DynamicResources' PreFilter failure: every node fails with it ("" when none)."""
+        return self.claims.need.prefilter if self.claims is not None else ""
 
     def rejection(self, i: int) -> Rejection | None:
         """Why node `i` cannot take the pod now (None: it can)."""
@@ -90,15 +101,32 @@ class FilterRun:
         node = self.snapshot.nodes[i]
         if self.pinned is not None and node.name not in self.pinned:
             return Rejection((NOT_PINNED,))
+        if self.prefilter:
+            return Rejection((self.prefilter,))
         static = self._static_rejection(i)
         if static is not None:
             return static
-        return resource_rejection(
+        shortage = resource_rejection(
             self.shape.requests,
             self.snapshot.free[i],
             self.snapshot.free_pods[i],
             node.allocatable,
         )
+        if shortage is not None or self.claims is None:
+            return shortage
+        reason = self.claims.rejection(node.name, node.labels)
+        return None if reason is None else Rejection((reason,))
+
+    def claim_room(
+        self, i: int, used: frozenset[DeviceId], most: int
+    ) -> tuple[int, frozenset[DeviceId]]:
+        """How many pods (at most `most`) the node's DRA devices take on top of `used`."""
+        if self.claims is None:
+            return most, used
+        if self.prefilter:
+            return 0, used
+        node = self.snapshot.nodes[i]
+        return self.claims.room(node.name, node.labels, used, most)
 
     def _static_rejection(self, i: int) -> Rejection | None:
         if i in self._by_node:
@@ -127,6 +155,8 @@ class FilterRun:
         return result
 
     def passes_static(self, i: int) -> bool:
+        if self.prefilter:
+            return False
         node = self.snapshot.nodes[i]
         if self.pinned is not None and node.name not in self.pinned:
             return False

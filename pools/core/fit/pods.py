@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pools.core.dra.claims import PodClaim, read_pod_claims
 from pools.core.fit import fields as f
 from pools.core.fit.fields import FieldReader
 from pools.core.fit.findings import Finding
@@ -32,6 +33,7 @@ class PodShape:
     node_name: str = ""
     scheduler_name: str = ""
     gpu_limit_only: tuple[str, ...] = ()  # containers with a GPU limit and no GPU request
+    claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (DRA)
 
     @property
     def for_scheduling(self) -> PodShape:
@@ -71,4 +73,5 @@ def read_pod_shape(
         node_name=reader.string(spec.get("nodeName"), f.child(path, "nodeName")),
         scheduler_name=reader.string(spec.get("schedulerName"), f.child(path, "schedulerName")),
         gpu_limit_only=tuple(resources.gpu_limit_only),
+        claims=read_pod_claims(reader, spec, path, ""),
     )

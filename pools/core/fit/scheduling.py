@@ -330,11 +330,11 @@ def read_placement(
         required_path = f.child(node_path, required_name)
         required = reader.mapping(node.get(required_name), required_path)
         findings += _unknown(reader, required, required_path, ("nodeSelectorTerms",))
-        terms = _read_terms(reader, required.get("nodeSelectorTerms"), required_path, findings)
+        terms = read_terms(reader, required.get("nodeSelectorTerms"), required_path, findings)
     return NodePlacement(tuple(sorted(selector.items())), terms)
 
 
-def _read_terms(
+def read_terms(
     reader: FieldReader, raw: object, path: str, findings: list[Finding]
 ) -> tuple[Term, ...]:
     base = f.child(path, "nodeSelectorTerms")

@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from pools.core.dra.claims import ClaimSpec, read_claim_spec
 from pools.core.fit import fields as f
 from pools.core.fit.fields import FieldReader
 from pools.core.fit.findings import (
@@ -232,13 +233,15 @@ def read_objects(documents: list[Any], *, fmt: str = YAML, counted: bool = False
     workloads: list[Workload] = []
     findings: list[Finding] = []
     pod_groups = read_pod_group_sizes([o for d in documents for _, o in _objects(d)])
+    claims: dict[tuple[str, str, str], ClaimSpec] = {}
     for number, document in enumerate(documents, start=1):
         if document is None:
             continue
         for prefix, obj in _objects(document):
-            read = _read_object(number, prefix, obj, findings)
+            read = _read_object(number, prefix, obj, findings, claims)
             problems += read[1]
             workloads += [_with_pod_group(read[0], pod_groups)] if read[0] else []
+    workloads = [_with_claims(w, claims) for w in workloads]
     if problems:
         raise ManifestError(problems)
     if not workloads:
@@ -375,7 +378,11 @@ def _objects(document: Any) -> Iterator[tuple[Location, Any]]:
 
 
 def _read_object(
-    number: int, prefix: Location, obj: Any, findings: list[Finding]
+    number: int,
+    prefix: Location,
+    obj: Any,
+    findings: list[Finding],
+    claims: dict[tuple[str, str, str], ClaimSpec],
 ) -> tuple[Workload | None, list[DocumentProblem]]:
     path = _path(prefix)
     if not isinstance(obj, dict):
@@ -396,7 +403,15 @@ def _read_object(
         reader.problem(f.child(path, "kind"), "Required value: every object needs a kind")
     workload = None
     read_kind = _kind_reader(kind, api_version)
-    if read_kind is not None and not reader.problems:
+    if kind in CLAIM_KINDS and not reader.problems:
+        spec = reader.mapping(obj.get("spec"), f.child(path, "spec"))
+        if kind == TEMPLATE:
+            spec_path = f.child(f.child(path, "spec"), "spec")
+            spec = reader.mapping(spec.get("spec"), spec_path)
+        else:
+            spec_path = f.child(path, "spec")
+        claims[(kind, namespace or "default", name)] = read_claim_spec(reader, spec, spec_path)
+    elif read_kind is not None and not reader.problems:
         own: list[Finding] = []
         if read_kind is KINDS.get(kind):
             own += _api_version_findings(kind, api_version, path)
@@ -409,6 +424,37 @@ def _read_object(
     elif kind and read_kind is None:
         findings.append(_skipped(number, label, kind))
     return workload, [DocumentProblem(number, label, p) for p in reader.problems]
+
+
+CLAIM = "ResourceClaim"
+TEMPLATE = "ResourceClaimTemplate"
+CLAIM_KINDS = (CLAIM, TEMPLATE)
+
+
+def _with_claims(workload: Workload, claims: Mapping[tuple[str, str, str], ClaimSpec]) -> Workload:
+    """The workload's pod claims with their namespace, the pod's name as the scheduler's
+    messages give it, and the claim or template when the manifest carries it."""
+    if not any(t.shape.claims for t in workload.templates):
+        return workload
+    namespace = workload.namespace or "default"
+    pod = workload.name if workload.kind == "Pod" else f"{workload.name}-…"
+    templates = []
+    for template in workload.templates:
+        resolved = tuple(
+            replace(
+                claim,
+                namespace=namespace,
+                pod=f"{namespace}/{pod}",
+                spec=claims.get(
+                    (TEMPLATE, namespace, claim.template_name)
+                    if claim.template_name
+                    else (CLAIM, namespace, claim.claim_name)
+                ),
+            )
+            for claim in template.shape.claims
+        )
+        templates.append(replace(template, shape=replace(template.shape, claims=resolved)))
+    return replace(workload, templates=tuple(templates))
 
 
 def _kind_reader(kind: str, api_version: str) -> Reader | None:
@@ -455,7 +501,7 @@ NO_PODS = frozenset(
         "Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "Namespace", "ServiceAccount",
         "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Ingress", "NetworkPolicy",
         "PodDisruptionBudget", "PriorityClass", "HorizontalPodAutoscaler", "LimitRange",
-        "ResourceQuota", "StorageClass", "PersistentVolume",
+        "ResourceQuota", "StorageClass", "PersistentVolume", "DeviceClass",
     )
 )  # fmt: skip
 
