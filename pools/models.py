@@ -192,6 +192,9 @@ class Node(models.Model):
     # The physical GPUs and the units by kind (pools.core.devices.devices_record); empty for
     # a node of whole GPUs only, which the gpu_* columns describe.
     devices = models.JSONField(default=dict, blank=True)
+    # The DRA devices its ResourceSlices publish, by kind: [driver, type, profile, devices,
+    # held by a claim] (pools.core.dra.inventory.node_units); written by pools.inventory.dra.
+    dra_units = models.JSONField(default=list, blank=True)
     resource_version = models.CharField(max_length=64, blank=True)
     last_seen = models.DateTimeField()
     gone_at = models.DateTimeField(null=True, blank=True)
@@ -695,6 +698,7 @@ class DraSnapshot(models.Model):
     classes = models.JSONField(default=list)
     claims = models.JSONField(default=list)
     templates = models.JSONField(default=list)
+    unit_nodes = models.JSONField(default=list)  # the nodes whose dra_units were last written
     listed_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

@@ -20,6 +20,10 @@ operator:
 - How many instances of a profile fit on one GPU: 7, 3, 2, 1, 1 for 1g, 2g, 3g, 4g, 7g on
   the seven-slice GPUs (A100, H100, H200, B200), 4, 2, 1 for 1g, 2g, 4g on the A30.
 
+- DRA: a driver publishes its devices in ResourceSlices instead of advertising a resource;
+  NVIDIA's driver (`gpu.nvidia.com`) publishes each whole GPU (`type` gpu) and each MIG
+  device (`type` mig, with its `profile`). A claim's allocation holds a device.
+
 A slice or a replica is never a GPU: the physical count comes from GFD's labels, and each
 kind of unit is counted apart.
 """
@@ -27,7 +31,7 @@ kind of unit is counted apart.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +60,8 @@ OPERATOR_LABELS = (
 WHOLE = "gpu"
 MIG = "mig"
 SHARED = "shared"
-KINDS = (WHOLE, MIG, SHARED)
+DRA = "dra"  # a device a DRA driver publishes (pools.core.dra)
+KINDS = (WHOLE, MIG, SHARED, DRA)
 
 PROFILE_RE = re.compile(r"^(?P<slices>[1-7])g\.(?P<gb>[0-9]+)gb(?:\+me)?$")
 _MIG_RESOURCE_RE = re.compile(r"^nvidia\.com/mig-(?P<profile>[^/]+?)(?P<shared>\.shared)?$")
@@ -69,8 +74,8 @@ _FOUR_SLICES = {1: 4, 2: 2, 4: 1}
 class UnitKind:
     """One kind of unit a node advertises: its resource name and what a unit is."""
 
-    kind: str  # WHOLE, MIG or SHARED
-    resource: str
+    kind: str  # WHOLE, MIG, SHARED or DRA
+    resource: str  # for DRA: the driver
     profile: str = ""  # the MIG profile, e.g. 1g.10gb
     sharing: str = ""  # time-slicing or mps, for shared units
     replicas: int = 1  # units a GPU (or a MIG instance) is advertised as, when shared
@@ -81,6 +86,10 @@ class UnitKind:
         (time-slicing, 4 per GPU)"."""
         if self.kind == WHOLE:
             return "whole GPU"
+        if self.kind == DRA:
+            # The driver's device type (NVIDIA's: gpu or mig), and the MIG profile.
+            what = {"gpu": "GPU", "mig": "MIG"}.get(self.sharing, self.sharing or "device")
+            return f"DRA {what} {self.profile}".rstrip() + f" ({self.resource})"
         per = "instance" if self.kind == MIG else "GPU"
         how = self.sharing or "shared"
         shared = f"{how}, {self.replicas} per {per}" if self.replicas > 1 else ""
@@ -236,6 +245,7 @@ def _positive(value: object, default: int) -> int:
 
 WHOLE_LAYOUT = "whole"
 SHARED_LAYOUT = "shared"
+DRA_LAYOUT = "dra"
 MIG_LAYOUT_PREFIX = "mig-"
 
 
@@ -243,6 +253,8 @@ def layout_of(kind: UnitKind) -> str:
     """A kind of unit as a pool's accepted layouts name it: whole, shared, mig-<profile>."""
     if kind.kind == MIG:
         return f"{MIG_LAYOUT_PREFIX}{kind.profile}"
+    if kind.kind == DRA:
+        return DRA_LAYOUT
     return SHARED_LAYOUT if kind.kind == SHARED else WHOLE_LAYOUT
 
 
@@ -255,12 +267,12 @@ def layout_problem(layout: object) -> str | None:
     """Why a value is not a layout a pool can accept, or None."""
     if not isinstance(layout, str):
         return "must be a string"
-    if layout in (WHOLE_LAYOUT, SHARED_LAYOUT):
+    if layout in (WHOLE_LAYOUT, SHARED_LAYOUT, DRA_LAYOUT):
         return None
     profile = layout.removeprefix(MIG_LAYOUT_PREFIX)
     if layout.startswith(MIG_LAYOUT_PREFIX) and PROFILE_RE.match(profile):
         return None
-    return "must be whole, shared, or mig-<profile> with a MIG profile like mig-1g.10gb"
+    return "must be whole, shared, dra, or mig-<profile> with a MIG profile like mig-1g.10gb"
 
 
 # --- the record the inventory keeps -------------------------------------------------------
@@ -292,6 +304,14 @@ def devices_record(devices: NodeDevices) -> dict[str, Any]:
     }
 
 
+def dra_units(rows: Sequence[Sequence[Any]]) -> tuple[Units, ...]:
+    """A node row's DRA units (`Node.dra_units`: [driver, type, profile, devices, held])."""
+    return tuple(
+        Units(UnitKind(DRA, driver, profile, kind), int(count), int(held))
+        for driver, kind, profile, count, held in rows
+    )
+
+
 def devices_from_record(
     record: Mapping[str, Any],
     *,
@@ -301,13 +321,18 @@ def devices_from_record(
     gpu_allocatable: int,
     gpu_allocated: int,
     requested: Mapping[str, int],
+    dra: Sequence[Sequence[Any]] = (),
 ) -> NodeDevices:
     """A node row's devices: from its record, or from its GPU columns when it has only
-    whole GPUs (an empty record)."""
+    whole GPUs (an empty record); with the DRA devices its slices publish (`dra`)."""
     if not record:
         units = (Units(UnitKind(WHOLE, GPU_RESOURCE), gpu_allocatable, gpu_allocated),)
         return NodeDevices(
-            gpu_model, gpu_memory_mib, gpu_count, 0, units if gpu_allocatable else ()
+            gpu_model,
+            gpu_memory_mib,
+            gpu_count,
+            0,
+            (*(units if gpu_allocatable else ()), *dra_units(dra)),
         )
     units = tuple(
         Units(
@@ -316,7 +341,7 @@ def devices_from_record(
             gpu_allocated if resource == GPU_RESOURCE else requested.get(resource, 0),
         )
         for kind, resource, profile, sharing, replicas, allocatable in record.get("units", [])
-    )
+    ) + dra_units(dra)
     return NodeDevices(
         str(record.get("model", "")),
         int(record.get("memory_mib", 0)),
@@ -336,6 +361,7 @@ DEVICE_COLUMNS = (
     "gpu_allocatable",
     "gpu_allocated",
     "resources_requested",
+    "dra_units",
 )
 
 
@@ -349,6 +375,7 @@ def devices_of_row(row: Mapping[str, Any]) -> NodeDevices:
         gpu_allocatable=row["gpu_allocatable"],
         gpu_allocated=row["gpu_allocated"],
         requested=row["resources_requested"],
+        dra=row["dra_units"],
     )
 
 

@@ -47,6 +47,7 @@ _ROW_FIELDS = (
     "gpu_count",
     "devices",
     "resources_requested",
+    "dra_units",
 )
 
 
@@ -54,8 +55,10 @@ def node_rows(nodes: Iterable[Any], metrics: Mapping[str, NodeMetrics]) -> list[
     """NodeRows from _ROW_FIELDS rows, as the ORM or the driver returns them (JSON parsed or
     as text): a node of whole GPUs only keeps an empty device record, read for nothing."""
     rows = []
-    for name, pool, model, gpus, allocated, ready, cordoned, drifted, count, record, asked in nodes:
-        if not record or record == "{}":
+    for row in nodes:
+        name, pool, model, gpus, allocated, ready, cordoned, drifted, count = row[:9]
+        record, asked, dra = row[9:]
+        if (not record or record == "{}") and (not dra or dra == "[]"):
             rows.append(
                 NodeRow(
                     name,
@@ -79,6 +82,7 @@ def node_rows(nodes: Iterable[Any], metrics: Mapping[str, NodeMetrics]) -> list[
             gpu_allocatable=gpus,
             gpu_allocated=allocated,
             requested=json.loads(asked) if isinstance(asked, str) else asked,
+            dra=json.loads(dra) if isinstance(dra, str) else dra,
         )
         units = tuple(
             (u.kind.label, u.allocatable, u.allocated)

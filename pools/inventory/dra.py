@@ -17,14 +17,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 from kubernetes import client
 
+from pools.core.dra.inventory import allocated_devices, node_units, read_inventory
 from pools.core.fit.claims import NO_DRA, DraState, dra_state
+from pools.inventory.version import inventory_version_bump
 from pools.kube.client import api_client
 from pools.kube.errors import KubeError, KubeRefused
 from pools.kube.nodes import Raw, list_pages
-from pools.models import DraSnapshot
+from pools.models import DraSnapshot, Node
 
 log = logging.getLogger(__name__)
 PAGE_SIZE = 500
@@ -83,8 +86,12 @@ def dra_list() -> DraListing:
 
 
 def dra_sync() -> DraListing:
-    """List DRA's objects and keep them (one row, one statement)."""
+    """List DRA's objects and keep them (one row, one statement); write the DRA units of the
+    nodes that have or had some (none in a cluster without DRA: no statement)."""
     listing = dra_list()
+    before = DraSnapshot.objects.filter(name=ROW).values_list("unit_nodes", flat=True).first()
+    units = node_units(read_inventory(listing.slices), allocated_devices(listing.claims))
+    _units_write(units, set(before or ()) - set(units))
     row = DraSnapshot(
         name=ROW,
         served=listing.served,
@@ -92,15 +99,43 @@ def dra_sync() -> DraListing:
         classes=listing.classes,
         claims=listing.claims,
         templates=listing.templates,
+        unit_nodes=sorted(units),
         listed_at=timezone.now(),
     )
     DraSnapshot.objects.bulk_create(
         [row],
         update_conflicts=True,
         unique_fields=["name"],
-        update_fields=["served", "slices", "classes", "claims", "templates", "listed_at"],
+        update_fields=[
+            "served",
+            "slices",
+            "classes",
+            "claims",
+            "templates",
+            "unit_nodes",
+            "listed_at",
+        ],
     )
     return listing
+
+
+def _units_write(units: dict[str, list[list[Any]]], emptied: set[str]) -> None:
+    """Each node's DRA units, written where they changed, in bulk; the figures cached under
+    the inventory's version are then computed again."""
+    names = set(units) | emptied
+    if not names:
+        return
+    rows = list(Node.objects.filter(name__in=names).only("id", "name", "dra_units"))
+    changed = []
+    for row in rows:
+        wanted = units.get(row.name, [])
+        if row.dra_units != wanted:
+            row.dra_units = wanted
+            changed.append(row)
+    if changed:
+        with transaction.atomic():
+            Node.objects.bulk_update(changed, ["dra_units"], batch_size=500)
+            inventory_version_bump()
 
 
 def dra_sync_logged() -> None:

@@ -41,6 +41,9 @@ Raw = dict[str, Any]
 # pool_label is where the pod ran when it was bound: set when the row is made, then only
 # filled in once (gpu_pods_pool_fill), never rewritten by a later move of the node.
 KEPT = ("pool_label",)
+# A node's DRA units are the DRA listing's (pools.inventory.dra): a write of the node from
+# the Node object leaves them as they are.
+NODE_KEPT = ("dra_units",)
 # The waiting reason is kept when a later status has none: a container that never started
 # (its image could not be pulled) ends with the pod's deadline, and its last status no
 # longer says why.
@@ -118,6 +121,7 @@ def node_row(
         "pods_allocatable": snapshot.pods_allocatable,
         "resources": dict(sorted(snapshot.resources.items())),
         "devices": devices_record(snapshot.devices) if snapshot.devices else {},
+        "dra_units": [],  # a new node's; an existing node's are kept (NODE_KEPT)
         "ready": snapshot.ready,
         "cordoned": snapshot.cordoned,
         "labels": dict(snapshot.labels),
@@ -260,14 +264,14 @@ def node_values(node: Node) -> dict[str, Any]:
 
 
 def nodes_upsert(rows: list[Node]) -> None:
-    if upsert(Node, (node_values(n) for n in rows), unique="name"):
+    if upsert(Node, (node_values(n) for n in rows), unique="name", keep=NODE_KEPT):
         inventory_version_bump()
         stays_follow([n.name for n in rows], rows[0].last_seen)
 
 
 def node_rows_upsert(rows: list[dict[str, Any]]) -> None:
     """Write node rows made by node_row (one statement)."""
-    if upsert(Node, rows, unique="name"):
+    if upsert(Node, rows, unique="name", keep=NODE_KEPT):
         inventory_version_bump()
         stays_follow([r["name"] for r in rows], rows[0]["last_seen"])
 

@@ -362,7 +362,7 @@ def test_a_pools_accepted_gpu_layouts_are_checked_and_kept(token_for: Callable[[
     )
     assert bad.status_code == 400
     [message] = error_of(bad)["fields"]["accepted_gpu_layouts"]
-    assert "'mig-9g.1gb' must be whole, shared, or mig-<profile>" in message
+    assert "'mig-9g.1gb' must be whole, shared, dra, or mig-<profile>" in message
     assert Pool.objects.get(name="shared").accepted_gpu_layouts == []
     good = client.patch(
         "/api/v1/pools/shared/",

@@ -205,3 +205,47 @@ def test_a_claims_verdict_is_what_the_real_scheduler_does(dra, case: str) -> Non
     else:
         # Word for word: the plugin's reasons, their counts, and the preemption's verdict.
         assert message == verdict.scheduler_message
+
+
+def test_the_inventory_counts_dra_devices_and_what_claims_hold(dra, token_for) -> None:  # type: ignore[no-untyped-def]
+    from django.test import Client
+
+    from pools.models import Node
+    from tests.moves_helpers import user_in
+
+    real, (h100s, mixed) = dra
+    inventory_sync()
+    assert Node.objects.get(name=h100s).dra_units == [["gpu.nvidia.com", "gpu", "", 4, 0]]
+    assert Node.objects.get(name=mixed).dra_units == [
+        ["gpu.nvidia.com", "gpu", "", 2, 0],
+        ["gpu.nvidia.com", "mig", "1g.10gb", 2, 0],
+    ]
+    wanted = template("two-gpus", [exactly(count=2)])
+    client.ResourceV1Api(real.api_client()).create_namespaced_resource_claim_template(
+        NAMESPACE, wanted
+    )
+    pod = claim_pod("holder", "two-gpus")
+    real.core().create_namespaced_pod(NAMESPACE, pod)
+    node, message = scheduled(real, pod)
+    assert node in (h100s, mixed), message
+    inventory_sync()
+    held = {tuple(u[:3]): u[4] for u in Node.objects.get(name=node).dra_units}
+    assert held[("gpu.nvidia.com", "gpu", "")] == 2
+    # The API gives the node's DRA devices as units of their own kind, beside its GPUs.
+    body = (
+        Client(HTTP_AUTHORIZATION=f"Bearer {token_for('viewers')}")
+        .get(f"/api/v1/nodes/{node}/")
+        .json()
+    )
+    [gpus] = [u for u in body["devices"]["units"] if u["label"] == "DRA GPU (gpu.nvidia.com)"]
+    assert (gpus["kind"], gpus["allocated"]) == ("dra", 2)
+    # The node page names them too.
+    page = Client()
+    page.force_login(user_in("viewers", "dra-viewer"))
+    assert "DRA GPU (gpu.nvidia.com)" in page.get(f"/nodes/{node}/").content.decode()
+    # The node's slices gone, its units go at the next listing.
+    api = client.ResourceV1Api(real.api_client())
+    api.delete_resource_slice(f"{h100s}-gpu.nvidia.com")
+    api.create_resource_slice(_slice(h100s, []))  # put back empty, for the fixture to delete
+    inventory_sync()
+    assert Node.objects.get(name=h100s).dra_units == []

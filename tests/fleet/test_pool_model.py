@@ -64,7 +64,7 @@ def new_pool(**overrides: object) -> Pool:
         (
             {"accepted_gpu_layouts": ["whole", "mig-1g"]},
             "accepted_gpu_layouts",
-            "GPU layout 'mig-1g' must be whole, shared, or mig-<profile>",
+            "GPU layout 'mig-1g' must be whole, shared, dra, or mig-<profile>",
         ),
         ({"accepted_gpu_layouts": "whole"}, "accepted_gpu_layouts", "must be a list"),
     ],

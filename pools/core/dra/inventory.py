@@ -211,3 +211,20 @@ def capacity_amount(device: Device, qualified: str) -> Any:
     domain, _, name = qualified.rpartition("/")
     value = device.capacity.get(domain or device.driver, {}).get(name)
     return None if value is None else value[QUANTITY]
+
+
+def node_units(inventory: DraInventory, taken: frozenset[DeviceId]) -> dict[str, list[list[Any]]]:
+    """Each node's own devices (`spec.nodeName` slices) by driver, type and MIG profile:
+    [driver, type, profile, devices, held by a claim], as `Node.dra_units` keeps them.
+    Devices of slices for several nodes belong to none of them and are not counted here."""
+    found: dict[str, dict[tuple[str, str, str], list[int]]] = {}
+    for node, devices in inventory.by_node.items():
+        groups = found.setdefault(node, {})
+        for device in devices:
+            counts = groups.setdefault((device.driver, device.gpu_type, device.profile), [0, 0])
+            counts[0] += 1
+            counts[1] += device.id in taken
+    return {
+        node: [[*key, count, held] for key, (count, held) in sorted(groups.items())]
+        for node, groups in found.items()
+    }

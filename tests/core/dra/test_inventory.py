@@ -80,3 +80,36 @@ def test_allocated_devices_are_read_from_claim_results():
         {"status": {}},
     ]
     assert allocated_devices(claims) == {("gpu.nvidia.com", "n1", "gpu-0")}
+
+
+def test_node_units_count_each_kind_and_what_claims_hold():
+    from pools.core.dra.inventory import node_units
+    from tests.core.dra.slices import mig
+
+    inventory = read_inventory([node_slice("n1", [gpu(0), gpu(1), mig(0, 2), mig(1, 2)])])
+    held = frozenset({("gpu.nvidia.com", "n1", "gpu-1"), ("gpu.nvidia.com", "n1", "gpu-2-mig-0")})
+    assert node_units(inventory, held) == {
+        "n1": [["gpu.nvidia.com", "gpu", "", 2, 1], ["gpu.nvidia.com", "mig", "1g.10gb", 2, 1]]
+    }
+
+
+def test_dra_units_are_their_own_kind_on_a_node_and_never_a_gpu():
+    from pools.core.devices import DRA, devices_from_record, layout_of
+
+    devices = devices_from_record(
+        {},
+        gpu_model="NVIDIA-H100-80GB-HBM3",
+        gpu_count=4,
+        gpu_memory_mib=81559,
+        gpu_allocatable=0,
+        gpu_allocated=0,
+        requested={},
+        dra=[["gpu.nvidia.com", "gpu", "", 4, 1], ["gpu.nvidia.com", "mig", "1g.10gb", 7, 0]],
+    )
+    assert devices.gpus == 4 and devices.whole_gpus == 0
+    assert [(u.kind.kind, u.kind.label, u.allocatable, u.free) for u in devices.units] == [
+        (DRA, "DRA GPU (gpu.nvidia.com)", 4, 3),
+        (DRA, "DRA MIG 1g.10gb (gpu.nvidia.com)", 7, 7),
+    ]
+    assert not devices.is_plain
+    assert {layout_of(u.kind) for u in devices.units} == {"dra"}
