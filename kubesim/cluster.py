@@ -39,6 +39,10 @@ KINDS = {
     "events": "Event",
     "eventsv1": "Event",
     "daemonsets": "DaemonSet",
+    "resourceslices": "ResourceSlice",
+    "deviceclasses": "DeviceClass",
+    "resourceclaims": "ResourceClaim",
+    "resourceclaimtemplates": "ResourceClaimTemplate",
 }
 
 
@@ -194,6 +198,9 @@ class Cluster:
             return self.store.create("pods", pod, dry_run=dry_run)
 
     def _choose(self, pod: dict[str, Any]) -> tuple[str | None, str]:
+        if pod["spec"].get("resourceClaims"):
+            _, nodes = self.store.list("nodes", None)
+            return None, scheduling.claims_reason(pod, len(nodes))
         # The filters before resources depend on the pod's ask and the nodes only: kept per
         # ask until a node changes, so a thousand-node cluster counts GPUs on what is left.
         key = _static_signature(pod)

@@ -135,15 +135,40 @@ EVENTS_RESOURCES = {
 }
 
 
+def _read_only(name: str, kind: str, namespaced: bool, short: str = "") -> dict[str, Any]:
+    resource = {
+        "name": name,
+        "singularName": kind.lower(),
+        "namespaced": namespaced,
+        "kind": kind,
+        "verbs": ["get", "list", "watch"],
+    }
+    return {**resource, "shortNames": [short]} if short else resource
+
+
+RESOURCE_RESOURCES = {
+    "kind": "APIResourceList",
+    "apiVersion": "v1",
+    "groupVersion": "resource.k8s.io/v1",
+    "resources": [
+        _read_only("deviceclasses", "DeviceClass", False),
+        _read_only("resourceclaims", "ResourceClaim", True),
+        _read_only("resourceclaimtemplates", "ResourceClaimTemplate", True),
+        _read_only("resourceslices", "ResourceSlice", False),
+    ],
+}
+
+
 def _group(name: str) -> dict[str, Any]:
     version = {"groupVersion": f"{name}/v1", "version": "v1"}
     return {"name": name, "versions": [version], "preferredVersion": version}
 
 
 POLICY_GROUP = _group("policy")
-GROUPS = {name: _group(name) for name in ("apps", "events.k8s.io", "policy")}
+GROUPS = {name: _group(name) for name in ("apps", "events.k8s.io", "policy", "resource.k8s.io")}
 GROUP_RESOURCES = {
     "apps/v1": APPS_RESOURCES,
+    "resource.k8s.io/v1": RESOURCE_RESOURCES,
     "events.k8s.io/v1": EVENTS_RESOURCES,
     "policy/v1": POLICY_RESOURCES,
 }

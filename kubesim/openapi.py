@@ -34,6 +34,7 @@ PACKAGES = {
     "apps": "io.k8s.api.apps.v1",
     "events.k8s.io": "io.k8s.api.events.v1",
     "policy": "io.k8s.api.policy.v1",
+    "resource.k8s.io": "io.k8s.api.resource.v1",
 }
 # Model classes of apimachinery's meta/v1 package (the client names them like any V1 model).
 META_MODELS = (
@@ -66,6 +67,11 @@ class Kind:
     namespaced: bool
     verbs: tuple[str, ...]
     subresources: tuple[str, ...] = ()
+    list_of: str = ""  # the client's list model when it is not the model's name + "List"
+
+    @property
+    def list_model(self) -> str:
+        return self.list_of or self.model + "List"
 
     @property
     def group_version(self) -> str:
@@ -81,7 +87,8 @@ class Kind:
 
     @property
     def operation_group(self) -> str:
-        return {"": "Core", "events.k8s.io": "Events"}.get(self.group, self.group.title()) + "V1"
+        names = {"": "Core", "events.k8s.io": "Events", "resource.k8s.io": "Resource"}
+        return names.get(self.group, self.group.title()) + "V1"
 
 
 SERVED = (
@@ -94,6 +101,25 @@ SERVED = (
     ),
     Kind("apps", "DaemonSet", "V1DaemonSet", "daemonsets", True, READ),
     Kind("events.k8s.io", "Event", "EventsV1Event", "events", True, READ),
+    Kind("resource.k8s.io", "DeviceClass", "V1DeviceClass", "deviceclasses", False, READ),
+    Kind(
+        "resource.k8s.io",
+        "ResourceClaim",
+        "ResourceV1ResourceClaim",
+        "resourceclaims",
+        True,
+        READ,
+        list_of="V1ResourceClaimList",
+    ),
+    Kind(
+        "resource.k8s.io",
+        "ResourceClaimTemplate",
+        "V1ResourceClaimTemplate",
+        "resourceclaimtemplates",
+        True,
+        READ,
+    ),
+    Kind("resource.k8s.io", "ResourceSlice", "V1ResourceSlice", "resourceslices", False, READ),
 )
 EVICTION = Kind("policy", "Eviction", "V1Eviction", "evictions", True, ())
 
@@ -137,7 +163,7 @@ class Schemas:
             self._walk(name, PACKAGES[""])
         for kind in (*SERVED, EVICTION):
             self._walk(kind.model, PACKAGES[kind.group])
-            list_model = kind.model + "List"
+            list_model = kind.list_model
             if _has_model(list_model):
                 self._walk(list_model, PACKAGES[kind.group])
         self._add_extensions()
@@ -210,7 +236,7 @@ class Schemas:
     def _add_extensions(self) -> None:
         for kind in (*SERVED, EVICTION):
             self.definitions[self.names[kind.model]]["x-kubernetes-group-version-kind"] = [kind.gvk]
-            list_model = self.names.get(kind.model + "List")
+            list_model = self.names.get(kind.list_model)
             if list_model:
                 gvk = {**kind.gvk, "kind": kind.kind + "List"}
                 self.definitions[list_model]["x-kubernetes-group-version-kind"] = [gvk]
@@ -343,7 +369,7 @@ def _collection_operations(kind: Kind) -> list[Operation]:
                 "list",
                 _operation_id("list", kind),
                 kind,
-                kind.model + "List",
+                kind.list_model,
                 None,
                 (*scoped, *LIST_PARAMETERS),
             )
@@ -369,7 +395,7 @@ def _list_all_namespaces(kind: Kind) -> Operation:
         "list",
         f"list{kind.operation_group}{kind.kind}ForAllNamespaces",
         kind,
-        kind.model + "List",
+        kind.list_model,
         None,
         tuple(LIST_PARAMETERS),
     )

@@ -64,6 +64,20 @@ class NodeGroup:
     mig: mig.MigLayout | None = None  # every GPU split into equal MIG instances
     driver: str = "550.54.15"  # the NVIDIA driver (GPU feature discovery's cuda.driver labels)
     sharing: sharing.Sharing | None = None  # every GPU shared by time-slicing or MPS
+    dra: bool = False  # the GPUs are DRA devices (kubesim.dra), not the device plugin's
+
+    def resource_slice(self, node: str) -> dict[str, Any]:
+        """The ResourceSlice NVIDIA's DRA driver publishes for one of the group's nodes."""
+        from kubesim import dra
+
+        return dra.resource_slice(
+            node,
+            model=self.gpu_model,
+            gpus=self.gpus,
+            memory_mib=self.gpu_memory,
+            family=self.family,
+            driver=self.driver,
+        )
 
     @property
     def shape(self) -> GpuShape:
@@ -75,6 +89,16 @@ class Scenario:
     name: str
     groups: list[NodeGroup]
     pending: list[PodSpec]
+
+
+GROUP_FIELDS = {
+    *("name", "count", "prefix", "gpu", "labels", "taints", "ready", "unschedulable"),
+    *("pods", "cpu", "memory", "allocatable"),
+}
+GPU_FIELDS = {
+    *("model", "count", "memoryMiB", "family", "mig", "migStrategy", "sharing", "driver"),
+    "dra",
+}
 
 
 class _Reader:
@@ -217,35 +241,20 @@ class _Reader:
         return result
 
     def group(self, node: yaml.Node) -> NodeGroup:
-        allowed = {
-            "name",
-            "count",
-            "prefix",
-            "gpu",
-            "labels",
-            "taints",
-            "ready",
-            "unschedulable",
-            "pods",
-            "cpu",
-            "memory",
-            "allocatable",
-        }
-        f = self.mapping(node, "node group", allowed)
+        f = self.mapping(node, "node group", GROUP_FIELDS)
         allocatable_cpu, allocatable_memory = (
             self.allocatable(f["allocatable"]) if "allocatable" in f else (None, None)
         )
         for required in ("name", "count", "gpu"):
             if required not in f:
                 raise self.fail(node, f"a node group needs {required!r}")
-        gpu = self.mapping(
-            f["gpu"],
-            "gpu",
-            {"model", "count", "memoryMiB", "family", "mig", "migStrategy", "sharing", "driver"},
-        )
+        gpu = self.mapping(f["gpu"], "gpu", GPU_FIELDS)
         if "model" not in gpu:
             raise self.fail(f["gpu"], "gpu needs a model")
         layout, shared = self.gpu_shape(f["gpu"], gpu)
+        through_dra = self.boolean(gpu["dra"], "gpu.dra") if "dra" in gpu else False
+        if through_dra and (layout is not None or shared is not None):
+            raise self.fail(gpu["dra"], "gpu.dra serves whole GPUs: no gpu.mig or gpu.sharing")
         name = self.string(f["name"], "name")
         return NodeGroup(
             name=name,
@@ -273,6 +282,7 @@ class _Reader:
             mig=layout,
             driver=self.driver(gpu["driver"]) if "driver" in gpu else "550.54.15",
             sharing=shared,
+            dra=through_dra,
         )
 
     def gpu_shape(
@@ -340,10 +350,13 @@ class _Reader:
         return value
 
 
-def load_scenario(name_or_path: str) -> Scenario:
+def load_scenario(name_or_path: str, _extending: tuple[Path, ...] = ()) -> Scenario:
     path = Path(name_or_path)
     if not path.suffix:
         path = SCENARIO_DIR / f"{name_or_path}.yaml"
+    if path.resolve() in _extending:
+        chain = " -> ".join(str(p) for p in (*_extending, path.resolve()))
+        raise ScenarioError(str(path), 0, f"extends itself: {chain}")
     try:
         text = path.read_text()
     except OSError as exc:
@@ -360,21 +373,30 @@ def load_scenario(name_or_path: str) -> Scenario:
     reader = _Reader(str(path))
     if root is None:
         raise ScenarioError(str(path), 1, "the file is empty")
-    top = reader.mapping(root, "scenario", {"name", "nodes", "pendingPods"})
+    top = reader.mapping(root, "scenario", {"name", "extends", "nodes", "pendingPods"})
     if "nodes" not in top:
         raise reader.fail(root, "a scenario needs 'nodes'")
-    groups = [reader.group(g) for g in reader.sequence(top["nodes"], "nodes")]
+    # `extends: <scenario>`: its node groups and pending pods first, then this file's.
+    base = None
+    if "extends" in top:
+        base = load_scenario(
+            reader.string(top["extends"], "extends"), (*_extending, path.resolve())
+        )
+    groups = [
+        *(base.groups if base else []),
+        *(reader.group(g) for g in reader.sequence(top["nodes"], "nodes")),
+    ]
     seen: dict[str, int] = {}
     for g in groups:
         if g.prefix in seen:
             raise ScenarioError(str(path), 0, f"two node groups use the prefix {g.prefix!r}")
         seen[g.prefix] = 1
         _check_room(str(path), g)
-    pending = (
-        [reader.pod(p, pending=True) for p in reader.sequence(top["pendingPods"], "pendingPods")]
-        if "pendingPods" in top
-        else []
-    )
+    pending = [*(base.pending if base else [])]
+    if "pendingPods" in top:
+        pending += [
+            reader.pod(p, pending=True) for p in reader.sequence(top["pendingPods"], "pendingPods")
+        ]
     name = reader.string(top["name"], "name") if "name" in top else path.stem
     return Scenario(name, groups, pending)
 
@@ -520,6 +542,8 @@ def node_labels(group: NodeGroup, name: str) -> dict[str, str]:
 def node_status(group: NodeGroup, index: int, name: str, created: str) -> dict[str, Any]:
     """The status the node's kubelet posts: resources, conditions, addresses, versions."""
     devices = {name: str(count) for name, count in group.shape.resources().items()}
+    if group.dra:  # its GPUs are published as DRA devices, not advertised as a resource
+        devices = {}
     return {
         "capacity": {"cpu": group.cpu, "memory": group.memory, "pods": "110", **devices},
         "allocatable": {

@@ -297,3 +297,19 @@ def fit_error(total: int, reasons: collections.Counter[str]) -> str:
     if not listed:
         return f"0/{total} nodes are available."
     return f"0/{total} nodes are available: {', '.join(listed)}."
+
+
+def claims_reason(pod: dict[str, Any], total: int) -> str:
+    """A pod with ResourceClaims on kubesim's own API server, which has no resourceclaim
+    controller and allocates no claim: the DynamicResources plugin's PreFilter words for the
+    first claim, as a real scheduler says them when the claim was never made (a template's)
+    or does not exist (a named one)."""
+    first = pod["spec"]["resourceClaims"][0]
+    meta = pod["metadata"]
+    if first.get("resourceClaimName"):
+        reason = f'resourceclaim.resource.k8s.io "{first["resourceClaimName"]}" not found'
+    else:
+        pod_name = f"{meta.get('namespace', 'default')}/{meta['name']}"
+        reason = f'pod "{pod_name}": ResourceClaim not created yet'
+    preemption = fit_error(total, collections.Counter({NOT_HELPFUL: total}))
+    return f"0/{total} nodes are available: {reason}. preemption: {preemption}"

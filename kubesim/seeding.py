@@ -12,7 +12,7 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubesim import apply
+from kubesim import apply, dra
 from kubesim.cluster import Cluster
 from kubesim.daemonsets import DaemonSetController
 from kubesim.scenario import NodeGroup, PodSpec, Scenario, node_object, pod_object
@@ -40,6 +40,17 @@ def seed(cluster: Cluster, scenario: Scenario) -> None:
                     if spec.count > 1:
                         name += f"-{copy_index}"
                     cluster.create_pod(pod_object(placed_pod(spec, group), name, node_name))
+    dra_nodes = [
+        (group, node_object(group, index, created)["metadata"]["name"])
+        for group in scenario.groups
+        if group.dra
+        for index in range(group.count)
+    ]
+    if dra_nodes:  # NVIDIA's DRA driver is installed: its classes, and a slice a node
+        for device_class in dra.device_classes():
+            cluster.store.create("deviceclasses", device_class)
+        for group, node_name in dra_nodes:
+            cluster.store.create("resourceslices", group.resource_slice(node_name))
     for spec in scenario.pending:
         for index in range(spec.count):
             name = f"{spec.name}-{index}" if spec.count > 1 else spec.name

@@ -40,6 +40,7 @@ from kubesim.store import Entry, entry
 from kubesim.termination import DeleteOptions
 from kubesim.watch import TableEncoder, WatchStream, rows_with_objects
 
+DRA_RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates")
 API_VERSIONS = {
     "nodes": "v1",
     "pods": "v1",
@@ -48,16 +49,31 @@ API_VERSIONS = {
     "poddisruptionbudgets": "policy/v1",
     "daemonsets": "apps/v1",
     "eventsv1": "events.k8s.io/v1",
+    "resourceslices": "resource.k8s.io/v1",
+    "deviceclasses": "resource.k8s.io/v1",
+    "resourceclaims": "resource.k8s.io/v1",
+    "resourceclaimtemplates": "resource.k8s.io/v1",
     "selfsubjectaccessreviews": "authorization.k8s.io/v1",
     "selfsubjectrulesreviews": "authorization.k8s.io/v1",
 }
-NAMESPACED = {"pods", "events", "poddisruptionbudgets", "daemonsets", "eventsv1"}
+NAMESPACED = {
+    "pods",
+    "events",
+    "poddisruptionbudgets",
+    "daemonsets",
+    "eventsv1",
+    "resourceclaims",
+    "resourceclaimtemplates",
+}
 # Resources of the named API groups: (group/version, resource in the URL) -> stored resource.
 GROUP_RESOURCES = {
     ("apps/v1", "daemonsets"): "daemonsets",
     ("events.k8s.io/v1", "events"): "eventsv1",
+    **{("resource.k8s.io/v1", r): r for r in DRA_RESOURCES},
 }
-READ_ONLY = {"daemonsets", "eventsv1"}  # served for reading: their writers are in kubesim
+# Served for reading: their writers are in kubesim (DRA's: the driver's classes and slices,
+# seeded; no claim, since kubesim allocates none: kubesim.dra).
+READ_ONLY = {"daemonsets", "eventsv1", *DRA_RESOURCES}
 REVIEWS = {
     "selfsubjectaccessreviews": "SelfSubjectAccessReview",
     "selfsubjectrulesreviews": "SelfSubjectRulesReview",
@@ -74,7 +90,8 @@ _CORE = re.compile(
     r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[a-z]+))?)?$"
 )
 _GROUPED = re.compile(
-    r"^/apis/(?P<gv>apps/v1|events\.k8s\.io/v1)(?:/namespaces/(?P<ns>[^/]+))?"
+    r"^/apis/(?P<gv>apps/v1|events\.k8s\.io/v1|resource\.k8s\.io/v1)"
+    r"(?:/namespaces/(?P<ns>[^/]+))?"
     r"/(?P<resource>[a-z]+)(?:/(?P<name>[^/]+))?$"
 )
 _POLICY = re.compile(

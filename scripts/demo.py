@@ -56,6 +56,9 @@ class DemoConfig:
     # Days of jobs and DCGM samples replayed before the demo serves (the pages' longest
     # window is 30 days). Fewer start faster: a month is about 1 GB for promtool to import.
     history_days: int = 30
+    # The demo's cluster (kubesim/scenarios/): showcase is demo's with a MIG pool and DRA
+    # nodes beside it.
+    scenario: str = "showcase"
 
     @classmethod
     def from_environment(cls) -> DemoConfig:
@@ -69,6 +72,7 @@ class DemoConfig:
             state=state.resolve(),
             cluster=demo_cluster(),
             history_days=env_int("DEMO_HISTORY_DAYS", 30, minimum=1, maximum=30),
+            scenario=demo_scenario(),
         )
 
     @property
@@ -101,10 +105,21 @@ class DemoConfig:
 CLUSTERS = ("kubesim", "kubernetes")
 
 
+SCENARIOS = ROOT / "kubesim" / "scenarios"
+
+
 def demo_cluster() -> str:
     value = env_str("DEMO_CLUSTER", "kubesim")
     if value not in CLUSTERS:
         raise EnvError(f"DEMO_CLUSTER: expected one of {', '.join(CLUSTERS)}, got {value!r}")
+    return value
+
+
+def demo_scenario() -> str:
+    value = env_str("DEMO_SCENARIO", "showcase")
+    if not (SCENARIOS / f"{value}.yaml").is_file():
+        known = ", ".join(sorted(p.stem for p in SCENARIOS.glob("*.yaml")))
+        raise EnvError(f"DEMO_SCENARIO: expected one of {known}, got {value!r}")
     return value
 
 
@@ -310,7 +325,7 @@ def start_redis(children: Children, config: DemoConfig, env: dict[str, str]) -> 
 
 def start_kubesim(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
     config.kubeconfig.unlink(missing_ok=True)
-    argv = [PYTHON, "-m", "kubesim", "serve", "--scenario", "demo"]
+    argv = [PYTHON, "-m", "kubesim", "serve", "--scenario", config.scenario]
     argv += ["--port", str(config.kubesim), "--metrics-port", str(config.exporter)]
     argv += ["--kubeconfig", str(config.kubeconfig)]
     argv += ["--audit-log", str(config.logs / "audit.log")]
@@ -343,7 +358,7 @@ def start_control_plane(children: Children, config: DemoConfig, env: dict[str, s
     ready = config.state / "kubelet.ready"
     ready.unlink(missing_ok=True)
     argv = [PYTHON, "-m", "kubesim", "kubelet", "--kubeconfig", str(kubeconfig)]
-    argv += ["--context", "kubelet", "--scenario", "demo"]
+    argv += ["--context", "kubelet", "--scenario", config.scenario]
     argv += ["--metrics-port", str(config.exporter), "--ready-file", str(ready)]
     children.start("kubelet", argv, env)
     children.wait_until(ready.exists, "kubesim's kubelets", timeout=180)
@@ -481,6 +496,7 @@ def run(config: DemoConfig) -> None:
                 [*manage, "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
             )
             subprocess.run([*manage, "demo_users"], cwd=ROOT, env=env, check=True)
+            subprocess.run([*manage, "demo_pools"], cwd=ROOT, env=env, check=True)
             start_everything(children, config, env)
             if config.cluster == "kubesim":  # the history is the simulator's replay
                 backfill.start()

@@ -31,7 +31,7 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from kubesim import addresses
+from kubesim import addresses, dra
 from kubesim.cluster import qos_class
 from kubesim.deadlines import deadline_exceeded, enforced
 from kubesim.kubelet import owners
@@ -62,6 +62,15 @@ class Heartbeats:
     lease_renew_seconds: float = LEASE_RENEW_SECONDS
     lease_duration_seconds: int = LEASE_DURATION_SECONDS
     status_seconds: float = STATUS_SECONDS
+
+
+def _created(create: Callable[[], Any]) -> None:
+    """Create an object that may already be there (a restarted kubelet)."""
+    try:
+        create()
+    except ApiException as error:
+        if error.status != 409:
+            raise
 
 
 def unread(response: Any) -> None:
@@ -146,6 +155,23 @@ class Kubelet:
                 self.lost.add(name)
             names.append(name)
         self._each(self.register_node, names)
+        self.publish_devices()
+
+    def publish_devices(self) -> None:
+        """As NVIDIA's DRA driver does on the nodes it serves (`gpu.dra`): its chart's
+        DeviceClasses, and each node's ResourceSlice from the node's kubelet plugin."""
+        slices = [
+            group.resource_slice(node["metadata"]["name"])
+            for node, group in self.scenario_nodes()
+            if group.dra
+        ]
+        if not slices:
+            return
+        resource = client.ResourceV1Api(self.api)
+        for device_class in dra.device_classes():
+            _created(lambda body=device_class: resource.create_device_class(body))
+        for body in slices:
+            _created(lambda body=body: resource.create_resource_slice(body))
 
     def _each(self, action: Callable[[Any], None], items: Iterable[Any]) -> None:
         """`action` on every item, in `workers` threads (in order in this one when 1); the

@@ -57,6 +57,7 @@ def test_v3_has_a_document_for_every_served_group_version(cluster: Kubesim) -> N
         "apis/apps/v1",
         "apis/events.k8s.io/v1",
         "apis/policy/v1",
+        "apis/resource.k8s.io/v1",
     }
     core = v3(cluster, "api/v1")
     node = core["components"]["schemas"]["io.k8s.api.core.v1.Node"]

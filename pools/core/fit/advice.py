@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pools.core.fit.claims import ClaimFilter, claim_need
 from pools.core.fit.cluster import NO_POOL, ClusterSnapshot, FitPool
 from pools.core.fit.findings import INFO, WARNING, Finding
 from pools.core.fit.pods import DEFAULT_SCHEDULER, SYSTEM_PRIORITY_CLASSES
@@ -137,15 +138,31 @@ def _model_not_in_cluster(
 
 def fixable_pools(templates: Iterable[PodTemplate], snapshot: ClusterSnapshot) -> list[FitPool]:
     """The pools whose fix can work: each template that asks for GPU models by label finds
-    one of them on a node of the pool. Another pool's fix would keep the selector no node of
-    the pool matches, so the fixed pods would stay Pending there."""
+    one of them on a node of the pool, and each that makes ResourceClaims finds a node whose
+    DRA devices could take them. Another pool's fix would keep the selector no node of the
+    pool matches, or claims none of its devices can meet, so the fixed pods would stay
+    Pending there."""
+    templates = list(templates)
     asked = [
         models for t in templates if (models := t.shape.placement.requires_value(GPU_PRODUCT_LABEL))
     ]
+    claims = [
+        ClaimFilter(
+            claim_need(t.shape.claims, snapshot.dra, t.shape.claims[0].pod),
+            snapshot.dra,
+            snapshot.selectors,
+        )
+        for t in templates
+        if t.shape.claims
+    ]
     fixable = []
     for name in sorted(snapshot.pools):
-        here = gpu_models(snapshot, snapshot.pool_nodes(name))
-        if all(models & here for models in asked):
+        members = snapshot.pool_nodes(name)
+        here = gpu_models(snapshot, members)
+        if not all(models & here for models in asked):
+            continue
+        nodes = [snapshot.nodes[i] for i in members]
+        if all(any(c.could_take(n.name, n.labels) for n in nodes) for c in claims):
             fixable.append(snapshot.pools[name])
     return fixable
 

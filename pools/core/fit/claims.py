@@ -182,6 +182,19 @@ class ClaimFilter:
             return str(error)
         return None if found is not None else CANNOT_ALLOCATE
 
+    def could_take(self, name: str, labels: Mapping[str, str]) -> bool:
+        """Whether the node's devices could take the pod's claims were none of them held (a
+        pool's fix can work there, once the devices are free)."""
+        if self.need.prefilter:
+            return False
+        claims = (*self.need.shared, *self.need.per_pod)
+        if not claims:
+            return True
+        try:
+            return self.allocator.allocate(claims, self.devices(name, labels)) is not None
+        except AllocationError:
+            return False
+
     def room(
         self, name: str, labels: Mapping[str, str], used: frozenset[DeviceId], most: int
     ) -> tuple[int, frozenset[DeviceId]]:

@@ -209,3 +209,21 @@ def test_a_manifest_claim_with_a_bad_field_is_refused_naming_it() -> None:
         read_objects([bad, workload([{"name": "gpu", "resourceClaimTemplateName": "bad"}])])
     [problem] = caught.value.problems
     assert problem.problem.path == "spec.spec.devices.requests[0].exactly.count"
+
+
+def test_a_fix_is_offered_only_for_pools_whose_devices_could_take_the_claims() -> None:
+    nodes = (
+        node("h0", "training", gpus=0),
+        node("h1", "training", gpus=0),
+        node("plain", "mixed"),
+        node("plain2", "inference"),
+    )
+    snap = ClusterSnapshot(nodes, POOLS, dra_state(SLICES, (GPU_CLASS, MIG_CLASS), (), ()))
+    report = check_fit(read_objects([ONE_GPU, workload(BY_TEMPLATE)]), snap, pool_key=POOL_KEY)
+    # Only training has nodes that publish a GPU; the fix there is a diff of the pod's
+    # scheduling block, the claim untouched.
+    assert sorted(report.fixes) == ["training"]
+    diff = report.fixes["training"].diff
+    added = [line[1:].strip() for line in diff.splitlines() if line.startswith("+ ")]
+    assert "- key: gpu-pool" in added and "- key: workload-training" in added
+    assert not any("resourceClaim" in line for line in diff.splitlines() if line[:1] in "+-")
