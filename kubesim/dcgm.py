@@ -281,10 +281,21 @@ def node_devices(node: dict[str, Any]) -> list[Device]:
     labels = node["metadata"].get("labels") or {}
     layout = mig.layout_of(labels)
     count = node_gpus(node)
+    if not count and layout is None:
+        # GPUs handed out through DRA are advertised as no resource; dcgm-exporter still
+        # reports every GPU the driver sees (GFD's count of them).
+        count = _int(labels.get(mig.COUNT_LABEL))
     if layout is None:
         return [Device(index) for index in range(count // replicas_of(labels))]
     ids = layout.instance_ids
     return [Device(slot // len(ids), layout.profile, ids[slot % len(ids)]) for slot in range(count)]
+
+
+def _int(value: object) -> int:
+    try:
+        return max(int(str(value)), 0)
+    except ValueError:
+        return 0
 
 
 def replicas_of(labels: dict[str, str]) -> int:

@@ -9,14 +9,23 @@ import yaml
 from pools.core.desired import PoolSpec
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_RESOURCE = "nvidia.com/gpu"
+CLAIM = ""  # the pool's GPUs are DRA devices: the pod makes a claim
+CLAIM_TEMPLATE = "gpu"
 
 
 def scheduling_block(
-    pool: PoolSpec, *, pool_key: str, gpu_models: list[str] | None = None, gpus: int = 1
+    pool: PoolSpec,
+    *,
+    pool_key: str,
+    gpu_models: list[str] | None = None,
+    gpus: int = 1,
+    resource: str = GPU_RESOURCE,
 ) -> str:
     """Required node affinity on the pool label (and GPU model), the toleration for the
-    pool's taint, and the GPU limit: hard affinity, because preferred affinity does not
-    isolate anything."""
+    pool's taint, and what the pod asks for of the pool's GPUs: `resource` (the whole GPU,
+    a MIG profile, a shared GPU), or with CLAIM a ResourceClaim from a template. Hard
+    affinity, because preferred affinity does not isolate anything."""
     expressions: list[dict[str, Any]] = [{"key": pool_key, "operator": "In", "values": [pool.name]}]
     if gpu_models:
         expressions.append(
@@ -41,9 +50,17 @@ def scheduling_block(
         if not pool.taint.value:
             toleration = {"key": pool.taint.key, "operator": "Exists", "effect": pool.taint.effect}
         spec["tolerations"] = [toleration]
-    spec["containers"] = [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]
-    text = yaml.safe_dump({"spec": spec}, sort_keys=False, default_flow_style=False)
-    return (
+    head = (
         "# Pod template spec for pool " + pool.name + " (merge into your Job or "
-        "Deployment's spec.template)\n" + text
+        "Deployment's spec.template)\n"
     )
+    if resource == CLAIM:
+        spec["containers"] = [{"name": "main", "resources": {"claims": [{"name": "gpu"}]}}]
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": CLAIM_TEMPLATE}]
+        head += (
+            f"# Its GPUs are DRA devices: add a ResourceClaimTemplate named {CLAIM_TEMPLATE} "
+            f"asking for {gpus} of DeviceClass gpu.nvidia.com\n"
+        )
+    else:
+        spec["containers"] = [{"name": "main", "resources": {"limits": {resource: gpus}}}]
+    return head + yaml.safe_dump({"spec": spec}, sort_keys=False, default_flow_style=False)

@@ -22,6 +22,7 @@ from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.core.gc_pause import collector_paused
 from pools.core.membership import all_along
 from pools.core.owned_keys import ownership_problems
+from pools.core.snippets import CLAIM, GPU_RESOURCE
 from pools.core.taints import Taint
 from pools.fleet.targets import pool_target
 from pools.inventory.version import inventory_version
@@ -422,3 +423,22 @@ def pools_claiming_owned_keys() -> dict[str, list[str]]:
         if problems:
             found[pool.name] = [message for messages in problems.values() for message in messages]
     return found
+
+
+def pool_gpu_resource(pool: Pool) -> str:
+    """What a pod asks for to get one of the pool's GPU units: the resource its nodes offer
+    most of (nvidia.com/gpu, a MIG profile's, the shared one's), or CLAIM when most are DRA
+    devices. One query over the pool's present nodes."""
+    totals: dict[str, int] = {}
+    rows = Node.objects.present().filter(pool=pool)
+    for allocatable, record, dra in rows.values_list("gpu_allocatable", "devices", "dra_units"):
+        units = (record or {}).get("units") or []
+        if not units and allocatable:
+            totals[GPU_RESOURCE] = totals.get(GPU_RESOURCE, 0) + allocatable
+        for _kind, resource, _profile, _sharing, _replicas, count in units:
+            totals[resource] = totals.get(resource, 0) + count
+        for _driver, _type, _profile, count, _held in dra or ():
+            totals[CLAIM] = totals.get(CLAIM, 0) + count
+    if not totals:
+        return GPU_RESOURCE
+    return max(sorted(totals), key=lambda name: totals[name])

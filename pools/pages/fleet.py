@@ -148,7 +148,10 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         model = request.GET.get("snippet_model", "")
         context["snippet_model"] = model
         context["snippet"] = scheduling_block(
-            pool.spec(), pool_key=settings.POOL_LABEL_KEY, gpu_models=[model] if model else None
+            pool.spec(),
+            pool_key=settings.POOL_LABEL_KEY,
+            gpu_models=[model] if model else None,
+            resource=selectors.pool_gpu_resource(pool),
         )
         pending = pending_pods(now=timezone.now(), pool=pool)
         context["groups"] = pending_groups(pending)

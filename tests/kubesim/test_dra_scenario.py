@@ -155,3 +155,33 @@ def test_the_demo_pool_of_mig_instances_is_created_once() -> None:
     pool = Pool.objects.get(name="mig-inference")
     assert pool.accepted_gpu_layouts == ["mig-1g.10gb"]
     assert pool.taint is not None and out.getvalue().count("Created") == 1
+
+
+def test_the_exporter_reports_every_gpu_of_a_dra_node(dra_cluster: Kubesim) -> None:
+    from tests.kubesim.test_devices_shapes import scrape
+
+    text = scrape(dra_cluster, "h100-dra-000")
+    series = [line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_GPU_UTIL{")]
+    assert sorted(line.split('gpu="')[1].split('"')[0] for line in series) == ["0", "1", "2", "3"]
+
+
+@pytest.mark.django_db
+def test_a_dra_nodes_page_says_what_of_its_devices_is_allocated(
+    dra_cluster: Kubesim, settings
+) -> None:  # type: ignore[no-untyped-def]
+    from django.test import Client
+
+    from pools.inventory import inventory_sync
+    from tests.moves_helpers import user_in
+
+    settings.KUBECONFIG = str(dra_cluster.kubeconfig)
+    settings.KUBE_CONTEXT = ""
+    settings.KUBE_IN_CLUSTER = False
+    inventory_sync()
+    page = Client()
+    page.force_login(user_in("viewers", "dra-node-viewer"))
+    html = page.get("/nodes/h100-dra-000/").content.decode()
+    assert "<span data-units-allocated>0 of 4 DRA GPU (gpu.nvidia.com)</span> allocated" in html
+    assert "0 of 0 GPUs allocated" not in html
+    # A node of whole GPUs says it as before.
+    assert "of 8 GPUs allocated" in page.get("/nodes/a100-plugin-000/").content.decode()

@@ -30,7 +30,7 @@ BASELINES: dict[str, int] = {
     # Pages, for a viewer's session.
     "/": 6,  # the first: the per-pool figures are made (read from the cache after)
     "/pools/": 4,
-    "/pools/training/": 15,  # the pending list (4) and the intruders (3) included
+    "/pools/training/": 16,  # the pending list (4), the intruders (3), the snippet's resource (1)
     "/pools/unassigned/": 7,
     # The node table is paged (1,000 and more nodes at the large size): its count and
     # its page's rows, by a column or by a DCGM figure.

@@ -39,6 +39,17 @@ class Allocator:
     def __init__(self, classes: Mapping[str, tuple[str, ...]], cache: SelectorCache | None = None):
         self.classes = classes
         self.cache = cache or SelectorCache()
+        # The devices of a list that fit a choice, by (choice, the list's id), the list kept
+        # with them so its id cannot be another's: a check asks again for every pool and
+        # every replica, of the same lists.
+        self._candidates: dict[tuple[DeviceChoice, int], tuple[object, list[Device]]] = {}
+
+    def candidates(self, choice: DeviceChoice, devices: Sequence[Device]) -> list[Device]:
+        key = (choice, id(devices))
+        found = self._candidates.get(key)
+        if found is None or found[0] is not devices:
+            found = self._candidates[key] = (devices, [d for d in devices if self.fits(choice, d)])
+        return found[1]
 
     def fits(self, choice: DeviceChoice, device: Device) -> bool:
         owners = (
@@ -104,7 +115,7 @@ class _Search:
             return True
         c, request = self.slots[k]
         for choice in request.choices:
-            candidates = [d for d in self.devices if self.allocator.fits(choice, d)]
+            candidates = self.allocator.candidates(choice, self.devices)
             if choice.mode == ALL:
                 if self._all(k, c, choice, candidates):
                     return True

@@ -41,11 +41,13 @@ class Device:
     attributes: Mapping[str, Mapping[str, Any]]  # domain -> name -> value (versions as maps)
     capacity: Mapping[str, Mapping[str, Any]]  # domain -> name -> quantity map
     node: str = ""  # the node the device is on; "" for devices of several nodes
+    # Its attributes and capacities as hashable (domain, name, value) rows, for signatures.
+    flat: tuple[tuple[str, str, Any], ...] = field(default=(), repr=False)
     _signatures: dict[Any, Any] = field(default_factory=dict, repr=False)
+    id: DeviceId = field(init=False, repr=False)
 
-    @property
-    def id(self) -> DeviceId:
-        return (self.driver, self.pool, self.name)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", (self.driver, self.pool, self.name))
 
     def attribute(self, qualified: str) -> Any:
         """A `domain/name` attribute's value (None when the device has none)."""
@@ -67,23 +69,13 @@ class Device:
 
     def signature(self, names: frozenset[str] | None) -> Any:
         """What a selector reading only `names` can see of the device (None: everything)."""
-        if names in self._signatures:
-            return self._signatures[names]
-
-        def kept(values: Mapping[str, Mapping[str, Any]]) -> tuple[Any, ...]:
-            return tuple(
-                sorted(
-                    (domain, key, repr(value))
-                    for domain, entries in values.items()
-                    for key, value in entries.items()
-                    if names is None or key in names
-                )
-            )
-
-        found = (self.driver, kept(self.attributes), kept(self.capacity))
-        if names is None:
-            found = (*found, self.id)
-        self._signatures[names] = found
+        found = self._signatures.get(names)
+        if found is None:
+            if names is None:
+                found = (self.driver, self.flat, self.id)
+            else:
+                found = (self.driver, tuple(row for row in self.flat if row[1] in names))
+            self._signatures[names] = found
         return found
 
     @property
@@ -173,15 +165,20 @@ def _terms(selector: Mapping[str, Any]) -> tuple[Term, ...]:
 
 def _device(driver: str, pool: str, raw: Mapping[str, Any], node: str) -> Device:
     attributes: dict[str, dict[str, Any]] = {}
+    flat: list[tuple[str, str, Any]] = []
     for qualified, value in (raw.get("attributes") or {}).items():
         domain, _, name = str(qualified).rpartition("/")
-        attributes.setdefault(domain or driver, {})[name] = _attribute_value(value)
+        read = _attribute_value(value)
+        attributes.setdefault(domain or driver, {})[name] = read
+        flat.append((domain or driver, name, read[VERSION] if isinstance(read, dict) else read))
     capacity: dict[str, dict[str, Any]] = {}
     for qualified, value in (raw.get("capacity") or {}).items():
         domain, _, name = str(qualified).rpartition("/")
         amount = (value or {}).get("value", "0") if isinstance(value, Mapping) else value
-        capacity.setdefault(domain or driver, {})[name] = quantity_value(amount)
-    return Device(driver, pool, str(raw.get("name", "")), attributes, capacity, node)
+        capacity.setdefault(domain or driver, {})[name] = quantity = quantity_value(amount)
+        flat.append((domain or driver, name, ("capacity", quantity[QUANTITY])))
+    name = str(raw.get("name", ""))
+    return Device(driver, pool, name, attributes, capacity, node, tuple(flat))
 
 
 def _attribute_value(value: Any) -> Any:

@@ -23,6 +23,7 @@ and capacities it names), so a check over 15,000 nodes evaluates each distinct d
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,6 +48,19 @@ class SelectorError(ValueError):
 
 
 def quantity_value(raw: object) -> dict[str, str]:
+    """A quantity as CEL carries it; the same text gives the same (shared, never changed)
+    map: the devices of a cluster repeat a few capacities thousands of times."""
+    if isinstance(raw, str):
+        return _quantity_text(raw)
+    return _quantity(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _quantity_text(raw: str) -> dict[str, str]:
+    return _quantity(raw)
+
+
+def _quantity(raw: object) -> dict[str, str]:
     try:
         value = parse_quantity(raw).value
     except QuantityError as error:

@@ -8,7 +8,7 @@ Each finding has a stable code:
   (of its effect, or of every effect), so pool taints stop protecting anything from it.
 - `gpu-model-not-in-cluster`: a `nvidia.com/gpu.product` asked by label that no node in the
   cluster carries: the pods stay Pending in every pool, and no pool's fix can change that
-  (none is offered: see `fixable_pools`).
+  (none is offered: see `unfixable_pools`).
 - `gpu-model-not-in-pool`: a `nvidia.com/gpu.product` asked by label that a pool does not
   accept or has no node with (the cluster has it elsewhere).
 - `gpu-limit-defaults-request` (info): a GPU limit with no request; the request defaults to it.
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pools.core.fit.claims import ClaimFilter, claim_need
-from pools.core.fit.cluster import NO_POOL, ClusterSnapshot, FitPool
+from pools.core.fit.cluster import NO_POOL, ClusterSnapshot
 from pools.core.fit.findings import INFO, WARNING, Finding
 from pools.core.fit.pods import DEFAULT_SCHEDULER, SYSTEM_PRIORITY_CLASSES
 from pools.core.fit.resources import GPU, gpu_limit_only_finding
@@ -136,12 +136,16 @@ def _model_not_in_cluster(
     return Finding("gpu-model-not-in-cluster", WARNING, message, path=template.path)
 
 
-def fixable_pools(templates: Iterable[PodTemplate], snapshot: ClusterSnapshot) -> list[FitPool]:
-    """The pools whose fix can work: each template that asks for GPU models by label finds
-    one of them on a node of the pool, and each that makes ResourceClaims finds a node whose
-    DRA devices could take them. Another pool's fix would keep the selector no node of the
-    pool matches, or claims none of its devices can meet, so the fixed pods would stay
-    Pending there."""
+MODEL_MISSING = "no node here has the GPU model asked for"
+DEVICES_MISSING = "no node here has DRA devices that could take its claims"
+
+
+def unfixable_pools(templates: Iterable[PodTemplate], snapshot: ClusterSnapshot) -> dict[str, str]:
+    """The pools whose fix cannot work, and why: a template asks for GPU models by label
+    and no node of the pool has one of them, or it makes ResourceClaims no node's DRA
+    devices could take. That pool's fix would keep the selector no node of the pool
+    matches, or claims none of its devices can meet, so the fixed pods would stay Pending
+    there."""
     templates = list(templates)
     asked = [
         models for t in templates if (models := t.shape.placement.requires_value(GPU_PRODUCT_LABEL))
@@ -155,16 +159,17 @@ def fixable_pools(templates: Iterable[PodTemplate], snapshot: ClusterSnapshot) -
         for t in templates
         if t.shape.claims
     ]
-    fixable = []
+    unfixable = {}
     for name in sorted(snapshot.pools):
         members = snapshot.pool_nodes(name)
         here = gpu_models(snapshot, members)
         if not all(models & here for models in asked):
+            unfixable[name] = MODEL_MISSING
             continue
         nodes = [snapshot.nodes[i] for i in members]
-        if all(any(c.could_take(n.name, n.labels) for n in nodes) for c in claims):
-            fixable.append(snapshot.pools[name])
-    return fixable
+        if not all(any(c.could_take(n.name, n.labels) for n in nodes) for c in claims):
+            unfixable[name] = DEVICES_MISSING
+    return unfixable
 
 
 def _no_pool_affinity(

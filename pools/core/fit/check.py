@@ -59,7 +59,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pools.core.fit.advice import FitOptions, fixable_pools, workload_findings
+from pools.core.fit.advice import FitOptions, unfixable_pools, workload_findings
 from pools.core.fit.cluster import ClusterSnapshot, PoolCapacity
 from pools.core.fit.findings import Finding
 from pools.core.fit.fix import scheduling_fixes
@@ -107,9 +107,10 @@ def check_fit(
             for pool_fit in fit.pools:
                 findings += pool_fit.findings
         templates = [t for w in manifest.workloads for t in w.templates]
-        fixable = fixable_pools(templates, snapshot)
+        unfixable = unfixable_pools(templates, snapshot)
+        fixable = [snapshot.pools[name] for name in sorted(snapshot.pools) if name not in unfixable]
         fixes = scheduling_fixes(manifest, fixable, pool_key) if with_fixes else {}
-        return FitReport(tuple(fits), tuple(findings), fixes)
+        return FitReport(tuple(fits), tuple(findings), fixes, unfixable)
 
 
 def check_pod(

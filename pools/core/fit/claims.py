@@ -36,6 +36,7 @@ from pools.core.dra.inventory import (
 from pools.core.dra.selectors import SelectorCache
 from pools.core.fit.fields import FieldReader
 from pools.core.fit.scheduling import Term, read_terms
+from pools.core.gc_pause import collector_paused
 
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_ON_NODE = "resourceclaim not available on the node"
@@ -70,7 +71,19 @@ def dra_state(
     templates: Sequence[Mapping[str, Any]],
 ) -> DraState:
     """The state from the API's objects (as the client's `to_dict()` or raw JSON gives them,
-    camelCase keys)."""
+    camelCase keys). Devices, dicts and tuples, no cycle among them: built with the cyclic
+    collector paused (pools.core.gc_pause), whose passes over 120,000 devices cost more
+    than building them."""
+    with collector_paused():
+        return _dra_state(slices, classes, claims, templates)
+
+
+def _dra_state(
+    slices: Sequence[Mapping[str, Any]],
+    classes: Sequence[Mapping[str, Any]],
+    claims: Sequence[Mapping[str, Any]],
+    templates: Sequence[Mapping[str, Any]],
+) -> DraState:
     return DraState(
         inventory=read_inventory(slices),
         classes={_name(c): class_selectors(c) for c in classes},
@@ -164,9 +177,16 @@ class ClaimFilter:
         self.need = need
         self.state = state
         self.allocator = Allocator(state.classes, cache)
+        self._devices: dict[str, list[Device]] = {}
+        self._room: dict[tuple[str, int], tuple[int, frozenset[DeviceId]]] = {}
 
     def devices(self, name: str, labels: Mapping[str, str]) -> list[Device]:
-        return self.state.inventory.devices_of(name, labels)
+        """The node's devices: one list a node for the filter's life (the allocator keeps
+        what fits a request per list)."""
+        found = self._devices.get(name)
+        if found is None:
+            found = self._devices[name] = self.state.inventory.devices_of(name, labels)
+        return found
 
     def rejection(self, name: str, labels: Mapping[str, str]) -> str | None:
         """Why the node cannot take the pod's claims (None: it can)."""
@@ -199,14 +219,27 @@ class ClaimFilter:
         self, name: str, labels: Mapping[str, str], used: frozenset[DeviceId], most: int
     ) -> tuple[int, frozenset[DeviceId]]:
         """How many more pods (at most `most`) the node's devices take, and the devices they
-        would hold, on top of `used`."""
+        would hold, on top of `used` (the cluster's and each pool's verdicts ask the same of a
+        node with nothing placed yet: kept)."""
+        if not used:
+            key = (name, most)
+            if key not in self._room:
+                self._room[key] = self._count(name, labels, used, most)
+            return self._room[key]
+        return self._count(name, labels, used, most)
+
+    def _count(
+        self, name: str, labels: Mapping[str, str], used: frozenset[DeviceId], most: int
+    ) -> tuple[int, frozenset[DeviceId]]:
         for terms in self.need.pinned:
             if terms and not any(t.matches(labels, name) for t in terms):
                 return 0, used
         if not self.need.per_pod and not self.need.shared:
             return most, used
         devices = self.devices(name, labels)
-        taken = set(self.state.taken) | set(used)
+        # What is held of this node's devices: the cluster's claims', and `used`.
+        held = {d.id for d in devices if d.id in self.state.taken}
+        taken = held | set(used)
         count = 0
         claims: tuple[ClaimSpec, ...] = (*self.need.shared, *self.need.per_pod)
         while count < most:
@@ -219,6 +252,6 @@ class ClaimFilter:
             count += 1
             taken.update(d for per_claim in found for d in per_claim)
             if not self.need.per_pod:
-                return most, frozenset(taken - set(self.state.taken))  # one shared claim
+                return most, frozenset(taken - held)  # one shared claim
             claims = self.need.per_pod  # the shared claims are held from the first pod on
-        return count, frozenset(taken - set(self.state.taken))
+        return count, frozenset(taken - held)

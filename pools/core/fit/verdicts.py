@@ -132,6 +132,8 @@ class FitReport:
     workloads: tuple[WorkloadFit, ...]
     findings: tuple[Finding, ...]  # every finding, manifest-wide ones included
     fixes: Mapping[str, Fix] = field(default_factory=dict)
+    # Why a pool has no fix: "no node here has the GPU model asked for", ...
+    no_fix: Mapping[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {

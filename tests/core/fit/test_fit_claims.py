@@ -223,6 +223,10 @@ def test_a_fix_is_offered_only_for_pools_whose_devices_could_take_the_claims() -
     # Only training has nodes that publish a GPU; the fix there is a diff of the pod's
     # scheduling block, the claim untouched.
     assert sorted(report.fixes) == ["training"]
+    assert report.no_fix == {
+        "inference": "no node here has DRA devices that could take its claims",
+        "mixed": "no node here has DRA devices that could take its claims",
+    }
     diff = report.fixes["training"].diff
     added = [line[1:].strip() for line in diff.splitlines() if line.startswith("+ ")]
     assert "- key: gpu-pool" in added and "- key: workload-training" in added
