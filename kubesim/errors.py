@@ -37,6 +37,10 @@ _QUALIFIED = {
     "daemonsets": ("daemonsets", "apps"),
     "eventsv1": ("events", "events.k8s.io"),
     "poddisruptionbudgets": ("poddisruptionbudgets", "policy"),
+    "resourceslices": ("resourceslices", "resource.k8s.io"),
+    "deviceclasses": ("deviceclasses", "resource.k8s.io"),
+    "resourceclaims": ("resourceclaims", "resource.k8s.io"),
+    "resourceclaimtemplates": ("resourceclaimtemplates", "resource.k8s.io"),
     "selfsubjectaccessreviews": ("selfsubjectaccessreviews", "authorization.k8s.io"),
     "selfsubjectrulesreviews": ("selfsubjectrulesreviews", "authorization.k8s.io"),
 }

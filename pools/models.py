@@ -375,6 +375,11 @@ class MoveRequest(models.Model):
     mig_config = models.CharField(
         max_length=63, blank=True, help_text="The MIG configuration a reconfigure asks for."
     )
+    plugin_config = models.CharField(
+        max_length=63,
+        blank=True,
+        help_text="The device plugin configuration (GPU sharing) a reconfigure asks for.",
+    )
     loan_until = models.DateTimeField(null=True, blank=True)
     # When the loan's return moves were created (they point back here as their parent):
     # the return is requested, not done; each return move records its own progress.

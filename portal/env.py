@@ -418,3 +418,15 @@ def env_email(name: str, default: str, environ_: dict[str, str] | None = None) -
             name, f"expected an address like portal@example.com or Name <portal@…>, got {value!r}"
         )
     return value
+
+
+def env_plugin_configs(
+    name: str, default: str = "", environ_: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The device plugin's sharing configurations by name (pools.core.plugin_configs)."""
+    from pools.core.plugin_configs import PluginConfigsError, parse_plugin_configs
+
+    try:
+        return dict(parse_plugin_configs(env_str(name, default, environ_)))
+    except PluginConfigsError as error:
+        raise EnvError(name, str(error)) from None

@@ -21,6 +21,7 @@ from portal.env import (
     env_link_template,
     env_list,
     env_origins,
+    env_plugin_configs,
     env_port,
     env_prometheus_label,
     env_promql_duration,
@@ -411,6 +412,9 @@ DRAIN_POLL_SECONDS = env_float("DRAIN_POLL_SECONDS", 5.0, minimum=0.05, maximum=
 # all-<profile> (the MIG manager's mig-parted config), and how long the MIG manager may take
 # to apply one before the node is left cordoned and the reconfiguration failed.
 MIG_CONFIGS = env_list("MIG_CONFIGS", [])
+# The device plugin's sharing configurations a node may be switched to, by name:
+# "default=whole,time-sliced-4=time-slicing:4" (pools.core.plugin_configs).
+DEVICE_PLUGIN_CONFIGS = env_plugin_configs("DEVICE_PLUGIN_CONFIGS")
 RECONFIGURE_WAIT_SECONDS = env_int("RECONFIGURE_WAIT_SECONDS", 600, minimum=1, maximum=86_400)
 # Reserved: how long a move may keep retrying transient Kubernetes errors before a node fails.
 MOVE_EXECUTION_DEADLINE_SECONDS = env_int(

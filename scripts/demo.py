@@ -284,6 +284,11 @@ def demo_environment(config: DemoConfig) -> dict[str, str]:
         "CACHE_URL": f"redis://127.0.0.1:{config.redis}/1",
         "PROMETHEUS_URL": f"http://127.0.0.1:{config.prometheus}",
         "KUBECONFIG": str(config.kubeconfig),
+        # The sharing configurations the simulator's device plugin knows, by name.
+        "DEVICE_PLUGIN_CONFIGS": os.environ.get(
+            "DEVICE_PLUGIN_CONFIGS",
+            "default=whole,time-sliced-4=time-slicing:4,mps-4=mps:4",
+        ),
         "PYTHONUNBUFFERED": "1",
     }
 

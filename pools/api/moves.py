@@ -52,7 +52,19 @@ class ReconfigureSerializer(serializers.Serializer):  # type: ignore[type-arg]
     )
     mig_config = StrictCharField(
         max_length=63,
-        help_text="all-disabled, all-<profile> (e.g. all-3g.40gb) or a name in MIG_CONFIGS",
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="all-disabled, all-<profile> (e.g. all-3g.40gb) or a name in MIG_CONFIGS; "
+        "give this or plugin_config",
+    )
+    plugin_config = StrictCharField(
+        max_length=63,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="a device plugin (GPU sharing) configuration named in "
+        "DEVICE_PLUGIN_CONFIGS; give this or mig_config",
     )
     reason = StrictCharField(max_length=FREE_TEXT_MAX_LENGTH)
     drain_deadline_seconds = StrictIntegerField(min_value=10, max_value=86_400, default=1800)
@@ -168,6 +180,7 @@ class MoveSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "loan_until",
             "health_override",
             "mig_config",
+            "plugin_config",
             "approvals_required",
             "approvals",
             "items",
@@ -291,9 +304,11 @@ class MoveViewSet(
         request=ReconfigureSerializer,
         responses={201: MoveSerializer, **WRITE_ERRORS},
         description="Ask for nodes of one pool to take a MIG configuration "
-        "(nvidia.com/mig.config): a request of kind reconfigure, approved like a move, run "
-        "drain-first; the node is uncordoned once nvidia.com/mig.config.state is success, "
-        "and left cordoned if it fails.",
+        "(nvidia.com/mig.config) or a device plugin configuration "
+        "(nvidia.com/device-plugin.config, how the GPUs are shared): a request of kind "
+        "reconfigure, approved like a move, run drain-first; the node is uncordoned once "
+        "nvidia.com/mig.config.state is success, or GPU feature discovery labels the new "
+        "sharing, and left cordoned if it fails.",
     )
     @action(detail=False, methods=["post"])
     @idempotent
@@ -303,6 +318,7 @@ class MoveViewSet(
             requested_by=request.user,
             node_names=data["nodes"],
             mig_config=data["mig_config"],
+            plugin_config=data["plugin_config"],
             reason=data["reason"],
             drain_deadline_seconds=data["drain_deadline_seconds"],
             now=timezone.now(),

@@ -7,11 +7,12 @@ metrics) decides nothing here.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from pools.core.mig_configs import mig_config_problem
+from pools.core.plugin_configs import PluginConfig, plugin_config_problem
 from pools.core.wording import counted
 
 
@@ -67,6 +68,7 @@ class AskFacts:
     destination: str = ""
     destination_retired: bool = False
     mig_config: str = ""  # a reconfigure's MIG configuration
+    plugin_config: str = ""  # or its device plugin (sharing) configuration
 
 
 # What a drain-first node needs besides its drain, within one task: the PATCH, the uncordon,
@@ -111,7 +113,7 @@ def ask_failures(ask: AskFacts) -> list[CheckFailure]:
         )
     if ask.loan_until is not None and ask.reconcile:
         failures.append(_fail("loan_until", "A reconcile cannot be a loan."))
-    elif ask.loan_until is not None and ask.mig_config:
+    elif ask.loan_until is not None and (ask.mig_config or ask.plugin_config):
         failures.append(_fail("loan_until", "A reconfiguration cannot be a loan."))
     elif ask.loan_until is not None and ask.loan_until <= ask.now:
         failures.append(_fail("loan_until", "A loan must end in the future."))
@@ -222,10 +224,25 @@ def _health_failures(node: NodeFacts, destination: PoolFacts) -> list[CheckFailu
     return [CheckFailure(node.name, code, f"{why} {problem}: {override}")]
 
 
+@dataclass(frozen=True)
+class Reconfiguration:
+    """What a reconfigure asks of its nodes: a MIG configuration (`mig_config`, of the
+    known ones or the site's `named`) or a device plugin configuration (`plugin_config`, of
+    the site's `plugin_configs`)."""
+
+    mig_config: str = ""
+    named: Collection[str] = ()
+    plugin_config: str = ""
+    plugin_configs: Mapping[str, PluginConfig] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.mig_config or self.plugin_config)
+
+
 def _reconfigure_failures(
-    node: NodeFacts, destination: PoolFacts, config: str, named: Collection[str]
+    node: NodeFacts, destination: PoolFacts, asked: Reconfiguration
 ) -> list[CheckFailure]:
-    """A reconfiguration changes a node's MIG layout in the pool it is in."""
+    """A reconfiguration changes a node's MIG layout or GPU sharing in the pool it is in."""
     if node.pool != destination.name:
         where = f"pool {node.pool}" if node.pool else "no pool"
         return [
@@ -236,11 +253,18 @@ def _reconfigure_failures(
                 f"({destination.name} was asked); move it first.",
             )
         ]
-    problem = mig_config_problem(
-        config, model=node.gpu_model, mig_capable=node.mig_capable, named=named
-    )
+    if asked.plugin_config:
+        problem = plugin_config_problem(
+            asked.plugin_config, known=asked.plugin_configs, layouts=node.layouts
+        )
+        field_name = "plugin_config"
+    else:
+        problem = mig_config_problem(
+            asked.mig_config, model=node.gpu_model, mig_capable=node.mig_capable, named=asked.named
+        )
+        field_name = "mig_config"
     if problem:
-        return [CheckFailure(node.name, "mig_config", f"{node.name}: {problem}.", "mig_config")]
+        return [CheckFailure(node.name, field_name, f"{node.name}: {problem}.", field_name)]
     return []
 
 
@@ -250,8 +274,7 @@ def _node_failures(
     *,
     reconcile: bool,
     health_override: str,
-    mig_config: str = "",
-    named_configs: Collection[str] = (),
+    reconfiguration: Reconfiguration | None = None,
 ) -> list[CheckFailure]:
     if not node.present:
         return [CheckFailure(node.name, "node_not_found", f"{node.name} is not a known GPU node.")]
@@ -266,8 +289,8 @@ def _node_failures(
         )
     if reconcile:
         return failures + _reconcile_failures(node, destination)
-    if mig_config:
-        return failures + _reconfigure_failures(node, destination, mig_config, named_configs)
+    if reconfiguration:
+        return failures + _reconfigure_failures(node, destination, reconfiguration)
     failures += _fit_failures(node, destination)
     if destination.requires_healthy and not health_override:
         failures += _health_failures(node, destination)
@@ -281,8 +304,7 @@ def move_checks(
     *,
     reconcile: bool = False,
     health_override: str = "",
-    mig_config: str = "",
-    named_configs: Collection[str] = (),
+    reconfiguration: Reconfiguration | None = None,
 ) -> list[CheckFailure]:
     """Every reason the move may not be asked, node by node, then the source pools'
     floors (a reconcile or a reconfiguration moves nothing out of a pool)."""
@@ -298,10 +320,9 @@ def move_checks(
             destination,
             reconcile=reconcile,
             health_override=health_override,
-            mig_config=mig_config,
-            named_configs=named_configs,
+            reconfiguration=reconfiguration,
         )
-    if not reconcile and not mig_config:
+    if not reconcile and not reconfiguration:
         failures += capacity_floor(nodes, destination, sources)
     return failures
 

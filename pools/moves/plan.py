@@ -16,6 +16,7 @@ from pools.core.checks import (
     CheckFailure,
     NodeFacts,
     PoolFacts,
+    Reconfiguration,
     ask_failures,
     loan_failures,
     max_drain_seconds,
@@ -152,6 +153,7 @@ class MoveAsk:
     health_override: str = ""
     reconcile: bool = False
     mig_config: str = ""  # a reconfiguration: the MIG configuration the nodes are to take
+    plugin_config: str = ""  # or the device plugin (sharing) configuration
 
 
 # What a reconfiguration writes beside the configuration: the state the MIG manager moves
@@ -159,12 +161,17 @@ class MoveAsk:
 # the last layout can never be read as this one's (pools/moves/execution/reconfigure.py).
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 
 
 def target_spec(ask: MoveAsk) -> PoolSpec:
     """What the nodes are to carry: the destination's definition and, for a
-    reconfiguration, the MIG configuration asked for (its state pending)."""
+    reconfiguration, the MIG configuration asked for (its state pending) or the device
+    plugin's configuration."""
     spec = ask.destination.spec()
+    if ask.plugin_config:
+        labels = {**spec.labels, PLUGIN_CONFIG_LABEL: ask.plugin_config}
+        return PoolSpec(spec.name, labels, spec.taint)
     if not ask.mig_config:
         return spec
     labels = {**spec.labels, MIG_CONFIG_LABEL: ask.mig_config, MIG_STATE_LABEL: "pending"}
@@ -185,6 +192,7 @@ def ask_facts(ask: MoveAsk, now: datetime) -> AskFacts:
         destination=ask.destination.name,
         destination_retired=ask.destination.retired_at is not None,
         mig_config=ask.mig_config,
+        plugin_config=ask.plugin_config,
     )
 
 
@@ -203,8 +211,9 @@ def move_plan(*, ask: MoveAsk, now: datetime) -> MovePlan:
         facts_by_pool,
         reconcile=ask.reconcile,
         health_override=ask.health_override,
-        mig_config=ask.mig_config,
-        named_configs=settings.MIG_CONFIGS,
+        reconfiguration=Reconfiguration(
+            ask.mig_config, settings.MIG_CONFIGS, ask.plugin_config, settings.DEVICE_PLUGIN_CONFIGS
+        ),
     )
     if ask.loan_until is not None:
         failures += loan_failures(facts)

@@ -54,13 +54,18 @@ def _create(fields: dict[str, Any], plan: MovePlan, ask: MoveAsk) -> MoveRequest
 
 def _requested(request: MoveRequest, plan: MovePlan) -> str:
     nodes = counted(len(plan.nodes), "node")
+    if request.kind == MoveRequest.Kind.RECONFIGURE and request.plugin_config:
+        return (
+            f"{nodes} to device plugin configuration {request.plugin_config} in "
+            f"{plan.destination.name}"
+        )
     if request.kind == MoveRequest.Kind.RECONFIGURE:
         return f"{nodes} to MIG configuration {request.mig_config} in {plan.destination.name}"
     return f"{nodes} to {plan.destination.name}"
 
 
 def _kind(ask: MoveAsk) -> str:
-    if ask.mig_config:
+    if ask.mig_config or ask.plugin_config:
         return MoveRequest.Kind.RECONFIGURE
     return MoveRequest.Kind.RECONCILE if ask.reconcile else MoveRequest.Kind.MOVE
 
@@ -97,6 +102,7 @@ def move_request_ask(*, requested_by: AbstractBaseUser, ask: MoveAsk, now: datet
     fields = {
         "kind": _kind(ask),
         "mig_config": ask.mig_config,
+        "plugin_config": ask.plugin_config,
         "requested_by": requested_by,
         "destination": destination,
         "reason": ask.reason.strip(),
@@ -147,15 +153,21 @@ def reconfiguration_ask(
     *,
     requested_by: AbstractBaseUser,
     node_names: Sequence[str],
-    mig_config: str,
+    mig_config: str = "",
+    plugin_config: str = "",
     reason: str,
     drain_deadline_seconds: int = 1800,
     now: datetime,
 ) -> MoveRequest:
-    """Ask for nodes of one pool to take MIG configuration `mig_config`: a request of its own
-    kind, approved like a move, run drain-first (the MIG manager repartitions only GPUs no
-    pod uses). InvalidMove names a bad field (an unknown configuration, one the GPUs cannot
-    take, a node without MIG); MoveRefused lists the other failed checks."""
+    """Ask for nodes of one pool to take MIG configuration `mig_config`, or device plugin
+    configuration `plugin_config` (how their GPUs are shared): a request of its own kind,
+    approved like a move, run drain-first (the MIG manager repartitions only GPUs no pod
+    uses; a new sharing changes what the GPUs' pods were promised). InvalidMove names a bad
+    field (an unknown configuration, one the GPUs cannot take, a node without MIG, both or
+    neither asked); MoveRefused lists the other failed checks."""
+    if bool(mig_config.strip()) == bool(plugin_config.strip()):
+        message = "Ask for either a MIG configuration or a device plugin configuration."
+        raise InvalidMove("validation", message, {"mig_config": message, "plugin_config": message})
     pools = set(
         Node.objects.present().filter(name__in=node_names).values_list("pool__name", flat=True)
     )
@@ -172,5 +184,6 @@ def reconfiguration_ask(
         drain_policy=MoveRequest.DrainPolicy.DRAIN_FIRST,
         drain_deadline_seconds=drain_deadline_seconds,
         mig_config=mig_config.strip(),
+        plugin_config=plugin_config.strip(),
     )
     return move_request_ask(requested_by=requested_by, ask=ask, now=now)

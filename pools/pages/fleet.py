@@ -27,8 +27,10 @@ from pools.common.errors import MetricsUnavailable, Refused
 from pools.common.filtering import page_queryset
 from pools.common.roles import Capability, has_capability, require
 from pools.core import charts, figures, links, palette
+from pools.core.devices import node_layouts
 from pools.core.mig_configs import CONFIG_PREFIX, DISABLED, mig_profiles
 from pools.core.palette import colour_pick
+from pools.core.plugin_configs import PluginConfig
 from pools.core.snippets import scheduling_block
 from pools.fit.pending import pending_groups, pending_pods, pool_intruders
 from pools.fleet import selectors, services
@@ -183,6 +185,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     )
     context["history_error"] = next((r.error for r in history.values() if r.error), None)
     context["mig_profiles"] = mig_configs_for(node)
+    context["plugin_configs"] = plugin_configs_for(node)
     return render(request, "pools/node.html", context, status=status)
 
 
@@ -194,6 +197,16 @@ def mig_configs_for(node: Node) -> list[str]:
     return [DISABLED, *(f"{CONFIG_PREFIX}{p}" for p in profiles), *settings.MIG_CONFIGS]
 
 
+def plugin_configs_for(node: Node) -> list[PluginConfig]:
+    """The device plugin configurations a node may be switched to (none: no pool, its GPUs
+    split into MIG instances, or none configured)."""
+    if node.pool_id is None or any(
+        layout.startswith("mig-") for layout in node_layouts(node.device_set())
+    ):
+        return []
+    return sorted(settings.DEVICE_PLUGIN_CONFIGS.values(), key=lambda c: c.name)
+
+
 @require_POST
 @require(Capability.REQUEST_MOVE)
 def node_reconfigure(request: HttpRequest, name: str) -> HttpResponse:
@@ -203,6 +216,7 @@ def node_reconfigure(request: HttpRequest, name: str) -> HttpResponse:
             requested_by=request.user,
             node_names=[node.name],
             mig_config=request.POST.get("mig_config", ""),
+            plugin_config=request.POST.get("plugin_config", ""),
             reason=request.POST.get("reason", ""),
             now=timezone.now(),
         )

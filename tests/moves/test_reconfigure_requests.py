@@ -109,3 +109,88 @@ def test_the_node_page_offers_the_layouts_its_gpus_take_and_asks_for_one(
         f"/nodes/{NODE}/reconfigure/", {"mig_config": "all-7g.80gb", "reason": "x"}
     )
     assert denied.status_code == 403 and MoveRequest.objects.count() == 1
+
+
+PLUGIN_CONFIGS = "default=whole,time-sliced-4=time-slicing:4"
+
+
+@pytest.fixture
+def sharing(settings) -> None:  # type: ignore[no-untyped-def]
+    from pools.core.plugin_configs import parse_plugin_configs
+
+    settings.DEVICE_PLUGIN_CONFIGS = parse_plugin_configs(PLUGIN_CONFIGS)
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        ({"mig_config": "", "plugin_config": "tesla-t4"}, "plugin_config", "not a device plugin"),
+        ({"plugin_config": "time-sliced-4"}, "plugin_config", "either a MIG configuration"),
+        ({"mig_config": ""}, "mig_config", "either a MIG configuration"),
+        ({"mig_config": "", "plugin_config": 4}, "plugin_config", "Must be a string"),
+    ],
+)
+def test_a_sharing_reconfiguration_with_bad_input_is_refused_naming_the_field(
+    inventory: dict[str, Node],
+    sharing: None,
+    token_for: Callable[[str], str],
+    body: dict,
+    field: str,
+    words: str,
+) -> None:
+    response = ask(token_for("requesters"), **body)
+    assert response.status_code == 400, response.content
+    assert words in str(error_of(response)["fields"][field]), error_of(response)
+    assert not MoveRequest.objects.exists()
+
+
+def test_a_node_split_into_mig_instances_cannot_be_shared(
+    inventory: dict[str, Node], sharing: None, token_for: Callable[[str], str]
+) -> None:
+    node = Node.objects.get(name=NODE)
+    node.gpu_allocatable = 0
+    node.devices = {
+        "model": "NVIDIA-A100-SXM4-80GB",
+        "gpus": 8,
+        "mig_gpus": 8,
+        "units": [["mig", "nvidia.com/mig-1g.10gb", "1g.10gb", "", 1, 56]],
+    }
+    node.save()
+    response = ask(token_for("requesters"), mig_config="", plugin_config="time-sliced-4")
+    assert response.status_code == 400
+    assert "all-disabled first" in str(error_of(response)["fields"]["plugin_config"])
+
+
+def test_a_sharing_reconfiguration_sets_the_device_plugins_configuration(
+    inventory: dict[str, Node], sharing: None, token_for: Callable[[str], str]
+) -> None:
+    response = ask(token_for("requesters"), mig_config="", plugin_config="time-sliced-4")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert (body["kind"], body["plugin_config"], body["mig_config"], body["drain_policy"]) == (
+        "reconfigure",
+        "time-sliced-4",
+        "",
+        "drain-first",
+    )
+    item = MoveRequest.objects.get().items.get()
+    assert item.planned_diff["labels_added"] == {"nvidia.com/device-plugin.config": "time-sliced-4"}
+
+
+def test_the_node_page_offers_the_sites_sharing_configurations(
+    inventory: dict[str, Node], sharing: None
+) -> None:
+    from django.test import Client
+
+    from tests.moves_helpers import user_in
+
+    client = Client()
+    client.force_login(user_in("requesters", "rosa"))
+    html = client.get(f"/nodes/{NODE}/").content.decode()
+    assert 'data-panel="reconfigure-sharing"' in html
+    assert '<option value="time-sliced-4" >time-sliced-4 (time-slicing, 4 per GPU)</option>' in html
+    asked = client.post(
+        f"/nodes/{NODE}/reconfigure/", {"plugin_config": "time-sliced-4", "reason": "notebooks"}
+    )
+    move = MoveRequest.objects.get()
+    assert asked.status_code == 302 and move.plugin_config == "time-sliced-4"

@@ -42,6 +42,13 @@ def test_malformed_database_url_stops_the_process_naming_the_variable() -> None:
     assert "DATABASE_URL: scheme must be one of" in result.stderr
 
 
+def test_a_malformed_device_plugin_configuration_stops_the_process_naming_it() -> None:
+    env = {**PRODUCTION_ENV, "DEVICE_PLUGIN_CONFIGS": "default=whole,ts=time-slicing:1"}
+    result = run_django(["check"], env)
+    assert result.returncode != 0
+    assert "DEVICE_PLUGIN_CONFIGS: 'ts=time-slicing:1': expected whole, or" in result.stderr
+
+
 def test_secret_key_is_required_unless_debug() -> None:
     env = {k: v for k, v in PRODUCTION_ENV.items() if k != "DJANGO_SECRET_KEY"}
     result = run_django(["check"], env)

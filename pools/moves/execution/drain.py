@@ -25,7 +25,7 @@ from pools.kube.errors import KubeError
 from pools.kube.nodes import Raw
 from pools.models import MoveItem
 from pools.moves.execution.outcome import DrainHooks, NodeWork
-from pools.moves.execution.reconfigure import mig_config_applied
+from pools.moves.execution.reconfigure import mig_config_applied, plugin_config_applied
 
 # How long after its grace period a pod may take to disappear (the kubelet's final delete).
 TERMINATION_SLACK_SECONDS = 10
@@ -94,7 +94,8 @@ def drain_hooks(item: MoveItem) -> tuple[DrainHooks, Cordon]:
     if request.kind == request.Kind.RECONFIGURE:
 
         def settle(work: NodeWork, raw: Raw) -> Raw:
-            return mig_config_applied(item, raw, renew=lambda: _renew_lease(item))
+            applied = plugin_config_applied if request.plugin_config else mig_config_applied
+            return applied(item, raw, renew=lambda: _renew_lease(item))
 
     return DrainHooks(cordon_node, empty, uncordon, settle), cordon
 
