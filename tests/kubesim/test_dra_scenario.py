@@ -27,6 +27,16 @@ def dra_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubesim]:
         yield server
 
 
+def synced(cluster: Kubesim, settings) -> None:  # type: ignore[no-untyped-def]
+    """The portal pointed at the cluster, its inventory listed."""
+    from pools.inventory import inventory_sync
+
+    settings.KUBECONFIG = str(cluster.kubeconfig)
+    settings.KUBE_CONTEXT = ""
+    settings.KUBE_IN_CLUSTER = False
+    inventory_sync()
+
+
 def test_the_scenario_reads_gpu_dra_and_refuses_it_with_mig(tmp_path) -> None:  # type: ignore[no-untyped-def]
     groups = {g.name: g for g in load_scenario("dra").groups}
     assert groups["h100-dra"].dra and not groups["a100-plugin"].dra
@@ -115,13 +125,9 @@ def test_a_pod_with_claims_stays_pending_in_the_schedulers_words(dra_cluster: Ku
 def test_the_portal_counts_the_dra_devices_of_kubesims_nodes(
     dra_cluster: Kubesim, settings
 ) -> None:  # type: ignore[no-untyped-def]
-    from pools.inventory import inventory_sync
     from pools.models import Node
 
-    settings.KUBECONFIG = str(dra_cluster.kubeconfig)
-    settings.KUBE_CONTEXT = ""
-    settings.KUBE_IN_CLUSTER = False
-    inventory_sync()
+    synced(dra_cluster, settings)
     node = Node.objects.get(name="h100-dra-000")
     assert node.dra_units == [["gpu.nvidia.com", "gpu", "", 4, 0]]
     devices = node.device_set()
@@ -171,13 +177,9 @@ def test_a_dra_nodes_page_says_what_of_its_devices_is_allocated(
 ) -> None:  # type: ignore[no-untyped-def]
     from django.test import Client
 
-    from pools.inventory import inventory_sync
     from tests.moves_helpers import user_in
 
-    settings.KUBECONFIG = str(dra_cluster.kubeconfig)
-    settings.KUBE_CONTEXT = ""
-    settings.KUBE_IN_CLUSTER = False
-    inventory_sync()
+    synced(dra_cluster, settings)
     page = Client()
     page.force_login(user_in("viewers", "dra-node-viewer"))
     html = page.get("/nodes/h100-dra-000/").content.decode()

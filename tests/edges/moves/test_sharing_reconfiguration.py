@@ -15,7 +15,7 @@ from pools import moves
 from pools.core.plugin_configs import parse_plugin_configs
 from pools.inventory import inventory_sync
 from pools.models import AuditEvent, MoveItem, MoveRequest, Node
-from pools.moves.execution import run as execution
+from tests.edges.moves.test_reconfigure_execution import actions, run
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.moves_helpers import user_in
 
@@ -55,16 +55,6 @@ def approved(node: str, config: str) -> MoveRequest:
     )
     return moves.move_approve(
         request=move, approver=user_in("approvers", "arno"), now=timezone.now()
-    )
-
-
-def run(move: MoveRequest) -> list[int]:
-    return execution.execute_items(execution.start_request(move.pk))
-
-
-def actions(move: MoveRequest) -> list[str]:
-    return list(
-        AuditEvent.objects.filter(request=move).order_by("id").values_list("action", flat=True)
     )
 
 
