@@ -106,6 +106,8 @@ FILE_METRICS = {
     "gpu_temp.om": "DCGM_FI_DEV_GPU_TEMP",
     "power_usage.om": "DCGM_FI_DEV_POWER_USAGE",
     "xid_errors.om": "DCGM_FI_DEV_XID_ERRORS",
+    # A MIG instance's utilisation: DCGM reports no GPU_UTIL for it, only engine activity.
+    "gr_engine_active.om": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
 }
 FILES = tuple(FILE_METRICS)
 COMPLETE = "complete"  # written last: the files are whole
@@ -175,6 +177,9 @@ def write_files(directory: Path, taken: Snapshot) -> dict[str, int]:
             out, POWER, taken.gpus, taken.held, taken.times
         ),
         "xid_errors.om": lambda out: _write_xids(out, taken.gpus, taken.xids, taken.times),
+        "gr_engine_active.om": lambda out: _write_by_util(
+            out, ENGINE_ACTIVE, taken.gpus, taken.held, taken.times
+        ),
     }
     written = {}
     for name, write in writers.items():
@@ -182,8 +187,12 @@ def write_files(directory: Path, taken: Snapshot) -> dict[str, int]:
             continue  # a field the exporter does not collect has no history either
         tmp = directory / f".{name}.tmp"
         with tmp.open("w") as out:
-            written[name] = write(out)
+            count = write(out)
             out.write("# EOF\n")
+        if not count:  # no device has it (engine activity without a MIG instance)
+            tmp.unlink()
+            continue
+        written[name] = count
         tmp.replace(directory / name)
     times = taken.times
     summary = {"samples": written, "start": times.start, "end": times.stop}
@@ -205,6 +214,7 @@ class UtilGauge:
     help: str
     value: Callable[[str, float], float]  # (model, utilisation %) -> the gauge
     mig: bool = True  # reported for MIG instances too (DCGM has no utilisation for them)
+    whole: bool = True  # written for whole GPUs (the history keeps what the portal reads)
 
 
 UTIL = UtilGauge(
@@ -214,6 +224,15 @@ TEMP = UtilGauge(
     "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda _m, u: dcgm.temperature(u)
 )
 POWER = UtilGauge("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", dcgm.power_draw)
+# The live exporter reports it for every device; the history only for MIG instances, whose
+# utilisation it is (a whole GPU's is GPU_UTIL): a month of it for every GPU would add a
+# third to what Prometheus imports.
+ENGINE_ACTIVE = UtilGauge(
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "Ratio of time the graphics engine is active.",
+    lambda _m, u: round(u / 100, 4),
+    whole=False,
+)
 
 
 def _utilisation(
@@ -239,7 +258,7 @@ def _write_by_util(
     written = 0
     for gpu in gpus:
         _name, _slot, head, _memory, is_mig, model = gpu
-        if is_mig and not gauge.mig:
+        if (is_mig and not gauge.mig) or (not is_mig and not gauge.whole):
             continue
         lines = [
             f"{gauge.name}{{{head}{pod}}} {gauge.value(model, util)} {t}\n"

@@ -612,3 +612,43 @@ def test_a_clock_start_that_is_not_a_utc_time_is_refused_in_one_line() -> None:
     )
     assert done.returncode == 2
     assert "argument --clock-start: 'yesterday' is not a UTC time" in done.stderr
+
+
+def test_a_mig_instances_history_is_its_engine_activity(tmp_path: Path) -> None:
+    """DCGM reports no GPU_UTIL for a MIG instance: its history is engine activity (the
+    ratio of its utilisation), as the live exporter reports it; whole GPUs keep GPU_UTIL."""
+    cluster = in_process((), "mig", 0.0)
+    exporter = Exporter(cluster)
+    taken = backfill.snapshot(
+        cluster.runner,  # type: ignore[attr-defined]
+        exporter,
+        start=START,
+        end=START + DAY / 24,
+        step=300,
+        target_labels={"job": "dcgm-exporter"},
+    )
+    written = backfill.write_files(tmp_path, taken)
+    instances = sum(1 for gpu in taken.gpus if gpu[4])
+    assert instances > 0
+    engine = _samples(
+        (tmp_path / "gr_engine_active.om").read_text(), "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    )
+    assert written["gr_engine_active.om"] == len(engine) == instances * 12
+    assert all('GPU_I_ID="' in labels for labels, _ in engine)
+    assert all(0.0 <= value <= 1.0 for value in engine.values())
+    util = _samples((tmp_path / "gpu_util.om").read_text(), "DCGM_FI_DEV_GPU_UTIL")
+    assert not any('GPU_I_ID="' in labels for labels, _ in util)
+    # Without a MIG instance there is no engine activity file at all.
+    plain = backfill.write_files(
+        tmp_path / "plain",
+        backfill.snapshot(
+            in_process((), "demo", 0.0).runner,  # type: ignore[attr-defined]
+            exporter,
+            start=START,
+            end=START + DAY / 24,
+            step=300,
+            target_labels={},
+        ),
+    )
+    assert "gr_engine_active.om" not in plain
+    assert not (tmp_path / "plain" / "gr_engine_active.om").exists()
