@@ -31,7 +31,7 @@ test: $(INSTALLED)
 	$(BIN)/python -m controlplane build
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	scripts/with-postgres.sh $(BIN)/pytest -rs -n 4 --dist loadfile
+	scripts/with-postgres.sh $(BIN)/pytest -rs -n 4 --dist loadfile --durations=25
 
 # The tests that start no server (`-m "pure or db"`: tests/core/, tests/shape/ and each
 # concept's database tests; tests/layers.py says which folder is which), in two processes:

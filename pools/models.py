@@ -13,7 +13,7 @@ from django.db import models
 
 from pools.core import names
 from pools.core.desired import PoolSpec, Target
-from pools.core.devices import DEVICE_COLUMNS, NodeDevices, devices_of_row
+from pools.core.devices import DEVICE_COLUMNS, NodeDevices, devices_of_row, units_asked
 from pools.core.pool_definition import definition_errors
 from pools.core.taints import Taint
 
@@ -283,7 +283,11 @@ class GpuPod(models.Model):
     node_name = models.CharField(max_length=253, blank=True)
     pool_label = models.CharField(max_length=63, blank=True)
     phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.PENDING)
-    gpus = models.PositiveIntegerField(default=0)
+    gpus = models.PositiveIntegerField(default=0)  # whole GPUs: nvidia.com/gpu
+    # Every GPU unit it asks for (whole GPUs, MIG instances, shared GPUs), and those other
+    # than nvidia.com/gpu by resource name ({"nvidia.com/mig-1g.10gb": 2}).
+    units = models.PositiveIntegerField(default=0)
+    unit_requests = models.JSONField(default=dict, blank=True)
     cpu_milli = models.BigIntegerField(default=0)
     memory_bytes = models.BigIntegerField(default=0)
     owner_kind = models.CharField(max_length=63, blank=True)
@@ -325,6 +329,11 @@ class GpuPod(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def asks(self) -> str:
+        """Its GPU units as the pages say them: "2 GPUs", "1 MIG 1g.10gb"."""
+        return units_asked(self.gpus, self.unit_requests or {})
 
 
 class MoveRequest(models.Model):

@@ -204,7 +204,7 @@ class ProfileSerializer(S.Serializer):  # type: ignore[type-arg]
     owner = S.CharField()
     workload_type = S.CharField(allow_blank=True)
     pods = S.IntegerField()
-    gpus_per_pod = SpreadSerializer()
+    gpus_per_pod = SpreadSerializer(help_text="GPU units: whole GPUs, MIG instances or shares")
     framebuffer_mib = S.DictField(child=S.FloatField(), allow_null=True)
     cpu_milli = SpreadSerializer()
     memory_bytes = SpreadSerializer()

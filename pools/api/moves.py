@@ -93,7 +93,10 @@ class PlannedNodeSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 class PodFateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     pod = serializers.CharField()
-    gpus = serializers.IntegerField()
+    gpus = serializers.IntegerField(help_text="whole GPUs (nvidia.com/gpu)")
+    asks = serializers.CharField(
+        help_text='every GPU unit the pod holds, e.g. "2 GPUs" or "1 MIG 1g.10gb"'
+    )
     fate = serializers.ChoiceField(choices=["evicted", "left running"])
     why = serializers.CharField(allow_blank=True)
 

@@ -415,3 +415,37 @@ def devices_as_dict(devices: NodeDevices) -> dict[str, Any]:
         ],
         "operator": dict(devices.operator),
     }
+
+
+def record_units(record: Mapping[str, Any], gpu_allocatable: int) -> int:
+    """The GPU units a node row offers pods (MIG instances, shares, whole GPUs; not DRA
+    devices, which claims take), from its device record; its GPUs when it has only whole
+    ones (an empty record)."""
+    if not record:
+        return gpu_allocatable
+    return sum(int(unit[5]) for unit in record.get("units", ()))
+
+
+def units_held(gpu_allocated: int, requested: Mapping[str, int]) -> int:
+    """The GPU units a node's pods hold: its whole GPUs allocated and every other GPU unit
+    they request (`requested`: the node's extended resources requested, by name)."""
+    return gpu_allocated + sum(
+        n for name, n in requested.items() if name != GPU_RESOURCE and is_gpu_unit(name)
+    )
+
+
+def units_asked(gpus: int, requests: Mapping[str, int]) -> str:
+    """What a pod asks for of GPU units, as the pages say it: "2 GPUs", "1 MIG 1g.10gb",
+    "2 shared GPUs", several joined by commas; `requests`: its GPU units other than whole
+    GPUs, by resource name."""
+    parts = [f"{gpus} GPU{'' if gpus == 1 else 's'}"] if gpus else []
+    for resource, n in sorted(requests.items()):
+        kind = unit_kind(resource, {})
+        if kind is None or n <= 0:
+            continue
+        if kind.kind == MIG:
+            shared = " (shared)" if resource.endswith(".shared") else ""
+            parts.append(f"{n} MIG {kind.profile}{shared}")
+        else:
+            parts.append(f"{n} shared GPU{'' if n == 1 else 's'}")
+    return ", ".join(parts) or "no GPU"

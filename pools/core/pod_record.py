@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
+from pools.core.devices import is_gpu_unit
 from pools.core.fit.api_objects import FINISHED
 from pools.core.fit.fields import FieldReader
 from pools.core.fit.resources import Resources, read_pod_resources
@@ -63,6 +64,16 @@ class PodRecord:
     affinity: dict[str, Any] = field(default_factory=dict)
     tolerations: list[Any] = field(default_factory=list)
     resource_version: str = ""
+    # Every GPU unit the pod asks for, whatever its kind: whole GPUs (`gpus`), MIG instances
+    # (nvidia.com/mig-<profile>), shared GPUs (nvidia.com/gpu.shared); and those of the
+    # other resources by name.
+    units: int = 0
+    unit_requests: dict[str, int] = field(default_factory=dict)
+
+
+def gpu_unit_requests(requests: Resources) -> dict[str, int]:
+    """What a pod asks for of GPU units other than whole `nvidia.com/gpu`, by resource."""
+    return {name: n for name, n in requests.extended if n > 0 and is_gpu_unit(name)}
 
 
 def parse_time(value: object) -> datetime | None:
@@ -225,6 +236,7 @@ def pod_record(
     )
     scheduled = conditions.get("PodScheduled", {})
     priority = spec.get("priority")
+    unit_requests = gpu_unit_requests(requests)
     return PodRecord(
         uid=str(meta.get("uid") or ""),
         namespace=str(meta.get("namespace") or ""),
@@ -257,4 +269,6 @@ def pod_record(
         affinity=dict(spec.get("affinity") or {}),
         tolerations=list(spec.get("tolerations") or []),
         resource_version=str(meta.get("resourceVersion") or ""),
+        units=requests.gpu + sum(unit_requests.values()),
+        unit_requests=unit_requests,
     )

@@ -175,6 +175,19 @@ def pod_gpus(raw: Mapping[str, Any]) -> int:
     return total
 
 
+def pod_units(raw: Mapping[str, Any]) -> int:
+    """The GPU units a pod's containers hold: whole GPUs, MIG instances and shared GPUs. A
+    drain evicts a pod holding any: a MIG instance in use stops its GPU's reconfiguration
+    as surely as a whole GPU does."""
+    total = 0
+    for container in (raw.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        # Extended resources: the limit is the request when only the limit is given.
+        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        total += sum(_quantity(value) for name, value in asked.items() if is_gpu_unit(name))
+    return total
+
+
 def pod_summary(raw: Mapping[str, Any], requests: Resources | None = None) -> PodSummary | None:
     """The pod as the inventory keeps it on its node, or None for a pod bound to no node.
     `requests`: the pod's requests as the scheduler counts them (pools.core.pod_record)."""

@@ -56,8 +56,9 @@ class PendingGroup:
         return len(self.pods)
 
     @property
-    def gpus(self) -> int:
-        return sum(p.pod.gpus for p in self.pods)
+    def units(self) -> int:
+        """The GPU units its pods ask for: whole GPUs, MIG instances, shares."""
+        return sum(p.pod.units for p in self.pods)
 
     @property
     def longest(self) -> timedelta:

@@ -98,9 +98,13 @@ def pod_manifest(pod: GpuPod) -> dict[str, Any]:
     if pod.memory_bytes:
         requests["memory"] = str(pod.memory_bytes)
     resources: dict[str, Any] = {}
+    limits = {name: str(n) for name, n in (pod.unit_requests or {}).items()}
     if pod.gpus:
-        requests["nvidia.com/gpu"] = str(pod.gpus)
-        resources["limits"] = {"nvidia.com/gpu": str(pod.gpus)}
+        limits["nvidia.com/gpu"] = str(pod.gpus)
+    if limits:
+        # Extended resources are asked for in limits; the requests equal them.
+        requests.update(limits)
+        resources["limits"] = dict(sorted(limits.items()))
     if requests:
         resources["requests"] = requests
     spec: dict[str, Any] = {"containers": [{"name": "main", "resources": resources}]}

@@ -19,7 +19,7 @@ from django.db.models.functions import Coalesce
 
 from pools.core import charts
 from pools.core.desired import managed_label_keys, managed_taint_keys
-from pools.core.devices import exporter_devices
+from pools.core.devices import exporter_devices, record_units, units_held
 from pools.core.insights import advisor, readiness
 from pools.core.insights.failures import (
     EVICTION_REASONS,
@@ -86,7 +86,7 @@ _POD_FIELDS = (
     "node_name",
     "pool_label",
     "phase",
-    "gpus",
+    "units",  # every GPU unit it asks for: a MIG instance's pod is a GPU pod too
     "cpu_milli",
     "memory_bytes",
     "team",
@@ -160,7 +160,7 @@ def pod_records(window: Window) -> list[HistoryPod]:
 
 # What the indicators read of every pod (the queue, the gaps): few columns, since each
 # column of 100,000 rows costs the database driver as much as the indicators' arithmetic.
-_LEAN_FIELDS = ("pk", "node_name", "pool_label", "gpus", *_POD_TIMES)
+_LEAN_FIELDS = ("pk", "node_name", "pool_label", "units", *_POD_TIMES)
 # And of the pods that may have failed (a small share), what tells the cause apart.
 _FAILURE_FIELDS = (
     "namespace",
@@ -255,6 +255,7 @@ _NODE_FIELDS = (
     "memory_capacity_bytes",
     "memory_allocatable_bytes",
     "devices",
+    "resources_requested",
 )
 
 
@@ -294,6 +295,7 @@ def nodes_now() -> NodesNow:
         memory_capacity,
         memory_allocatable,
         devices,
+        requested,
     ) in Node.objects.present().values_list(*_NODE_FIELDS):
         reporting = figures[name].gpus_reporting if name in figures else 0
         exporter = exporter_devices(devices) if devices else None
@@ -309,7 +311,7 @@ def nodes_now() -> NodesNow:
                 ready=ready,
                 cordoned=cordoned,
                 drifted=drifted,
-                allocated=allocated,
+                allocated=units_held(allocated, requested),
                 gpus_reporting=None if result.error else reporting,
                 counters_reporting=None if coverage_error else coverage.get(name, {}),
                 cpu_capacity=cpu_capacity,
@@ -317,6 +319,7 @@ def nodes_now() -> NodesNow:
                 memory_capacity=memory_capacity,
                 memory_allocatable=memory_allocatable,
                 devices=exporter,
+                units=record_units(devices, gpus) if devices else None,
                 mig=bool(devices and devices.get("mig_gpus")),
             )
         )
@@ -341,7 +344,7 @@ def _pool_facts(pool: Pool, nodes: list[InsightNode], moving: set[str]) -> Insig
             if n.ready and not n.cordoned and n.allocated == 0 and n.name not in moving
         ),
         candidates=tuple(
-            (n.name, n.gpu_model, n.gpus, n.allocated)
+            (n.name, n.gpu_model, n.unit_count, n.allocated)
             for n in nodes
             if n.ready and not n.cordoned and n.name not in moving
         ),
@@ -371,12 +374,17 @@ def node_memberships(
 
 
 def window_nodes(window: Window, state: NodesNow) -> tuple[Membership, dict[str, int]]:
-    """Who was in which pool over the window (two queries), and the allocatable GPUs of
-    every node of it: today's and those gone since it began (one query)."""
+    """Who was in which pool over the window (two queries), and the allocatable GPU units
+    of every node of it (whole GPUs, MIG instances, shares): today's and those gone since
+    it began (one query)."""
     found = membership_at_epoch(window.start, window.end)
-    gpus = {n.name: n.gpus for n in state.facts}
+    gpus = {n.name: n.unit_count for n in state.facts}
     start = datetime.fromtimestamp(window.start, UTC)
-    gpus.update(Node.objects.filter(gone_at__gte=start).values_list("name", "gpu_allocatable"))
+    gone = Node.objects.filter(gone_at__gte=start)
+    gpus.update(
+        (name, record_units(record, allocatable))
+        for name, allocatable, record in gone.values_list("name", "gpu_allocatable", "devices")
+    )
     return found, gpus
 
 
@@ -406,7 +414,7 @@ class Gathered:
 
     def nodes_then(self) -> list[NodeMembership]:
         if self.membership is None or self.node_gpus is None:
-            return [NodeMembership(n.name, n.gpus, n.pool) for n in self.state.facts]
+            return [NodeMembership(n.name, n.unit_count, n.pool) for n in self.state.facts]
         return node_memberships(self.window, self.membership, self.node_gpus)
 
     @property
@@ -458,7 +466,7 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
     nodes = [n for n in state.facts if n.pool == pool.name]
     mine = [p for p in gathered.pods if p.pool == pool.name]
     members = gathered.members(pool.name)
-    every = gathered.node_gpus or {n.name: n.gpus for n in state.facts}
+    every = gathered.node_gpus or {n.name: n.unit_count for n in state.facts}
     specs = [p.spec() for p in gathered.pools]
     return PoolInsights(
         pool=_pool_facts(pool, nodes, state.moving),
@@ -633,7 +641,7 @@ def _live_pods(pool: Pool) -> list[readiness.LivePod]:
         .filter(pool_label=pool.name)
         .exclude(node_name="")
         .values_list(
-            "namespace", "name", "node_name", "gpus", "node_selector", "affinity", "tolerations"
+            "namespace", "name", "node_name", "units", "node_selector", "affinity", "tolerations"
         )
     ]
 

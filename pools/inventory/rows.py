@@ -28,7 +28,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from pools.core.desired import PoolSpec, drift_record
-from pools.core.devices import devices_record
+from pools.core.devices import devices_record, is_gpu_unit
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import PodLabels, PodRecord, pod_record
 from pools.core.snapshot import NodeSnapshot, PodSummary
@@ -458,4 +458,5 @@ def gpu_pods_purge(now: datetime) -> int:
 
 
 def is_gpu_pod(requests: Resources) -> bool:
-    return requests.gpu > 0
+    """A pod that asks for a GPU unit of any kind: a whole GPU, a MIG instance, a share."""
+    return requests.gpu > 0 or any(n > 0 and is_gpu_unit(name) for name, n in requests.extended)

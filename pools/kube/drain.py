@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pools.common import observability
-from pools.core.snapshot import pod_gpus
+from pools.core.snapshot import pod_units
 from pools.kube.nodes import Raw, core_api, pod_pages
 from pools.kube.retry import RetryPolicy, retry_after_seconds
 from pools.kube.session import node_session
@@ -40,7 +40,7 @@ DEFAULT_GRACE_SECONDS = 30
 class PodRef:
     namespace: str
     name: str
-    gpus: int
+    units: int  # the GPU units it holds: whole GPUs, MIG instances, shares
     terminating: bool = False  # already leaving: evicting it again would change nothing
     grace_seconds: int = DEFAULT_GRACE_SECONDS  # how long it may take to leave once asked
 
@@ -57,21 +57,22 @@ def pod_ref(raw: Raw) -> PodRef:
     return PodRef(
         str(meta["namespace"]),
         str(meta["name"]),
-        pod_gpus(raw),
+        pod_units(raw),
         terminating=terminating,
         grace_seconds=int(grace),
     )
 
 
 def gpu_pods_on(node: str) -> list[PodRef]:
-    """The pods a drain evicts: those holding GPUs, except DaemonSet pods (as
-    `kubectl drain --ignore-daemonsets` leaves them): their controller would put them back at
-    once, and the device plugin and dcgm-exporter must stay on the node anyway."""
+    """The pods a drain evicts: those holding GPU units (whole GPUs, MIG instances,
+    shares), except DaemonSet pods (as `kubectl drain --ignore-daemonsets` leaves them):
+    their controller would put them back at once, and the device plugin and dcgm-exporter
+    must stay on the node anyway."""
     return [
         pod_ref(p)
         for page in pod_pages(node_name=node)
         for p in page
-        if pod_gpus(p) > 0 and not _daemon_pod(p)
+        if pod_units(p) > 0 and not _daemon_pod(p)
     ]
 
 

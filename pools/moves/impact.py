@@ -38,9 +38,10 @@ LEFT = "left running"
 @dataclass(frozen=True)
 class PodFate:
     pod: str  # namespace/name
-    gpus: int
+    gpus: int  # whole GPUs
     fate: str  # EVICTED or LEFT
     why: str = ""
+    asks: str = ""  # every GPU unit it holds, as the pages say it: "1 MIG 1g.10gb"
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,10 @@ class MoveImpact:
     def as_dict(self) -> dict[str, object]:
         return {
             "pods": {
-                node: [{"pod": f.pod, "gpus": f.gpus, "fate": f.fate, "why": f.why} for f in fates]
+                node: [
+                    {"pod": f.pod, "gpus": f.gpus, "asks": f.asks, "fate": f.fate, "why": f.why}
+                    for f in fates
+                ]
                 for node, fates in self.pods.items()
             },
             "would_start": self.would_start,
@@ -198,14 +202,16 @@ def _fates(planned: PlannedNode, pods: Sequence[GpuPod], drain_policy: str) -> l
     result = []
     for pod in pods:
         name = f"{pod.namespace}/{pod.name}"
-        if drain_policy == MoveRequest.DrainPolicy.DRAIN_FIRST and pod.gpus:
-            result.append(PodFate(name, pod.gpus, EVICTED, "drain-first evicts GPU pods"))
+        if drain_policy == MoveRequest.DrainPolicy.DRAIN_FIRST and pod.units:
+            why = "drain-first evicts GPU pods"
+            result.append(PodFate(name, pod.gpus, EVICTED, why, pod.asks))
             continue
         taint = untolerated_taint(no_execute, pod_shape(pod_manifest(pod)).tolerations)
         if taint is not None:
-            result.append(PodFate(name, pod.gpus, EVICTED, f"does not tolerate the taint {taint}"))
+            why = f"does not tolerate the taint {taint}"
+            result.append(PodFate(name, pod.gpus, EVICTED, why, pod.asks))
         else:
-            result.append(PodFate(name, pod.gpus, LEFT))
+            result.append(PodFate(name, pod.gpus, LEFT, asks=pod.asks))
     return result
 
 

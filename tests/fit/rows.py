@@ -49,6 +49,7 @@ def gpu_pod(
         pool_label=pool_label,
         phase=GpuPod.Phase.RUNNING if node else GpuPod.Phase.PENDING,
         gpus=gpus,
+        units=fields.pop("units", gpus),
         created_at=timezone.now() - waited,
         **fields,
     )

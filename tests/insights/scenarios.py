@@ -106,6 +106,7 @@ def pod(
         pool_label=pool if scheduled else "",
         phase=fields.pop("phase", phase),
         gpus=gpus,
+        units=fields.pop("units", gpus),  # whole GPUs unless the test says otherwise
         cpu_milli=8000,
         memory_bytes=64 * 2**30,
         workload_type=workload_type,
@@ -418,6 +419,40 @@ def small() -> World:
     # Two busy hours a day at 100 %, the rest at 2 %.
     world.average["small"] = hourly(lambda h: 100.0 if h % 24 in (10, 11) else 2.0)
     world.idle_nodes["small"] = hourly(lambda h: 1.0 if h % 24 in (10, 11) else 2.0)
+    return world
+
+
+SLICE = "nvidia.com/mig-1g.10gb"
+
+
+def mig_slices() -> World:
+    """slices: 2 A100 nodes whose GPUs are split into 56 MIG 1g.10gb instances each (mixed
+    strategy: no nvidia.com/gpu), 28 pods of one instance running on the first all along,
+    and one pod a day that waited an hour for an instance."""
+    make_pool("slices")
+    nodes = make_nodes("slices", 2)
+    record = {
+        "model": "NVIDIA-A100-SXM4-80GB",
+        "memory_mib": 81920,
+        "gpus": 8,
+        "mig_gpus": 8,
+        "units": [["mig", SLICE, "1g.10gb", "", 1, 56]],
+        "operator": {},
+    }
+    Node.objects.filter(name__in=nodes).update(
+        gpu_allocatable=0, gpu_allocated=0, devices=record, resources={SLICE: 56}, pods=[]
+    )
+    Node.objects.filter(name=nodes[0]).update(resources_requested={SLICE: 28})
+    one = {"gpus": 0, "units": 1, "unit_requests": {SLICE: 1}, "workload_type": "inference"}
+    pods = [pod("slices", nodes[0], START, run=None, **one) for _ in range(28)]  # type: ignore[arg-type]
+    pods += [
+        pod("slices", nodes[1], START + timedelta(days=d, hours=8), wait=HOUR, run=HOUR, **one)  # type: ignore[arg-type]
+        for d in range(DAYS)
+    ]
+    GpuPod.objects.bulk_create(pods)
+    world = World(["slices"])
+    world.average["slices"] = hourly(lambda h: 25.0)
+    world.idle_nodes["slices"] = []
     return world
 
 

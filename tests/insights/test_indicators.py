@@ -99,3 +99,17 @@ def test_small_spiky_pool_hides_its_peaks_in_the_average() -> None:
     u = world_insights(scenarios.small())["small"].utilisation
     assert u.average == pytest.approx((2 * 100 + 22 * 2) / 24)
     assert u.p95 == 100.0 and u.spiky
+
+
+def test_a_mig_pool_is_measured_in_its_instances() -> None:
+    """Pods of one MIG instance are the pool's GPU pods: the time they hold instances is
+    measured against the instances the nodes offer (112), a node whose instances are held
+    is not lendable, and the pods that waited for one are the queue."""
+    found = world_insights(scenarios.mig_slices())["slices"]
+    u = found.utilisation
+    # 28 of 112 instances held all along, and one more an hour a day.
+    assert u.allocated_share == pytest.approx((28 + 1 / 24) / 112, rel=0.01)
+    assert [name for name, _ in found.pool.lendable] == ["slices-001"]
+    assert found.pool.free_now == 112 - 28
+    assert found.queue.queued == scenarios.DAYS
+    assert found.queue.peak_waiting_gpus == 1

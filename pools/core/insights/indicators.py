@@ -27,13 +27,13 @@ class InsightPool:
     # their GPU model.
     lendable: Sequence[tuple[str, str]] = field(default_factory=tuple)
     # Every node that could move now (ready, schedulable, no active move), whatever runs
-    # there: (name, GPU model, allocatable GPUs, GPUs allocated). A NotReady node is never
-    # among them: it is down, not idle.
+    # there: (name, GPU model, allocatable GPU units, units allocated; a unit is a whole
+    # GPU, a MIG instance or a share). A NotReady node is never among them: down, not idle.
     candidates: Sequence[tuple[str, str, int, int]] = field(default_factory=tuple)
 
     @property
     def free_now(self) -> int:
-        """GPUs free now on the nodes that could move, whole nodes and pieces together."""
+        """GPU units free now on the nodes that could move, whole nodes and pieces together."""
         return sum(max(0, gpus - allocated) for _, _, gpus, allocated in self.candidates)
 
     def accepts(self, model: str) -> bool:

@@ -23,7 +23,7 @@ class HistoryPod(NamedTuple):
     node: str
     pool: str  # the pool key's value on the node when the pod was bound
     phase: str
-    gpus: int
+    gpus: int  # the GPU units it asks for: whole GPUs, MIG instances or shares
     cpu_milli: int
     memory_bytes: int
     team: str
@@ -86,7 +86,7 @@ class InsightNode:
     ready: bool = True
     cordoned: bool = False
     drifted: bool = False
-    allocated: int = 0
+    allocated: int = 0  # the GPU units its pods hold (whole GPUs, MIG instances, shares)
     gpus_reporting: int | None = None  # None: metrics unknown (Prometheus down)
     # GPUs reporting each counter the pages draw, by its name ("temperature", ...); None:
     # not read (gpus_reporting alone stands for them).
@@ -99,8 +99,16 @@ class InsightNode:
     # The devices dcgm-exporter reports on (each GPU not in MIG mode, each MIG instance);
     # None: as many as `gpus` (a node of whole GPUs).
     devices: int | None = None
+    # Its GPU units of every kind (MIG instances, shares, whole GPUs); None: as many as
+    # `gpus` (a node of whole GPUs).
+    units: int | None = None
     mig: bool = False  # some of its GPUs are split into MIG instances
 
     @property
     def reporting_devices(self) -> int:
         return self.gpus if self.devices is None else self.devices
+
+    @property
+    def unit_count(self) -> int:
+        """What its pods can hold: the time their units are held is measured against it."""
+        return self.gpus if self.units is None else self.units

@@ -73,6 +73,7 @@ def test_jobs_left_pending_without_a_spare_node_fail_the_drill(cluster: Kubesim)
         namespace="ml-training",
         name="waiting",
         gpus=8,
+        units=8,
         created_at=timezone.now(),
         node_selector={"gpu-pool": "training"},
     )
