@@ -61,6 +61,13 @@ class UtilisationSerializer(S.Serializer):  # type: ignore[type-arg]
     gaps_seconds = SpreadSerializer(help_text="Idle stretches between jobs on a node.")
     clear_gaps = S.BooleanField()
     busy_share = S.FloatField(help_text="Node-time with a job running.")
+    empty_node_share = S.FloatField(
+        help_text="Share of the time with a node running no job, from the pod history."
+    )
+    allocated_share = S.FloatField(
+        help_text="Share of the GPU-unit time pods held (whole GPUs, MIG instances, shares), "
+        "from the pod history: known when Prometheus is not."
+    )
     metrics_error = S.CharField(allow_null=True)
 
 

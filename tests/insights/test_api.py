@@ -42,6 +42,18 @@ def test_pool_insights_answer_the_known_queue(token_for) -> None:  # type: ignor
     }
 
 
+def test_a_mig_pools_insights_say_the_share_of_its_instances_held(token_for) -> None:  # type: ignore[no-untyped-def]
+    """Without Prometheus the pod history still says how much of the pool was held: for a
+    pool of MIG instances, in instances."""
+    scenarios.mig_slices()
+    body = api(token_for("viewers")).get("/api/v1/pools/slices/insights/?days=30").json()
+    u = body["utilisation"]
+    assert u["average"] is None and u["metrics_error"]
+    assert u["allocated_share"] == pytest.approx((28 + 1 / 24) / 112, rel=0.01)
+    assert 0 < u["empty_node_share"] < 1  # the second node runs a job an hour a day
+    assert body["queue"]["queued"] == scenarios.DAYS
+
+
 def test_failure_examples_name_the_pods(token_for) -> None:  # type: ignore[no-untyped-def]
     scenarios.oom()
     body = api(token_for("viewers")).get("/api/v1/pools/oom/insights/").json()

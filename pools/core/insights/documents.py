@@ -35,6 +35,8 @@ def utilisation_document(u: UtilisationReport) -> dict[str, Any]:
         "gaps_seconds": u.gaps.as_dict(),
         "clear_gaps": u.clear_gaps,
         "busy_share": u.busy_share,
+        "empty_node_share": u.empty_node_share,
+        "allocated_share": u.allocated_share,
         "metrics_error": u.metrics_error,
     }
 

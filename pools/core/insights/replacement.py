@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pools.core.devices import physical_model
 from pools.core.insights.records import InsightNode
 
 # Label prefixes automation sets: a node carries them without anyone's hand.
@@ -80,7 +81,9 @@ def node_traits(node: InsightNode) -> dict[str, str]:
     os_name = _first(labels, OS_LABELS)
     os_version = _first(labels, OS_VERSION_LABELS)
     return {
-        "gpu_model": node.gpu_model,
+        # The GPU itself: GFD's product label of a single-strategy MIG node or a shared GPU
+        # carries a suffix (-MIG-1g.10gb, -SHARED) that is its layout, not another model.
+        "gpu_model": physical_model(node.gpu_model),
         "driver": node.driver or _first(labels, DRIVER_LABELS) or _joined(labels, DRIVER_PARTS),
         "cuda": _first(labels, CUDA_LABELS) or _joined(labels, CUDA_PARTS),
         "os": f"{os_name} {os_version}".strip(),

@@ -369,6 +369,14 @@ def test_the_driver_is_read_from_gfds_major_and_minor_when_nothing_else_says_it(
     assert node_traits(InsightNode("n1", "p", 8, labels=gfd, driver="550.54"))["driver"] == "550.54"
 
 
+def test_a_mig_or_shared_nodes_gpu_model_is_its_physical_gpu() -> None:
+    """GFD names a single-strategy MIG node's product with its profile and a shared GPU's
+    with -SHARED: the same GPU as the pool's whole A100s, in another layout."""
+    for product in ("NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "NVIDIA-A100-SXM4-80GB-SHARED"):
+        traits = node_traits(InsightNode("n1", "p", 56, gpu_model=product))
+        assert traits["gpu_model"] == "NVIDIA-A100-SXM4-80GB"
+
+
 @pytest.mark.parametrize("reason", ["PreemptionByScheduler", "PreemptionByKubeScheduler"])
 def test_a_pod_the_scheduler_preempted_failed_by_eviction(reason: str) -> None:
     """Its container says only "Error", exit 137; its DisruptionTarget condition's reason,
