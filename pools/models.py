@@ -288,6 +288,7 @@ class GpuPod(models.Model):
     # than nvidia.com/gpu by resource name ({"nvidia.com/mig-1g.10gb": 2}).
     units = models.PositiveIntegerField(default=0)
     unit_requests = models.JSONField(default=dict, blank=True)
+    labels = models.JSONField(default=dict, blank=True)  # the pod's: budgets select on them
     cpu_milli = models.BigIntegerField(default=0)
     memory_bytes = models.BigIntegerField(default=0)
     owner_kind = models.CharField(max_length=63, blank=True)

@@ -335,6 +335,8 @@ if _problem := dns_label_problem(DRILL_NAMESPACE):
 INVENTORY_SYNC_SECONDS = env_int("INVENTORY_SYNC_SECONDS", 300, minimum=5, maximum=3600)
 # How often the watcher lists DRA's ResourceSlices, DeviceClasses, claims and templates.
 DRA_SYNC_SECONDS = env_int("DRA_SYNC_SECONDS", 15, minimum=1, maximum=3600)
+# How long the maintenance headroom keeps the cluster's PodDisruptionBudgets once listed.
+BUDGETS_CACHE_SECONDS = env_int("BUDGETS_CACHE_SECONDS", 15, minimum=0, maximum=600)
 INVENTORY_PAGE_SIZE = env_int("INVENTORY_PAGE_SIZE", 500, minimum=1, maximum=10_000)
 # The pod labels that say a GPU pod's workload type and team (for the pool insights).
 POD_WORKLOAD_LABEL = env_str("POD_WORKLOAD_LABEL", "workload-type")

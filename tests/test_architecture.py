@@ -207,6 +207,7 @@ FOLDER_LAYERS = {
     "pools.search": "domain",
     "pools.tokens": "domain",
     "pools.audit": "domain",
+    "pools.maintenance": "domain",
     # Entry points: pages, the API, commands, tasks and the wiring of the app and project.
     "pools.pages": "entry",
     "pools.api": "entry",

@@ -4,7 +4,7 @@ from rest_framework.decorators import api_view
 from rest_framework.exceptions import NotFound
 from rest_framework.routers import SimpleRouter
 
-from pools.api import audit, drills, fit, fleet, insights, inventory, moves, search
+from pools.api import audit, drills, fit, fleet, insights, inventory, maintenance, moves, search
 
 router = SimpleRouter()
 router.register("pools", fleet.PoolViewSet, basename="pool")
@@ -32,6 +32,11 @@ urlpatterns = [
         "pools/<str:name>/insights/",
         insights.PoolInsightsView.as_view(),
         name="api-pool-insights",
+    ),
+    path(
+        "pools/<str:name>/headroom/",
+        maintenance.PoolHeadroomView.as_view(),
+        name="api-pool-headroom",
     ),
     *router.urls,
     re_path(r"^(?P<rest>.*)$", unknown),

@@ -69,6 +69,7 @@ class PodRecord:
     # other resources by name.
     units: int = 0
     unit_requests: dict[str, int] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)  # what disruption budgets select on
 
 
 def gpu_unit_requests(requests: Resources) -> dict[str, int]:
@@ -271,4 +272,5 @@ def pod_record(
         resource_version=str(meta.get("resourceVersion") or ""),
         units=requests.gpu + sum(unit_requests.values()),
         unit_requests=unit_requests,
+        labels={str(k): str(v) for k, v in pod_labels.items()},
     )

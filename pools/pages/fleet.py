@@ -35,6 +35,7 @@ from pools.core.snippets import scheduling_block
 from pools.fit.pending import pending_groups, pending_pods, pool_intruders
 from pools.fleet import selectors, services
 from pools.fleet.filters import NodeFilter
+from pools.maintenance.headroom import pool_headroom
 from pools.models import AuditEvent, Node, Pool
 from pools.pages.charts import chart_range
 
@@ -159,6 +160,7 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         context["groups"] = pending_groups(pending)
         context["pending_total"] = len(pending)
         context["intruders"] = pool_intruders(pool)
+        context["headroom"] = pool_headroom(pool)
     return render(request, "pools/pool.html", context, status=status)
 
 

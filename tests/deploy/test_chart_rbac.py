@@ -5,7 +5,8 @@ from __future__ import annotations
 from tests.deploy.chart import NAMESPACE, all_on_docs, default_docs, deployment, of_kind, render
 
 # (API group, resource, verb): the inventory and watcher read nodes and pods (and list DRA's
-# devices, classes and claims), a move patches nodes, a drain evicts pods. Nothing else: no
+# devices, classes and claims), a move patches nodes, a drain evicts pods, a pool's
+# maintenance headroom lists the disruption budgets. Nothing else: no
 # delete, no pod writes, no secrets, and no rule the portal never calls
 # (tests/deploy/test_rbac_chart.py proves each is called).
 EXPECTED = {
@@ -20,6 +21,7 @@ EXPECTED = {
     ("resource.k8s.io", "deviceclasses", "list"),
     ("resource.k8s.io", "resourceclaims", "list"),
     ("resource.k8s.io", "resourceclaimtemplates", "list"),
+    ("policy", "poddisruptionbudgets", "list"),
 }
 
 

@@ -30,6 +30,7 @@ from pools import drills
 from pools.common.errors import InvalidInput
 from pools.drills import new_node
 from pools.inventory import inventory_sync
+from pools.maintenance.headroom import pool_headroom
 from pools.models import AuditEvent, Drill, MoveRequest, Node, Pool
 from portal.readiness import check_kubernetes
 from tests.deploy.chart import NAMESPACE, default_docs, of_kind, render
@@ -198,6 +199,9 @@ def test_everything_the_portal_does_runs_with_the_charts_account_and_uses_every_
 
     # The readiness check of a process with a cluster (the worker's, the watcher's).
     assert check_kubernetes().startswith("API server v")
+
+    # A pool's maintenance headroom lists the disruption budgets.
+    assert pool_headroom(Pool.objects.get(name="training")).budgets_error is None
 
     events = requests_by_the_portal(as_the_portal)
     assert [e for e in events if e["responseStatus"]["code"] in (401, 403)] == []

@@ -30,7 +30,9 @@ BASELINES: dict[str, int] = {
     # Pages, for a viewer's session.
     "/": 6,  # the first: the per-pool figures are made (read from the cache after)
     "/pools/": 4,
-    "/pools/training/": 16,  # the pending list (4), the intruders (3), the snippet's resource (1)
+    # The pending list (4), the intruders (3), the snippet's resource (1), the maintenance
+    # headroom (3: the nodes, the moves holding them, their GPU pods).
+    "/pools/training/": 19,
     "/pools/unassigned/": 7,
     # The node table is paged (1,000 and more nodes at the large size): its count and
     # its page's rows, by a column or by a DCGM figure.
@@ -64,6 +66,7 @@ BASELINES: dict[str, int] = {
     "/api/v1/audit-events/": 3,
     "/api/v1/search/?q=a100": 5,
     "/api/v1/pools/training/insights/": 16,
+    "/api/v1/pools/training/headroom/": 6,
     "/api/v1/profiles/": 4,
     "/api/v1/advice/": 13,
     "/api/v1/drills/": 3,

@@ -1,0 +1,1 @@
+"""Maintenance: what a pool can spare for a drain now (its headroom)."""
