@@ -21,7 +21,7 @@ allow).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -290,3 +290,32 @@ def _nodes_text(nodes: Sequence[str]) -> str:
     named = ", ".join(nodes[:NAMED_NODES])
     more = len(nodes) - NAMED_NODES
     return named + (f" and {more} more" if more > 0 else "")
+
+
+def drain_blockers(
+    nodes: Sequence[HeadroomNode],
+    pods: Sequence[HeadroomPod],
+    budgets: Sequence[Budget],
+    draining: Collection[str],
+) -> list[Blocker]:
+    """What would stop draining exactly the nodes `draining` together now: each budget their
+    GPU pods' evictions would exceed, each running gang among them, each pod two budgets
+    cover. (The pool's floor is the move's own capacity check.)"""
+    wanted = [n for n in nodes if n.name in draining]
+    held = _held(wanted, pods, budgets)
+    blockers = [b for b in held.blockers if set(b.nodes) & set(draining)]
+    by_key = {b.key: b for b in budgets}
+    total: Counter[str] = Counter()
+    for name in held.need:
+        total.update(held.need[name])
+    for key in sorted(total):
+        allowed = max(by_key[key].disruptions_allowed, 0)
+        if total[key] <= allowed:
+            continue
+        kept = tuple(sorted(n for n, need in held.need.items() if need[key]))
+        message = (
+            f"PodDisruptionBudget {key} allows {allowed} disruption{'' if allowed == 1 else 's'} "
+            f"now: draining {_nodes_text(kept)} would evict {total[key]} of its pods"
+        )
+        blockers.append(Blocker(BUDGET, key, message, kept))
+    return blockers

@@ -6,11 +6,22 @@ within that shares it). The figure itself is pools.core.headroom's."""
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
 
-from pools.core.headroom import Budget, Headroom, HeadroomNode, HeadroomPod, headroom
+from pools.core.headroom import (
+    Blocker,
+    Budget,
+    Headroom,
+    HeadroomNode,
+    HeadroomPod,
+    drain_blockers,
+    headroom,
+)
 from pools.core.insights.queueing import GANG_OWNERS
 from pools.kube.budgets import list_budgets
 from pools.kube.errors import KubeError
@@ -34,8 +45,17 @@ def cluster_budgets() -> tuple[list[Budget], str | None]:
     return budgets, None
 
 
-def pool_headroom(pool: Pool) -> Headroom:
-    """How many of the pool's nodes can be drained together now, and what stops more."""
+@dataclass(frozen=True)
+class _Inputs:
+    nodes: list[HeadroomNode]
+    pods: list[HeadroomPod]
+    budgets: list[Budget]
+    error: str | None
+
+
+def _inputs(pool: Pool) -> _Inputs:
+    """The pool's nodes (with the moves holding them) and their live GPU pods: three
+    queries; and the cluster's budgets."""
     rows = list(Node.objects.present().filter(pool=pool).values_list("name", "cordoned", "ready"))
     names = [name for name, _, _ in rows]
     moving = set(
@@ -57,4 +77,50 @@ def pool_headroom(pool: Pool) -> Headroom:
         .values_list("namespace", "name", "node_name", "labels", "owner_kind", "owner_name")
     ]
     budgets, error = cluster_budgets()
-    return headroom(pool.name, nodes, pods, budgets, min_nodes=pool.min_nodes, budgets_error=error)
+    return _Inputs(nodes, pods, budgets, error)
+
+
+def pool_headroom(pool: Pool) -> Headroom:
+    """How many of the pool's nodes can be drained together now, and what stops more."""
+    found = _inputs(pool)
+    return headroom(
+        pool.name,
+        found.nodes,
+        found.pods,
+        found.budgets,
+        min_nodes=pool.min_nodes,
+        budgets_error=found.error,
+    )
+
+
+@dataclass(frozen=True)
+class DrainFit:
+    """Draining some of a pool's nodes together, now: what would stop it."""
+
+    pool: str
+    draining: tuple[str, ...]
+    blockers: tuple[Blocker, ...]
+    budgets_error: str | None = None
+
+    @property
+    def within(self) -> bool | None:
+        """Whether nothing stops it (None: the budgets are not known)."""
+        return None if self.budgets_error else not self.blockers
+
+
+def drain_fits(nodes: Iterable[Node]) -> list[DrainFit]:
+    """For each pool the nodes come from, what would stop draining them together now (a
+    move's preview with drain-first)."""
+    by_pool: dict[str, list[str]] = defaultdict(list)
+    pools: dict[str, Pool] = {}
+    for node in nodes:
+        if node.pool is not None:
+            by_pool[node.pool.name].append(node.name)
+            pools[node.pool.name] = node.pool
+    found = []
+    for name in sorted(by_pool):
+        draining = tuple(sorted(by_pool[name]))
+        inputs = _inputs(pools[name])
+        blockers = drain_blockers(inputs.nodes, inputs.pods, inputs.budgets, draining)
+        found.append(DrainFit(name, draining, tuple(blockers), inputs.error))
+    return found

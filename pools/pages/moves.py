@@ -21,6 +21,7 @@ from pools.common.filtering import page_queryset
 from pools.common.roles import Capability, require
 from pools.fleet import selectors
 from pools.fleet.filters import NodeFilter
+from pools.maintenance.headroom import DrainFit, drain_fits
 from pools.models import FREE_TEXT_MAX_LENGTH, MoveItem, MoveRequest, Pool
 from pools.moves import ACTION_CAPABILITY, Action
 from pools.moves.filters import ACTIVE, ALL, MoveFilter
@@ -89,6 +90,7 @@ def _move_form(request: HttpRequest) -> MoveForm:
 def move_new(request: HttpRequest) -> HttpResponse:
     form = _move_form(request)
     plan = impact = None
+    drains: list[DrainFit] = []
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         ask = moves.MoveAsk(
@@ -103,6 +105,8 @@ def move_new(request: HttpRequest) -> HttpResponse:
         )
         plan = moves.move_plan(ask=ask, now=timezone.now())
         impact = move_impact(plan, drain_policy=data["drain_policy"])
+        if data["drain_policy"] == MoveRequest.DrainPolicy.DRAIN_FIRST:
+            drains = drain_fits(p.node for p in plan.nodes)
         if "submit" in request.POST:
             try:
                 move = moves.move_request_ask(
@@ -119,7 +123,7 @@ def move_new(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "pools/move_new.html",
-        {"form": form, "plan": plan, "impact": impact},
+        {"form": form, "plan": plan, "impact": impact, "drains": drains},
         status=400 if form.errors else 200,  # a refused form is the client's error
     )
 

@@ -14,6 +14,7 @@ from pools.core.headroom import (
     Budget,
     HeadroomNode,
     HeadroomPod,
+    drain_blockers,
     headroom,
     selector_matches,
 )
@@ -126,3 +127,18 @@ def test_unknown_budgets_give_no_figure() -> None:
 )
 def test_selector_expressions(expression: dict, labels: dict, matches: bool) -> None:  # type: ignore[type-arg]
     assert selector_matches({"matchExpressions": [expression]}, labels) is matches
+
+
+def test_draining_chosen_nodes_together_names_the_budget_they_would_exceed() -> None:
+    pods = [serving("n0"), serving("n1"), serving("n2")]
+    gang = [HeadroomPod("ml", f"w{i}", f"n{i + 3}", gang="MPIJob ml/x") for i in range(2)]
+    budgets = [chat_budget(1)]
+    assert drain_blockers(NODES, pods, budgets, ["n0", "n5"]) == []
+    (blocker,) = drain_blockers(NODES, pods, budgets, ["n0", "n1"])
+    assert (blocker.kind, blocker.nodes) == (BUDGET, ("n0", "n1"))
+    assert blocker.message == (
+        "PodDisruptionBudget ml/chat allows 1 disruption now: draining n0, n1 would evict 2 "
+        "of its pods"
+    )
+    (held,) = drain_blockers(NODES, [*pods, *gang], budgets, ["n3"])
+    assert (held.kind, held.name) == (GANG, "MPIJob ml/x")

@@ -54,3 +54,30 @@ def test_a_budget_keeping_every_pod_keeps_their_nodes_from_a_drain(
     html = unescape(page.get(f"/pools/{pool.name}/").content.decode())
     assert 'data-blocker="budget"' in html and budget.message in html
     assert f'data-figure="drainable">{expected}<' in html
+
+
+def test_a_drain_first_preview_says_which_budget_would_refuse(cluster: Kubesim) -> None:
+    budget_keeping_every_chat_pod(cluster)
+    inventory_sync()
+    chat_node = sorted(
+        p.node_name for p in GpuPod.objects.live() if p.labels.get("app") == "chat-serving"
+    )[0]
+    rita = Client()
+    rita.force_login(user_in("requesters", "rita"))
+    form = {
+        "nodes": chat_node,
+        "destination": "mixed",
+        "reason": "driver upgrade",
+        "drain_policy": "drain-first",
+        "drain_deadline_minutes": "30",
+        "preview": "1",
+    }
+    html = unescape(rita.post("/moves/new/", form).content.decode())
+    assert 'data-drain-pool="inference"' in html
+    assert (
+        "PodDisruptionBudget ml-serving/chat allows 0 disruptions now: draining "
+        f"{chat_node} would evict 2 of its pods"
+    ) in html
+    # Leaving the pods running drains nothing: the panel is not shown.
+    html = rita.post("/moves/new/", {**form, "drain_policy": "leave-running"}).content.decode()
+    assert "data-drain-pool" not in html

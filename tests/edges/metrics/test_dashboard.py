@@ -70,6 +70,9 @@ def portal(stack: Stack, settings, db) -> Client:  # type: ignore[no-untyped-def
     settings.KUBECONFIG = str(sim.kubeconfig)
     settings.PROMETHEUS_URL = prom.url
     settings.METRICS_CACHE_SECONDS = 0
+    # What the figures say, not how fast: a loaded machine's Prometheus may take more than
+    # the default 2 s, and a page past it shows "—" (that wait is tested on its own).
+    settings.PROMETHEUS_TIMEOUT = 30
     inventory_sync()
     client = Client()
     viewer = User.objects.create_user("vera")
