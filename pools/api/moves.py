@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from pools import moves
 from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, Newest, error_responses, validated
 from pools.api.fields import StrictCharField, StrictIntegerField
-from pools.api.fleet import PodSerializer
+from pools.api.fleet import PodSerializer, UnitFiguresSerializer
 from pools.api.idempotency import idempotent
 from pools.common.roles import Capability
 from pools.models import FREE_TEXT_MAX_LENGTH, MoveItem, MoveRequest, Pool
@@ -117,6 +117,14 @@ class PoolChangeSerializer(serializers.Serializer):  # type: ignore[type-arg]
     after = CapacitySerializer()
 
 
+class UnitChangeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    pool = serializers.CharField()
+    role = serializers.ChoiceField(choices=["source", "destination"])
+    kind = serializers.CharField(help_text='the kind\'s label, e.g. "MIG 1g.10gb"')
+    before = UnitFiguresSerializer()
+    after = UnitFiguresSerializer()
+
+
 class MoveImpactSerializer(serializers.Serializer):  # type: ignore[type-arg]
     """What the move does to pods, the pending queue and gang capacity."""
 
@@ -124,6 +132,11 @@ class MoveImpactSerializer(serializers.Serializer):  # type: ignore[type-arg]
     would_start = serializers.ListField(child=serializers.CharField())
     pools = PoolChangeSerializer(many=True)
     warnings = serializers.ListField(child=serializers.CharField())
+    units = UnitChangeSerializer(
+        many=True,
+        help_text="each kind of unit other than whole GPUs (MIG instances of a profile, shared "
+        "GPUs, DRA devices) in the move's pools, before and after; only the kinds it changes",
+    )
 
 
 class DryRunResultSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -96,7 +96,8 @@ class UnitFigures:
         }
 
 
-def _unit_figures(rows: Iterable[NodeRow]) -> tuple[UnitFigures, ...]:
+def unit_figures(rows: Iterable[NodeRow]) -> tuple[UnitFigures, ...]:
+    """Each kind of unit other than whole GPUs over `rows`, by its label."""
     by_label: dict[str, UnitFigures] = {}
     for row in rows:
         for label, units, allocated in row.units:
@@ -288,7 +289,7 @@ def pool_figures(rows: Iterable[NodeRow], *, metrics_available: bool) -> PoolFig
         drifted=drifted,
         gpu_models=tuple(sorted(models)),
         physical_gpus=physical,
-        units=_unit_figures(rows),
+        units=unit_figures(rows),
         **_metric_sums((row.metrics for row in rows), available=metrics_available),
     )
 

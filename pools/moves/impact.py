@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from pools.core.devices import WHOLE
+from pools.core.figures import UnitFigures, unit_figures
 from pools.core.fit.check import evaluate_pod
 from pools.core.fit.cluster import ClusterSnapshot, FitNode, NodePod, PoolCapacity
 from pools.core.fit.pods import PodShape
@@ -28,6 +29,7 @@ from pools.core.wording import counted
 from pools.fit.cluster import OTHER_PODS, FitCluster, fit_cluster, gpu_node_pod
 from pools.fit.pending import wants_pool
 from pools.fit.service import pod_manifest
+from pools.fleet.selectors import pools_node_rows
 from pools.models import GpuPod, MoveRequest, Node
 from pools.moves.plan import MovePlan, PlannedNode
 
@@ -53,11 +55,36 @@ class PoolChange:
 
 
 @dataclass(frozen=True)
+class UnitChange:
+    """One kind of unit other than whole GPUs (MIG instances of a profile, shared GPUs, DRA
+    devices) in a pool the move changes, before and after it."""
+
+    pool: str
+    role: str  # "source" or "destination"
+    before: UnitFigures
+    after: UnitFigures
+
+    @property
+    def kind(self) -> str:
+        return self.before.label or self.after.label
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "pool": self.pool,
+            "role": self.role,
+            "kind": self.kind,
+            "before": self.before.as_dict(),
+            "after": self.after.as_dict(),
+        }
+
+
+@dataclass(frozen=True)
 class MoveImpact:
     pods: dict[str, list[PodFate]]  # per moved node
     would_start: list[str]  # Pending pods (namespace/name) the move lets start in the destination
     pools: list[PoolChange]
     warnings: list[str] = field(default_factory=list)
+    units: list[UnitChange] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -79,6 +106,7 @@ class MoveImpact:
                 for c in self.pools
             ],
             "warnings": self.warnings,
+            "units": [u.as_dict() for u in self.units],
         }
 
 
@@ -109,7 +137,31 @@ def move_impact(plan: MovePlan, *, drain_policy: str) -> MoveImpact:
     warnings += _gang_warnings(after, sources, fates)
     warnings += _mix_warnings(plan)
     warnings += _layout_warnings(plan)
-    return MoveImpact(fates, started, changes, warnings)
+    roles = [*((s, "source") for s in sources if s), (plan.destination.name, "destination")]
+    return MoveImpact(fates, started, changes, warnings, _unit_changes(plan, roles))
+
+
+def _unit_changes(plan: MovePlan, roles: Sequence[tuple[str, str]]) -> list[UnitChange]:
+    """What the move changes of each kind of unit in its source and destination pools: the
+    moved nodes' units leave their pool for the destination (one query, only when a moved
+    node has units of another kind than whole GPUs: else nothing of them changes)."""
+    if not any(u.kind.kind != WHOLE for p in plan.nodes for u in p.node.device_set().units):
+        return []
+    moved = {p.node.name for p in plan.nodes}
+    rows = pools_node_rows([pool for pool, _ in roles], names=moved)
+    changes = []
+    for pool, role in roles:
+        before = [r for r in rows if r.pool == pool]
+        if role == "destination":
+            after = [*before, *(r for r in rows if r.name in moved and r.pool != pool)]
+        else:
+            after = [r for r in before if r.name not in moved]
+        was = {u.label: u for u in unit_figures(before)}
+        now = {u.label: u for u in unit_figures(after)}
+        for label in sorted(was.keys() | now.keys()):
+            empty = UnitFigures(label)
+            changes.append(UnitChange(pool, role, was.get(label, empty), now.get(label, empty)))
+    return [c for c in changes if c.before != c.after]
 
 
 NAMED_PODS = 5  # pods a layout warning names before it counts the rest

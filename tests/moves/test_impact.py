@@ -50,6 +50,7 @@ def test_drain_first_evicts_and_lets_the_pending_job_start(demo):  # type: ignor
     assert changes["mixed"].role == "source"
     assert changes["mixed"].after.nodes == changes["mixed"].before.nodes - 1
     assert impact.warnings == []
+    assert impact.units == []  # whole GPUs only: no other kind changes
 
 
 def test_leave_running_keeps_the_pod_and_the_queue_does_not_shrink(demo):  # type: ignore[no-untyped-def]

@@ -86,6 +86,24 @@ def test_a_drain_first_move_preview_evicts_the_mig_pods(devices: Kubesim) -> Non
     assert fates
     assert {(f.fate, f.gpus, f.asks) for f in fates} == {(EVICTED, 0, "1 MIG 1g.10gb")}
     assert impact.as_dict()["pods"][node][0]["asks"] == "1 MIG 1g.10gb"
+    # What the move changes of each kind: the node's 56 instances leave inference for
+    # training, with the ones its pods hold.
+    changes = {(u.pool, u.role, u.kind): u for u in impact.units}
+    held = Node.objects.get(name=node).resources_requested[SLICE]
+    source = changes[("inference", "source", "MIG 1g.10gb")]
+    assert source.before.units - source.after.units == 56
+    assert source.before.allocated - source.after.allocated == held
+    target = changes[("training", "destination", "MIG 1g.10gb")]
+    assert (target.before.units, target.after.units, target.after.allocated) == (0, 56, held)
+    assert {"pool": "training", "role": "destination", "kind": "MIG 1g.10gb"}.items() <= (
+        impact.as_dict()["units"][-1].items()
+    )
+    rita = Client()
+    rita.force_login(user_in("requesters", "rita"))
+    form = {"nodes": node, "destination": "training", "reason": "r", "drain_policy": "drain-first"}
+    html = rita.post("/moves/new/", {**form, "drain_deadline_minutes": "30", "preview": "1"})
+    row = html.content.decode().split('data-impact-units="training/MIG 1g.10gb"')[1]
+    assert "<td>0 → 56</td>" in row.split("</tr>")[0]
 
 
 def test_the_fit_check_knows_what_gpu_pods_hold_of_mig_instances(devices: Kubesim) -> None:  # noqa: F811
