@@ -30,6 +30,10 @@ _TEST_ENV = {
     # Each test builds its own history: computed insights are not kept between requests
     # (tests/insights/test_cache.py turns the cache on).
     "INSIGHTS_CACHE_SECONDS": "0",
+    # What a page reads from Prometheus, not how fast: on a loaded machine a query may take
+    # more than the default 2 s, and the page then says "unavailable" (full runs did). The
+    # tests of that wait set their own (tests/edges/metrics/test_prometheus_unavailable.py).
+    "PROMETHEUS_TIMEOUT": "10",
 }
 for _name, _value in _TEST_ENV.items():
     os.environ.setdefault(_name, _value)

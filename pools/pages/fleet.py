@@ -101,9 +101,17 @@ def _node_link() -> tuple[str, str]:
     return before, after
 
 
+def _headroom_part(request: HttpRequest, pool: Pool) -> HttpResponse:
+    """The pool's maintenance headroom, its own request that the page fetches once loaded:
+    the budgets' LIST and a large pool's pods never hold the page up."""
+    return render(request, "pools/_headroom.html", {"pool": pool, "headroom": pool_headroom(pool)})
+
+
 @require(Capability.VIEW)
 def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     pool = _pool_or_unassigned(name)
+    if pool is not None and request.GET.get("partial") == "headroom":
+        return _headroom_part(request, pool)
     filter_error = None
     try:
         shown, status = page_queryset(
@@ -146,22 +154,29 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
         }
     )
     if pool is not None:
-        context["grafana_url"] = _grafana(settings.GRAFANA_POOL_URL, "pool", pool.name)
-        context["pool_key_label"] = f"{settings.POOL_LABEL_KEY}={pool.name}"
-        model = request.GET.get("snippet_model", "")
-        context["snippet_model"] = model
-        context["snippet"] = scheduling_block(
+        context.update(_pool_parts(request, pool))
+    return render(request, "pools/pool.html", context, status=status)
+
+
+def _pool_parts(request: HttpRequest, pool: Pool) -> dict[str, object]:
+    """What a pool's page shows beyond its nodes: links, the scheduling block, the pods
+    waiting for it and the intruders."""
+    model = request.GET.get("snippet_model", "")
+    pending = pending_pods(now=timezone.now(), pool=pool)
+    return {
+        "grafana_url": _grafana(settings.GRAFANA_POOL_URL, "pool", pool.name),
+        "pool_key_label": f"{settings.POOL_LABEL_KEY}={pool.name}",
+        "snippet_model": model,
+        "snippet": scheduling_block(
             pool.spec(),
             pool_key=settings.POOL_LABEL_KEY,
             gpu_models=[model] if model else None,
             resource=selectors.pool_gpu_resource(pool),
-        )
-        pending = pending_pods(now=timezone.now(), pool=pool)
-        context["groups"] = pending_groups(pending)
-        context["pending_total"] = len(pending)
-        context["intruders"] = pool_intruders(pool)
-        context["headroom"] = pool_headroom(pool)
-    return render(request, "pools/pool.html", context, status=status)
+        ),
+        "groups": pending_groups(pending),
+        "pending_total": len(pending),
+        "intruders": pool_intruders(pool),
+    }
 
 
 @require(Capability.VIEW)

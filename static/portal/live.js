@@ -1,5 +1,7 @@
 // Live parts of a page: an element with data-live-url is fetched again every
-// data-live-seconds and replaced in place, without reloading the page.
+// data-live-seconds and replaced in place, without reloading the page; one marked
+// data-live-now is fetched as soon as the page is loaded too (a part too slow to hold the
+// page up for: the page carries a placeholder).
 (function () {
   "use strict";
   function refresh(element) {
@@ -32,6 +34,7 @@
   document.querySelectorAll("[data-live-url]").forEach(function (element) {
     var seconds = parseInt(element.getAttribute("data-live-seconds") || "10", 10);
     element.liveTimer = setInterval(function () { refresh(element); }, seconds * 1000);
+    if (element.hasAttribute("data-live-now")) { refresh(element); }
   });
   document.querySelectorAll("[data-copy-target]").forEach(function (button) {
     button.addEventListener("click", function () {

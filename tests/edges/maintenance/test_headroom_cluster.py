@@ -51,7 +51,11 @@ def test_a_budget_keeping_every_pod_keeps_their_nodes_from_a_drain(
 
     page = Client()
     page.force_login(user_in("viewers", "headroom-viewer"))
-    html = unescape(page.get(f"/pools/{pool.name}/").content.decode())
+    assert (
+        'data-live-url="?partial=headroom" data-live-now'
+        in page.get(f"/pools/{pool.name}/").content.decode()
+    )
+    html = unescape(page.get(f"/pools/{pool.name}/?partial=headroom").content.decode())
     assert 'data-blocker="budget"' in html and budget.message in html
     assert f'data-figure="drainable">{expected}<' in html
 

@@ -76,6 +76,14 @@ def without_rules(
     yield from scraping(sim, tmp_path_factory.mktemp("without-rules"), rules=False)
 
 
+@pytest.fixture(autouse=True)
+def patient(settings) -> None:  # type: ignore[no-untyped-def]
+    """What these tests read, not how fast: a loaded machine's Prometheus may take more
+    than the default 2 s, and a page past it says "History unavailable" (a full run under
+    load did). The wait itself is tested in test_prometheus_unavailable.py."""
+    settings.PROMETHEUS_TIMEOUT = 30
+
+
 def readyz_detail(settings) -> str:  # type: ignore[no-untyped-def]
     body = json.loads(Client().get("/readyz").content)
     return str(body["checks"]["prometheus"]["detail"])
