@@ -82,16 +82,16 @@ def dra(real: RealCluster, settings) -> Iterator[tuple[RealCluster, list[str]]]:
     finally:
         core.delete_collection_namespaced_pod(NAMESPACE, grace_period_seconds=0)
         api.delete_collection_namespaced_resource_claim_template(NAMESPACE)
-        _wait(lambda: not core.list_namespaced_pod(NAMESPACE).items, "pods gone")
+        wait_until(lambda: not core.list_namespaced_pod(NAMESPACE).items, "pods gone")
         api.delete_collection_namespaced_resource_claim(NAMESPACE)
-        _wait(lambda: not api.list_namespaced_resource_claim(NAMESPACE).items, "claims gone")
+        wait_until(lambda: not api.list_namespaced_resource_claim(NAMESPACE).items, "claims gone")
         for item in slices:
             api.delete_resource_slice(item["metadata"]["name"])
         for device_class in (GPU_CLASS, MIG_CLASS):
             api.delete_device_class(device_class["metadata"]["name"])
 
 
-def _wait(done: Any, what: str, seconds: float = 60) -> None:
+def wait_until(done: Any, what: str, seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while not done():
         if time.monotonic() > deadline:
@@ -165,12 +165,13 @@ CONSTRAINTS = {"three-of-a-kind": [{"matchAttribute": "gpu.nvidia.com/productNam
 
 
 def scheduled(real: RealCluster, pod: dict[str, Any]) -> tuple[str | None, str]:
+    """The node the real scheduler bound the pod to, or None and its Unschedulable text."""
     core = real.core()
-    name = pod["metadata"]["name"]
+    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
     found: dict[str, Any] = {}
 
     def decided() -> bool:
-        created = core.read_namespaced_pod(name, NAMESPACE)
+        created = core.read_namespaced_pod(name, namespace)
         if created.spec.node_name:
             found["node"] = created.spec.node_name
             return True
@@ -180,7 +181,7 @@ def scheduled(real: RealCluster, pod: dict[str, Any]) -> tuple[str | None, str]:
                 return True
         return False
 
-    _wait(decided, f"the scheduler's decision on {name}")
+    wait_until(decided, f"the scheduler's decision on {name}")
     return found.get("node"), found.get("message", "")
 
 

@@ -12,7 +12,6 @@ sync; each case asks the portal's fit check, then creates the pod for the real s
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +21,7 @@ from kubernetes.client.rest import ApiException
 from pools.fit.service import fit_check_run
 from pools.inventory import inventory_sync
 from pools.models import GpuPod
+from tests.controlplane.test_dra_agreement import scheduled, wait_until
 from tests.real_cluster import RealCluster
 
 pytestmark = [pytest.mark.django_db, pytest.mark.kubernetes]
@@ -32,14 +32,6 @@ BIG_SLICE = "nvidia.com/mig-3g.40gb"
 SHARED = "nvidia.com/gpu.shared"
 # What the device plugin advertises on each of the two nodes.
 ADVERTISED = ({SLICE: "7", BIG_SLICE: "1"}, {SHARED: "4"})
-
-
-def _wait(done: Any, what: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {seconds:.0f} s for {what}")
-        time.sleep(0.2)
 
 
 def unit_pod(name: str, limits: dict[str, str]) -> dict[str, Any]:
@@ -54,26 +46,6 @@ def unit_pod(name: str, limits: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def scheduled(real: RealCluster, name: str) -> tuple[str | None, str]:
-    """The node the real scheduler bound the pod to, or None and its Unschedulable text."""
-    core = real.core()
-    found: dict[str, Any] = {}
-
-    def decided() -> bool:
-        pod = core.read_namespaced_pod(name, NAMESPACE)
-        if pod.spec.node_name:
-            found["node"] = pod.spec.node_name
-            return True
-        for condition in pod.status.conditions or []:
-            if condition.type == "PodScheduled" and condition.reason == "Unschedulable":
-                found["message"] = condition.message
-                return True
-        return False
-
-    _wait(decided, f"the scheduler's decision on {name}")
-    return found.get("node"), found.get("message", "")
-
-
 def _bound_eventually(real: RealCluster, name: str, limits: dict[str, str]) -> str:
     """Create a pod and wait until it is bound: the scheduler retries an unschedulable pod
     when a node changes, so once it is bound the scheduler has seen the nodes' new
@@ -83,7 +55,7 @@ def _bound_eventually(real: RealCluster, name: str, limits: dict[str, str]) -> s
     def bound() -> bool:
         return bool(real.core().read_namespaced_pod(name, NAMESPACE).spec.node_name)
 
-    _wait(bound, f"{name} bound once the scheduler sees the advertised units")
+    wait_until(bound, f"{name} bound once the scheduler sees the advertised units")
     return str(real.core().read_namespaced_pod(name, NAMESPACE).spec.node_name)
 
 
@@ -116,11 +88,11 @@ def devices(real: RealCluster, settings) -> Iterator[tuple[RealCluster, list[str
         for probe, limits in (("probe-slice", {SLICE: "1"}), ("probe-share", {SHARED: "1"})):
             _bound_eventually(real, probe, limits)
             core.delete_namespaced_pod(probe, NAMESPACE, grace_period_seconds=0)
-        _wait(lambda: not core.list_namespaced_pod(NAMESPACE).items, "the probes gone")
+        wait_until(lambda: not core.list_namespaced_pod(NAMESPACE).items, "the probes gone")
         yield real, nodes
     finally:
         core.delete_collection_namespaced_pod(NAMESPACE, grace_period_seconds=0)
-        _wait(lambda: not core.list_namespaced_pod(NAMESPACE).items, "pods gone")
+        wait_until(lambda: not core.list_namespaced_pod(NAMESPACE).items, "pods gone")
         for node, resources in zip(nodes, ADVERTISED, strict=True):
             _advertise(real, node, dict.fromkeys(resources))  # null: the key removed
 
@@ -148,7 +120,7 @@ def _verdict(pod: dict[str, Any]) -> Any:
 def _assert_agrees(real: RealCluster, pod: dict[str, Any]) -> tuple[str | None, Any]:
     verdict = _verdict(pod)
     real.core().create_namespaced_pod(NAMESPACE, pod)
-    node, message = scheduled(real, pod["metadata"]["name"])
+    node, message = scheduled(real, pod)
     name = pod["metadata"]["name"]
     assert (node is not None) == verdict.fits, (name, node, message, verdict)
     if node is not None:
@@ -177,7 +149,7 @@ def test_verdicts_on_mig_instances_and_shares_are_the_real_schedulers(devices) -
         if node is not None:
             assert verdict.nodes_fit == (node,), case
         core.delete_namespaced_pod(case, NAMESPACE, grace_period_seconds=0)
-        _wait(lambda: not core.list_namespaced_pod(NAMESPACE).items, f"{case} gone")
+        wait_until(lambda: not core.list_namespaced_pod(NAMESPACE).items, f"{case} gone")
 
 
 def test_what_running_pods_hold_of_mig_instances_is_counted(devices) -> None:  # type: ignore[no-untyped-def]
