@@ -532,6 +532,9 @@ class AuditEvent(models.Model):
     request = models.ForeignKey(
         MoveRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )
+    maintenance = models.ForeignKey(
+        "Maintenance", null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
     node_name = models.CharField(max_length=253, blank=True, db_index=True)
     message = models.TextField(blank=True)
     before = models.JSONField(default=dict, blank=True)
@@ -622,6 +625,95 @@ class Drill(models.Model):
 
     def __str__(self) -> str:
         return f"drill #{self.pk} on {self.pool.name}"
+
+
+class Maintenance(models.Model):
+    """A driver or firmware upgrade taken through some nodes of a pool in waves: each wave
+    (at most `wave_size` nodes, or that per cent of them) is cordoned and drained within the
+    pool's headroom, held until an operator confirms the step or a node label says it is
+    done, then uncordoned. The worker advances it a step at a time (pools.maintenance.waves);
+    the database says where it stands, so a worker that dies loses nothing."""
+
+    class State(models.TextChoices):
+        RUNNING = "running"
+        PAUSED = "paused"
+        DONE = "done"
+        CANCELLED = "cancelled"
+
+    class Hold(models.TextChoices):
+        CONFIRM = "confirm", "until an operator confirms the step"
+        LABEL = "label", "until a node label says so"
+
+    ACTIVE_STATES = (State.RUNNING, State.PAUSED)
+
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="maintenances")
+    reason = models.TextField(max_length=FREE_TEXT_MAX_LENGTH)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="maintenances"
+    )
+    state = models.CharField(max_length=20, choices=State.choices, default=State.RUNNING)
+    wave_size = models.PositiveSmallIntegerField()
+    wave_percent = models.BooleanField(default=False)
+    hold = models.CharField(max_length=10, choices=Hold.choices, default=Hold.CONFIRM)
+    hold_label = models.CharField(max_length=400, blank=True)  # "key" or "key=value"
+    step = models.CharField(max_length=200, blank=True)  # what the operator confirms
+    drain_deadline_seconds = models.PositiveIntegerField(default=1800)
+    wave = models.PositiveSmallIntegerField(default=0)  # the wave under way; 0 before the first
+    wave_started_at = models.DateTimeField(null=True, blank=True)
+    confirmed_wave = models.PositiveSmallIntegerField(default=0)
+    waiting = models.CharField(max_length=1000, blank=True)  # why it does not go on now
+    paused_reason = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)  # the worker winds it down
+    lease_until = models.DateTimeField(null=True, blank=True)  # a worker advancing it
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pool"],
+                condition=models.Q(state__in=["running", "paused"]),
+                name="one_active_maintenance_per_pool",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"maintenance #{self.pk} of {self.pool.name}"
+
+
+class MaintenanceNode(models.Model):
+    """One node of a maintenance: its wave, where it stands, and whether the cordon on it is
+    the maintenance's (an operator's own cordon is left alone)."""
+
+    class State(models.TextChoices):
+        WAITING = "waiting"  # its wave has not come
+        DRAINING = "draining"  # cordoned, its GPU pods being evicted
+        HELD = "held"  # drained: the upgrade's turn
+        DONE = "done"  # uncordoned
+        LEFT = "left"  # the maintenance ended before its wave (cancelled, or the node gone)
+
+    UNFINISHED = (State.WAITING, State.DRAINING, State.HELD)
+
+    maintenance = models.ForeignKey(Maintenance, on_delete=models.CASCADE, related_name="nodes")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="maintenance_items")
+    wave = models.PositiveSmallIntegerField(null=True, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.WAITING)
+    cordoned_by_portal = models.BooleanField(default=False)
+    operator_cordon = models.BooleanField(default=False)  # cordoned before its wave: theirs
+    label_before = models.JSONField(null=True, blank=True)  # the value at the drain; None: absent
+    refusals = models.JSONField(default=dict, blank=True)  # pod -> the budget's last words
+    drained_at = models.DateTimeField(null=True, blank=True)
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["maintenance", "wave", "node__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["maintenance", "node"], name="one_row_per_node")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node.name} in maintenance #{self.maintenance_id}"
 
 
 class ApiToken(models.Model):

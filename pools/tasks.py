@@ -16,10 +16,18 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from pools import drills, moves
-from pools.common.events import drill_wanted, execution_wanted, move_event
+from pools.common.events import (
+    drill_wanted,
+    execution_wanted,
+    maintenance_event,
+    maintenance_wanted,
+    move_event,
+)
 from pools.common.idempotency import idempotency_records_purge
 from pools.insights import gather
 from pools.inventory.sync import inventory_safety_net
+from pools.maintenance import advance as maintenance
+from pools.maintenance import notifications as maintenance_notifications
 from pools.moves import notifications
 from pools.moves.execution import run
 from pools.notify.errors import NotificationFailed
@@ -170,3 +178,41 @@ def enqueue_notifications(sender: Any, request_id: int, event: str, **kwargs: An
 def enqueue_drill(sender: Any, drill_id: int, **kwargs: Any) -> None:
     """A drill recorded (sent after its commit)."""
     run_drill.delay(drill_id)
+
+
+# --- maintenances: a step at each tick, and at once when someone takes one
+
+
+@shared_task(ignore_result=True)
+def advance_maintenances() -> int:
+    return len(maintenance.maintenances_advance(now=timezone.now()))
+
+
+@shared_task(ignore_result=True)
+def advance_maintenance(maintenance_id: int) -> None:
+    maintenance.maintenance_advance(maintenance_id, now=timezone.now())
+
+
+@receiver(maintenance_wanted)
+def enqueue_maintenance(sender: Any, maintenance_id: int, **kwargs: Any) -> None:
+    advance_maintenance.delay(maintenance_id)
+
+
+@shared_task(bind=True, ignore_result=True, max_retries=None)
+def notify_maintenance(self, channel: str, event: str, maintenance_id: int) -> None:  # type: ignore[no-untyped-def]
+    send = maintenance_notifications.SENDERS[channel]
+    try:
+        send(event=event, maintenance_id=maintenance_id)
+    except NotificationFailed as exc:
+        retries = self.request.retries
+        if exc.transient and retries < settings.NOTIFY_MAX_RETRIES:
+            raise self.retry(countdown=settings.NOTIFY_RETRY_SECONDS * 2**retries) from None
+        log.error("maintenance #%s %s: %s not delivered: %s", maintenance_id, event, channel, exc)
+
+
+@receiver(maintenance_event)
+def enqueue_maintenance_notifications(
+    sender: Any, maintenance_id: int, event: str, **kwargs: Any
+) -> None:
+    for channel in maintenance_notifications.channels():
+        notify_maintenance.apply_async((channel, event, maintenance_id), retry=False)

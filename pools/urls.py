@@ -1,6 +1,17 @@
 from django.urls import path
 
-from pools.pages import audit, drills, exports, fit, fleet, insights, moves, search, tokens
+from pools.pages import (
+    audit,
+    drills,
+    exports,
+    fit,
+    fleet,
+    insights,
+    maintenance,
+    moves,
+    search,
+    tokens,
+)
 
 urlpatterns = [
     path("", fleet.home, name="home"),
@@ -10,6 +21,7 @@ urlpatterns = [
     path("pools/<str:name>/", fleet.pool_detail, name="pool-detail"),
     path("pools/<str:name>/insights/", insights.pool_insights, name="pool-insights"),
     path("pools/<str:name>/drills/", drills.pool_drills, name="pool-drills"),
+    path("pools/<str:name>/maintenance/new/", maintenance.maintenance_new, name="maintenance-new"),
     path("pools/<str:name>/edit/", fleet.pool_edit, name="pool-edit"),
     path("pools/<str:name>/retire/", fleet.pool_retire, name="pool-retire"),
     path("pools/<str:name>/restore/", fleet.pool_restore, name="pool-restore"),
@@ -23,6 +35,17 @@ urlpatterns = [
     path("moves/<int:pk>/reject/", moves.move_reject, name="move-reject"),
     path("moves/<int:pk>/cancel/", moves.move_cancel, name="move-cancel"),
     path("loans/", moves.loans, name="loans"),
+    path("maintenance/", maintenance.maintenance_list, name="maintenance-list"),
+    path("maintenance/<int:pk>/", maintenance.maintenance_detail, name="maintenance-detail"),
+    *(
+        path(
+            f"maintenance/<int:pk>/{step}/",
+            maintenance.maintenance_steer,
+            {"step": step},
+            name=f"maintenance-{step}",
+        )
+        for step in ("confirm", "pause", "resume", "cancel")
+    ),
     path("insights/profiles/", insights.profiles, name="profiles"),
     path("advice/", insights.advice_list, name="advice"),
     path("advice/dismiss/", insights.advice_dismiss, name="advice-dismiss"),

@@ -422,12 +422,20 @@ RECONFIGURE_WAIT_SECONDS = env_int("RECONFIGURE_WAIT_SECONDS", 600, minimum=1, m
 MOVE_EXECUTION_DEADLINE_SECONDS = env_int(
     "MOVE_EXECUTION_DEADLINE_SECONDS", 900, minimum=60, maximum=86_400
 )
+# How often the beat takes each running maintenance a step further (a drain's evictions, a
+# wave's hold): also how soon a refused eviction is asked again.
+MAINTENANCE_TICK_SECONDS = env_int("MAINTENANCE_TICK_SECONDS", 10, minimum=1, maximum=3600)
 CELERY_BEAT_SCHEDULE.update(
     {
         "sweep-moves": {"task": "pools.tasks.sweep_moves", "schedule": 30.0},
         "return-loans": {"task": "pools.tasks.return_loans", "schedule": 30.0},
         "expire-moves": {"task": "pools.tasks.expire_moves", "schedule": 300.0},
         "end-overdue-drills": {"task": "pools.tasks.end_overdue_drills", "schedule": 30.0},
+        "advance-maintenances": {
+            "task": "pools.tasks.advance_maintenances",
+            "schedule": float(MAINTENANCE_TICK_SECONDS),
+            "options": {"expires": float(MAINTENANCE_TICK_SECONDS)},
+        },
         "purge-idempotency-records": {
             "task": "pools.tasks.purge_idempotency_records",
             "schedule": 3600.0,

@@ -23,6 +23,7 @@ class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
             "actor_name",
             "action",
             "request",
+            "maintenance",
             "node_name",
             "message",
             "before",

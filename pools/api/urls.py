@@ -12,6 +12,7 @@ router.register("nodes", fleet.NodeViewSet, basename="node")
 router.register("moves", moves.MoveViewSet, basename="move")
 router.register("audit-events", audit.AuditEventViewSet, basename="audit-event")
 router.register("drills", drills.DrillViewSet, basename="drill")
+router.register("maintenances", maintenance.MaintenanceViewSet, basename="maintenance")
 
 
 @extend_schema(exclude=True)

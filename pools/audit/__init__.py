@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from pools.models import AuditEvent, MoveRequest
+from pools.models import AuditEvent, Maintenance, MoveRequest
 
 SYSTEM = "system"
 
@@ -16,6 +16,7 @@ def audit(
     *,
     actor: AbstractBaseUser | None = None,
     request: MoveRequest | None = None,
+    maintenance: Maintenance | None = None,
     node_name: str = "",
     message: str = "",
     before: dict[str, Any] | None = None,
@@ -26,6 +27,7 @@ def audit(
         actor=actor,
         actor_name=actor.get_username() if actor is not None else SYSTEM,
         request=request,
+        maintenance=maintenance,
         node_name=node_name,
         message=message,
         before=before or {},

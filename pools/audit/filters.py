@@ -13,9 +13,10 @@ class AuditFilter(django_filters.FilterSet):
     node = django_filters.CharFilter(field_name="node_name")
     actor = django_filters.CharFilter(field_name="actor_name")
     request = IdFilter(field_name="request_id")
+    maintenance = IdFilter(field_name="maintenance_id")
     since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
     until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = AuditEvent
-        fields = ["action", "node", "actor", "request", "since", "until"]
+        fields = ["action", "node", "actor", "request", "maintenance", "since", "until"]

@@ -78,3 +78,35 @@ def announce_drill_after_commit(drill_id: int) -> None:
                 )
 
     transaction.on_commit(send)
+
+
+# Sent with maintenance_id=<Maintenance pk> once a maintenance may take its next step (it was
+# started, confirmed, resumed or cancelled): the worker advances it at once, not at the beat's
+# next tick.
+maintenance_wanted = Signal()
+# Sent with maintenance_id and event (pools.maintenance.notifications.EVENTS) once a wave
+# waits for the operator, the maintenance pauses by itself, or it ends.
+maintenance_event = Signal()
+
+
+def announce_maintenance_after_commit(maintenance_id: int, event: str | None = None) -> None:
+    """After commit, and never in the way: with the broker down the beat's tick advances the
+    maintenance all the same, and the event's notification is logged as lost."""
+
+    def send() -> None:
+        signal, kwargs = (
+            (maintenance_wanted, {}) if event is None else (maintenance_event, {"event": event})
+        )
+        for receiver, outcome in signal.send_robust(
+            sender=None, maintenance_id=maintenance_id, **kwargs
+        ):
+            if isinstance(outcome, Exception):
+                log.error(
+                    "could not announce %s of maintenance #%s (%s: %s)",
+                    event or "a step",
+                    maintenance_id,
+                    getattr(receiver, "__name__", receiver),
+                    outcome,
+                )
+
+    transaction.on_commit(send)

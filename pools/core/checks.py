@@ -24,6 +24,7 @@ class NodeFacts:
     gpu_model: str = ""
     drifted: bool = False
     active_move: int | None = None  # another request that holds the node
+    maintenance: int | None = None  # a maintenance that still has the node to do
     xid_gpus: int | None = None  # None: unknown (no metrics)
     has_metrics: bool | None = None  # None: Prometheus unavailable
     layouts: tuple[str, ...] = ()  # how it offers its GPUs (pools.core.devices.node_layouts)
@@ -285,6 +286,15 @@ def _node_failures(
                 node.name,
                 "active_move",
                 f"{node.name} already has an active move (#{node.active_move}): one at a time.",
+            )
+        )
+    if node.maintenance is not None:
+        failures.append(
+            CheckFailure(
+                node.name,
+                "in_maintenance",
+                f"{node.name} is in maintenance #{node.maintenance}: move it when that is done "
+                "or cancelled.",
             )
         )
     if reconcile:

@@ -180,15 +180,22 @@ def headroom(
     *,
     min_nodes: int = 0,
     budgets_error: str | None = None,
+    only: Collection[str] | None = None,
 ) -> Headroom:
-    """The pool's maintenance headroom (see the module's docstring)."""
+    """The pool's maintenance headroom (see the module's docstring); with `only`, of those
+    of its nodes alone (a maintenance's nodes left to drain), the others still counted for
+    the floor and the budgets."""
     blockers = [Blocker(DOWN, n.name, f"{n.name} is {n.down}", (n.name,)) for n in nodes if n.down]
     in_service = [n for n in nodes if not n.down]
     held = _held(in_service, pods, budgets)
     blockers += held.blockers
     room = max(len(in_service) - min_nodes, 0)
     candidates = sorted(
-        (n.name for n in in_service if n.name not in held.stuck),
+        (
+            n.name
+            for n in in_service
+            if n.name not in held.stuck and (only is None or n.name in only)
+        ),
         key=lambda name: (sum(held.need[name].values()), name),
     )
     chosen, refused, floor_kept = _choose(candidates, held.need, budgets, room)

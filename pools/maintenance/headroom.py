@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -31,9 +31,10 @@ log = logging.getLogger(__name__)
 _CACHE_KEY = "maintenance:budgets"
 
 
-def cluster_budgets() -> tuple[list[Budget], str | None]:
-    """The cluster's disruption budgets, or none and why they could not be read."""
-    kept = cache.get(_CACHE_KEY)
+def cluster_budgets(*, fresh: bool = False) -> tuple[list[Budget], str | None]:
+    """The cluster's disruption budgets, or none and why they could not be read. `fresh`:
+    read now (a wave about to drain), not what a page read a few seconds ago."""
+    kept = None if fresh else cache.get(_CACHE_KEY)
     if kept is not None:
         return kept, None
     try:
@@ -53,7 +54,7 @@ class _Inputs:
     error: str | None
 
 
-def _inputs(pool: Pool) -> _Inputs:
+def _inputs(pool: Pool, *, fresh: bool = False) -> _Inputs:
     """The pool's nodes (with the moves holding them) and their live GPU pods: three
     queries; and the cluster's budgets."""
     rows = list(Node.objects.present().filter(pool=pool).values_list("name", "cordoned", "ready"))
@@ -76,13 +77,16 @@ def _inputs(pool: Pool) -> _Inputs:
         .filter(node_name__in=names)
         .values_list("namespace", "name", "node_name", "labels", "owner_kind", "owner_name")
     ]
-    budgets, error = cluster_budgets()
+    budgets, error = cluster_budgets(fresh=fresh)
     return _Inputs(nodes, pods, budgets, error)
 
 
-def pool_headroom(pool: Pool) -> Headroom:
-    """How many of the pool's nodes can be drained together now, and what stops more."""
-    found = _inputs(pool)
+def pool_headroom(
+    pool: Pool, *, only: Collection[str] | None = None, fresh: bool = False
+) -> Headroom:
+    """How many of the pool's nodes can be drained together now, and what stops more; with
+    `only`, of those nodes alone (pools.core.headroom.headroom)."""
+    found = _inputs(pool, fresh=fresh)
     return headroom(
         pool.name,
         found.nodes,
@@ -90,6 +94,7 @@ def pool_headroom(pool: Pool) -> Headroom:
         found.budgets,
         min_nodes=pool.min_nodes,
         budgets_error=found.error,
+        only=only,
     )
 
 

@@ -27,7 +27,7 @@ from pools.core.devices import node_layouts
 from pools.core.figures import NodeMetrics
 from pools.core.taints import Taint
 from pools.metrics.node_figures import latest_node_metrics
-from pools.models import MoveItem, MoveRequest, Node, Pool
+from pools.models import Maintenance, MaintenanceNode, MoveItem, MoveRequest, Node, Pool
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,13 @@ def node_facts(names: Sequence[str], destination: Pool) -> tuple[list[NodeFacts]
             "node__name", "request_id"
         )
     )
+    maintained = dict(
+        MaintenanceNode.objects.filter(
+            maintenance__state__in=Maintenance.ACTIVE_STATES,
+            state__in=MaintenanceNode.UNFINISHED,
+            node__name__in=names,
+        ).values_list("node__name", "maintenance_id")
+    )
     metrics: Mapping[str, NodeMetrics] = {}
     available: bool | None = None
     if destination.requires_healthy_nodes:  # only then are the metrics worth asking for
@@ -118,6 +125,7 @@ def node_facts(names: Sequence[str], destination: Pool) -> tuple[list[NodeFacts]
                 gpu_model=node.gpu_model,
                 drifted=node.drifted,
                 active_move=holders.get(name),
+                maintenance=maintained.get(name),
                 xid_gpus=m.xid_gpus if m else None,
                 has_metrics=(m is not None) if available else None,
                 layouts=node_layouts(node.device_set()),

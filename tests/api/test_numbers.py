@@ -12,15 +12,20 @@ import pytest
 from rest_framework import serializers
 
 from pools.api.fields import StrictIntegerField
-from pools.models import AuditEvent, Drill, MoveRequest, Pool
+from pools.maintenance import waves
+from pools.models import AuditEvent, Drill, Maintenance, MoveRequest, Pool
 from tests.api.conftest import api
 from tests.api.input_serializers import input_serializers
 from tests.factories import demo_inventory
+from tests.moves_helpers import user_in
 
 API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 MOVE = {"nodes": ["a100-reserve-000"], "destination": "training", "reason": "more"}
 POOL = {"name": "batch", "display_name": "Batch", "labels": {"workload-type": "batch"}}
 DRILL = {"kind": "node_down", "pool": "training", "node": "a100-train-001"}
+WAVES = {"pool": "mixed", "wave_size": 1, "step": "driver upgraded", "reason": "driver 570"}
+# A path with {maintenance}: a maintenance of the mixed pool is started first.
+CONFIRM = "/api/v1/maintenances/{maintenance}/confirm/"
 
 # Each number the API documents in a body: (role, path, body, field, a valid value).
 DOCUMENTED = [
@@ -32,6 +37,10 @@ DOCUMENTED = [
     ("approvers", "/api/v1/moves/bulk-approve/", {}, "ids", [1]),
     ("approvers", "/api/v1/moves/bulk-reject/", {"reason": "no"}, "ids", [1]),
     ("pool-admins", "/api/v1/drills/", DRILL, "hold_seconds", 60),
+    ("pool-admins", "/api/v1/maintenances/", WAVES, "wave_size", 2),
+    ("pool-admins", "/api/v1/maintenances/", WAVES, "count", 2),
+    ("pool-admins", "/api/v1/maintenances/", WAVES, "drain_deadline_seconds", 600),
+    ("pool-admins", CONFIRM, {}, "wave", 1),
 ]
 
 
@@ -48,6 +57,7 @@ def written() -> tuple[int, ...]:
         Pool.objects.count(),
         MoveRequest.objects.count(),
         Drill.objects.count(),
+        Maintenance.objects.count(),
         AuditEvent.objects.count(),
     )
 
@@ -62,6 +72,15 @@ def test_a_documented_number_sent_as_a_string_or_a_float_is_refused_naming_it(  
     token_for: Callable[[str], str], role, path, body, field, value
 ) -> None:
     demo_inventory()
+    if "{maintenance}" in path:
+        started = waves.maintenance_start(
+            pool=Pool.objects.get(name="mixed"),
+            user=user_in("pool-admins", "paula"),
+            reason="firmware",
+            wave_size=1,
+            step="done",
+        )
+        path = path.format(maintenance=started.pk)
     client = api(token_for(role))
     before = written()
     for bad in loose(value):

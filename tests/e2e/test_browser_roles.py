@@ -17,7 +17,8 @@ from django.utils import timezone
 from pools import moves
 from pools.common.roles import Capability, Role, refusal_reason
 from pools.inventory import inventory_sync
-from pools.models import Pool
+from pools.maintenance import waves
+from pools.models import Maintenance, MaintenanceNode, Pool
 from tests.e2e import test_browser
 from tests.e2e.test_browser import DESKTOP, PHONE, Watched
 from tests.moves_helpers import user_in
@@ -28,7 +29,12 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 PASSWORD = "walk-every-page-1"
 
 MOVE_FORM = "/moves/new/?node=gpu-new-000"
-POOL_FORMS = {"/pools/new/", "/pools/training/edit/", "/pools/shared/retire/"}
+POOL_FORMS = {
+    "/pools/new/",
+    "/pools/training/edit/",
+    "/pools/shared/retire/",
+    "/pools/training/maintenance/new/",
+}
 
 # Every page a person opens, with the capability it needs ({move}: a pending loan request).
 PAGES: tuple[tuple[str, Capability], ...] = (
@@ -39,6 +45,8 @@ PAGES: tuple[tuple[str, Capability], ...] = (
     ("/pools/unassigned/", Capability.VIEW),
     ("/pools/training/insights/", Capability.VIEW),
     ("/pools/training/drills/", Capability.VIEW),
+    ("/maintenance/", Capability.VIEW),
+    ("/maintenance/{maintenance}/", Capability.VIEW),
     ("/nodes/a100-train-drift-000/", Capability.VIEW),
     ("/moves/", Capability.VIEW),  # the pending approvals (the approvers' bulk selection)
     ("/moves/?state=all", Capability.VIEW),
@@ -58,6 +66,7 @@ PAGES: tuple[tuple[str, Capability], ...] = (
     ("/pools/new/", Capability.EDIT_POOLS),
     ("/pools/training/edit/", Capability.EDIT_POOLS),
     ("/pools/shared/retire/", Capability.EDIT_POOLS),
+    ("/pools/training/maintenance/new/", Capability.EDIT_POOLS),
 )
 # What each role may not open (None: a superuser, who opens everything): a 403 page.
 REFUSED: dict[Role | None, set[str]] = {
@@ -125,6 +134,32 @@ def check_fits(watched: Watched, where: str) -> None:
     assert below == [], (where, below)
 
 
+def _maintenance_under_way() -> int:
+    """A maintenance with a wave drained and waiting for its step, and a budget's refusal
+    (long words) on a node still to come: its page at its fullest."""
+    maintenance = waves.maintenance_start(
+        pool=Pool.objects.get(name="training"),
+        user=user_in("pool-admins", "paula"),
+        reason="driver 570 on the training nodes (CHG-1234)",
+        wave_size=1,
+        step="driver upgraded",
+        nodes=["a100-train-001", "a100-train-002"],
+    )
+    Maintenance.objects.filter(pk=maintenance.pk).update(
+        wave=1, waiting="wave 1 drained: waiting for 'driver upgraded' to be confirmed"
+    )
+    rows = MaintenanceNode.objects.filter(maintenance=maintenance)
+    rows.filter(node__name="a100-train-001").update(wave=1, state="held", cordoned_by_portal=True)
+    refusal = (
+        "Cannot evict pod as it would violate the pod's disruption budget. The disruption "
+        "budget llm-pretrain-budget-with-a-long-name needs 4 healthy pods and has 4 currently"
+    )
+    rows.filter(node__name="a100-train-002").update(
+        refusals={"ml-training/llm-pretrain-worker-0": {"message": refusal, "next_try": 0}}
+    )
+    return maintenance.pk
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("role", "dark"),
@@ -150,13 +185,14 @@ def test_every_page_in_every_role_fits_phone_and_desktop_without_errors(
         loan_until=now + timedelta(days=3),
         now=now,
     )
+    maintenance = _maintenance_under_way()
     user = walker(role)
     context = walk_browser.new_context(viewport=DESKTOP, color_scheme="dark" if dark else "light")
     watched = Watched(context)
     watched.log_in(live_server.url, user.username, PASSWORD)
     page = watched.page
     for path, capability in PAGES:
-        url = f"{live_server.url}{path.format(move=move.pk)}"
+        url = f"{live_server.url}{path.format(move=move.pk, maintenance=maintenance)}"
         expected = 403 if path in REFUSED[role] else 200
         watched.expect_status(url, expected)
         page.set_viewport_size(DESKTOP)

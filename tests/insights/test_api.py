@@ -97,9 +97,9 @@ def test_insights_cost_the_same_queries_however_much_history(token_for) -> None:
     assert len(large) == len(small) + 1 + PREVIEW_QUERIES * len(moves)
 
 
-# The move's plan (nodes, pools, their facts) and its impact (the cluster's nodes and pods,
-# the pending queue) for one suggested move.
-PREVIEW_QUERIES = 12
+# The move's plan (nodes, pools, their facts, the maintenances that hold its nodes) and its
+# impact (the cluster's nodes and pods, the pending queue) for one suggested move.
+PREVIEW_QUERIES = 13
 
 
 def test_advice_dismissed_with_a_reason_stays_hidden_until_the_evidence_changes(
