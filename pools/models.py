@@ -535,6 +535,9 @@ class AuditEvent(models.Model):
     maintenance = models.ForeignKey(
         "Maintenance", null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )
+    booking = models.ForeignKey(
+        "Booking", null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
     node_name = models.CharField(max_length=253, blank=True, db_index=True)
     message = models.TextField(blank=True)
     before = models.JSONField(default=dict, blank=True)
@@ -714,6 +717,101 @@ class MaintenanceNode(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node.name} in maintenance #{self.maintenance_id}"
+
+
+class Booking(models.Model):
+    """Nodes of a pool booked for a team over a window in the future: named nodes, or a number
+    of GPUs of a model (whole nodes chosen at the start). Approved with four eyes; at its start
+    it becomes a loan (an approved move with `loan_until` at its end) that the normal execution
+    applies and the loans' return brings back (pools.bookings)."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"  # asked, waiting for its approvals
+        APPROVED = "approved"  # its window is held; it starts at starts_at
+        STARTED = "started"  # became its loan
+        ENDED = "ended"  # its loan came back
+        MISSED = "missed"  # its window passed without its nodes free to start
+        REJECTED = "rejected"
+        CANCELLED = "cancelled"
+        EXPIRED = "expired"  # not approved before its start
+
+    HOLDING_STATES = (State.APPROVED, State.STARTED)  # what holds the window
+    OPEN_STATES = (State.PENDING, State.APPROVED, State.STARTED)
+
+    source = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="bookings_out")
+    destination = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="bookings_in")
+    team = models.CharField(max_length=63, blank=True)
+    node_names = models.JSONField(default=list, blank=True)  # named nodes
+    gpu_model = models.CharField(max_length=100, blank=True)  # or a count of GPUs of a model
+    gpus = models.PositiveIntegerField(default=0)
+    taken = models.JSONField(default=list, blank=True)  # the nodes its loan took
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    reason = models.TextField(max_length=FREE_TEXT_MAX_LENGTH)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="bookings"
+    )
+    approvals_required = models.PositiveSmallIntegerField(default=1)
+    loan = models.OneToOneField(
+        MoveRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="booking"
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    start_delay_seconds = models.PositiveIntegerField(null=True, blank=True)
+    start_blocked = models.TextField(blank=True)  # why its nodes are not free at the start
+    told_day_ahead = models.BooleanField(default=False)
+    told_hour_ahead = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["starts_at", "id"]
+        indexes = [models.Index(fields=["state", "starts_at"])]
+
+    def __str__(self) -> str:
+        return f"booking #{self.pk} of {self.source.name}"
+
+    @property
+    def what(self) -> str:
+        if self.gpus:
+            return f"{self.gpus} {self.gpu_model} GPU{'' if self.gpus == 1 else 's'}"
+        count = len(self.node_names)
+        return f"{count} node{'' if count == 1 else 's'}"
+
+
+class BookingApproval(models.Model):
+    booking = models.ForeignKey(Booking, on_delete=models.CASCADE, related_name="approvals")
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="booking_approvals"
+    )
+    comment = models.TextField(blank=True, max_length=FREE_TEXT_MAX_LENGTH)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["booking", "approver"], name="one_approval_per_booker")
+        ]
+
+    def __str__(self) -> str:
+        return f"approval of booking #{self.booking_id}"
+
+
+class CalendarFeed(models.Model):
+    """A read-only key for one pool's iCalendar feed, for a calendar application that can
+    only fetch a URL: it reads that feed and nothing else; stored as a SHA-256 hash, shown
+    once, revocable."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="calendar_feeds"
+    )
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="calendar_feeds")
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"calendar feed of {self.pool_id} for {self.user_id}"
 
 
 class ApiToken(models.Model):

@@ -15,8 +15,10 @@ from django.conf import settings
 from django.dispatch import receiver
 from django.utils import timezone
 
-from pools import drills, moves
+from pools import bookings, drills, moves
+from pools.bookings import notifications as booking_notifications
 from pools.common.events import (
+    booking_event,
     drill_wanted,
     execution_wanted,
     maintenance_event,
@@ -30,6 +32,7 @@ from pools.maintenance import advance as maintenance
 from pools.maintenance import notifications as maintenance_notifications
 from pools.moves import notifications
 from pools.moves.execution import run
+from pools.notify import configured_channels
 from pools.notify.errors import NotificationFailed
 from portal.celery import NODE_CHANGING_TASK_OPTIONS
 
@@ -198,21 +201,55 @@ def enqueue_maintenance(sender: Any, maintenance_id: int, **kwargs: Any) -> None
     advance_maintenance.delay(maintenance_id)
 
 
+def _send_or_retry(task: Any, send: Callable[[], object], what: str) -> None:
+    """One notification of a maintenance or a booking; a transient failure is retried with
+    a backoff, a bounded number of times, then logged."""
+    try:
+        send()
+    except NotificationFailed as exc:
+        retries = task.request.retries
+        if exc.transient and retries < settings.NOTIFY_MAX_RETRIES:
+            raise task.retry(countdown=settings.NOTIFY_RETRY_SECONDS * 2**retries) from None
+        log.error("%s: not delivered: %s", what, exc)
+
+
 @shared_task(bind=True, ignore_result=True, max_retries=None)
 def notify_maintenance(self, channel: str, event: str, maintenance_id: int) -> None:  # type: ignore[no-untyped-def]
     send = maintenance_notifications.SENDERS[channel]
-    try:
-        send(event=event, maintenance_id=maintenance_id)
-    except NotificationFailed as exc:
-        retries = self.request.retries
-        if exc.transient and retries < settings.NOTIFY_MAX_RETRIES:
-            raise self.retry(countdown=settings.NOTIFY_RETRY_SECONDS * 2**retries) from None
-        log.error("maintenance #%s %s: %s not delivered: %s", maintenance_id, event, channel, exc)
+    _send_or_retry(
+        self,
+        lambda: send(event=event, maintenance_id=maintenance_id),
+        f"maintenance #{maintenance_id} {event} by {channel}",
+    )
 
 
 @receiver(maintenance_event)
 def enqueue_maintenance_notifications(
     sender: Any, maintenance_id: int, event: str, **kwargs: Any
 ) -> None:
-    for channel in maintenance_notifications.channels():
+    for channel in configured_channels():
         notify_maintenance.apply_async((channel, event, maintenance_id), retry=False)
+
+
+# --- bookings: started, ended and told ahead at each tick
+
+
+@shared_task(ignore_result=True)
+def advance_bookings() -> dict[str, int]:
+    return {k: len(v) for k, v in bookings.bookings_advance(now=timezone.now()).items()}
+
+
+@shared_task(bind=True, ignore_result=True, max_retries=None)
+def notify_booking(self, channel: str, event: str, booking_id: int) -> None:  # type: ignore[no-untyped-def]
+    send = booking_notifications.SENDERS[channel]
+    _send_or_retry(
+        self,
+        lambda: send(event=event, booking_id=booking_id),
+        f"booking #{booking_id} {event} by {channel}",
+    )
+
+
+@receiver(booking_event)
+def enqueue_booking_notifications(sender: Any, booking_id: int, event: str, **kwargs: Any) -> None:
+    for channel in configured_channels():
+        notify_booking.apply_async((channel, event, booking_id), retry=False)

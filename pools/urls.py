@@ -2,6 +2,7 @@ from django.urls import path
 
 from pools.pages import (
     audit,
+    bookings,
     drills,
     exports,
     fit,
@@ -21,6 +22,8 @@ urlpatterns = [
     path("pools/<str:name>/", fleet.pool_detail, name="pool-detail"),
     path("pools/<str:name>/insights/", insights.pool_insights, name="pool-insights"),
     path("pools/<str:name>/drills/", drills.pool_drills, name="pool-drills"),
+    path("pools/<str:name>/calendar/", bookings.pool_calendar_page, name="pool-calendar"),
+    path("pools/<str:name>/calendar.ics", bookings.pool_calendar_ics, name="pool-calendar-ics"),
     path("pools/<str:name>/maintenance/new/", maintenance.maintenance_new, name="maintenance-new"),
     path("pools/<str:name>/edit/", fleet.pool_edit, name="pool-edit"),
     path("pools/<str:name>/retire/", fleet.pool_retire, name="pool-retire"),
@@ -35,6 +38,18 @@ urlpatterns = [
     path("moves/<int:pk>/reject/", moves.move_reject, name="move-reject"),
     path("moves/<int:pk>/cancel/", moves.move_cancel, name="move-cancel"),
     path("loans/", moves.loans, name="loans"),
+    path("bookings/", bookings.booking_list, name="booking-list"),
+    path("bookings/new/", bookings.booking_new, name="booking-new"),
+    path("bookings/<int:pk>/", bookings.booking_detail, name="booking-detail"),
+    *(
+        path(
+            f"bookings/<int:pk>/{step}/",
+            bookings.booking_decide,
+            {"step": step},
+            name=f"booking-{step}",
+        )
+        for step in ("approve", "reject", "cancel")
+    ),
     path("maintenance/", maintenance.maintenance_list, name="maintenance-list"),
     path("maintenance/<int:pk>/", maintenance.maintenance_detail, name="maintenance-detail"),
     *(

@@ -425,12 +425,20 @@ MOVE_EXECUTION_DEADLINE_SECONDS = env_int(
 # How often the beat takes each running maintenance a step further (a drain's evictions, a
 # wave's hold): also how soon a refused eviction is asked again.
 MAINTENANCE_TICK_SECONDS = env_int("MAINTENANCE_TICK_SECONDS", 10, minimum=1, maximum=3600)
+# How often the beat starts the bookings whose window opens, ends those whose loan is back,
+# and tells requesters a day and an hour ahead: a booking starts at most this late.
+BOOKINGS_TICK_SECONDS = env_int("BOOKINGS_TICK_SECONDS", 30, minimum=1, maximum=3600)
 CELERY_BEAT_SCHEDULE.update(
     {
         "sweep-moves": {"task": "pools.tasks.sweep_moves", "schedule": 30.0},
         "return-loans": {"task": "pools.tasks.return_loans", "schedule": 30.0},
         "expire-moves": {"task": "pools.tasks.expire_moves", "schedule": 300.0},
         "end-overdue-drills": {"task": "pools.tasks.end_overdue_drills", "schedule": 30.0},
+        "advance-bookings": {
+            "task": "pools.tasks.advance_bookings",
+            "schedule": float(BOOKINGS_TICK_SECONDS),
+            "options": {"expires": float(BOOKINGS_TICK_SECONDS)},
+        },
         "advance-maintenances": {
             "task": "pools.tasks.advance_maintenances",
             "schedule": float(MAINTENANCE_TICK_SECONDS),

@@ -208,6 +208,7 @@ FOLDER_LAYERS = {
     "pools.tokens": "domain",
     "pools.audit": "domain",
     "pools.maintenance": "domain",
+    "pools.bookings": "domain",
     # Entry points: pages, the API, commands, tasks and the wiring of the app and project.
     "pools.pages": "entry",
     "pools.api": "entry",

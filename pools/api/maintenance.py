@@ -206,7 +206,7 @@ STEERING = {**WRITE_ERRORS, **error_responses(404)}
             OpenApiParameter("pool", str, description="Only this pool's maintenances."),
             OpenApiParameter("state", str, description="running, paused, done or cancelled."),
         ],
-        responses={200: MaintenanceSerializer(many=True), **READ_ERRORS},
+        responses={200: MaintenanceSerializer(many=True), **READ_ERRORS, **error_responses(400)},
         description="Maintenances, the newest first, each with its nodes' waves and states.",
     ),
     retrieve=extend_schema(

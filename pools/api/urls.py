@@ -4,7 +4,18 @@ from rest_framework.decorators import api_view
 from rest_framework.exceptions import NotFound
 from rest_framework.routers import SimpleRouter
 
-from pools.api import audit, drills, fit, fleet, insights, inventory, maintenance, moves, search
+from pools.api import (
+    audit,
+    bookings,
+    drills,
+    fit,
+    fleet,
+    insights,
+    inventory,
+    maintenance,
+    moves,
+    search,
+)
 
 router = SimpleRouter()
 router.register("pools", fleet.PoolViewSet, basename="pool")
@@ -13,6 +24,7 @@ router.register("moves", moves.MoveViewSet, basename="move")
 router.register("audit-events", audit.AuditEventViewSet, basename="audit-event")
 router.register("drills", drills.DrillViewSet, basename="drill")
 router.register("maintenances", maintenance.MaintenanceViewSet, basename="maintenance")
+router.register("bookings", bookings.BookingViewSet, basename="booking")
 
 
 @extend_schema(exclude=True)
@@ -33,6 +45,11 @@ urlpatterns = [
         "pools/<str:name>/insights/",
         insights.PoolInsightsView.as_view(),
         name="api-pool-insights",
+    ),
+    path(
+        "pools/<str:name>/calendar/",
+        bookings.PoolCalendarView.as_view(),
+        name="api-pool-calendar",
     ),
     path(
         "pools/<str:name>/headroom/",

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from pools.models import AuditEvent, Maintenance, MoveRequest
+from pools.models import AuditEvent, Booking, Maintenance, MoveRequest
 
 SYSTEM = "system"
 
@@ -17,6 +17,7 @@ def audit(
     actor: AbstractBaseUser | None = None,
     request: MoveRequest | None = None,
     maintenance: Maintenance | None = None,
+    booking: Booking | None = None,
     node_name: str = "",
     message: str = "",
     before: dict[str, Any] | None = None,
@@ -28,6 +29,7 @@ def audit(
         actor_name=actor.get_username() if actor is not None else SYSTEM,
         request=request,
         maintenance=maintenance,
+        booking=booking,
         node_name=node_name,
         message=message,
         before=before or {},

@@ -110,3 +110,25 @@ def announce_maintenance_after_commit(maintenance_id: int, event: str | None = N
                 )
 
     transaction.on_commit(send)
+
+
+# Sent with booking_id and event (pools.bookings.notifications.EVENTS) once a booking is
+# asked for, decided, starts, cannot start, ends, or its start is a day or an hour away.
+booking_event = Signal()
+
+
+def announce_booking_event_after_commit(booking_id: int, event: str) -> None:
+    def send() -> None:
+        for receiver, outcome in booking_event.send_robust(
+            sender=None, booking_id=booking_id, event=event
+        ):
+            if isinstance(outcome, Exception):
+                log.error(
+                    "could not announce %s of booking #%s (%s: %s)",
+                    event,
+                    booking_id,
+                    getattr(receiver, "__name__", receiver),
+                    outcome,
+                )
+
+    transaction.on_commit(send)

@@ -28,14 +28,6 @@ EVENTS = {
 }
 
 
-def channels() -> list[str]:
-    return [
-        name
-        for name, on in (("email", settings.NOTIFY_EMAIL), ("webhook", settings.NOTIFY_WEBHOOK_URL))
-        if on
-    ]
-
-
 def _text(event: str, maintenance: Maintenance) -> tuple[str, str]:
     path = reverse("maintenance-detail", args=[maintenance.pk])
     url = f"{settings.PORTAL_URL}{path}" if settings.PORTAL_URL else path

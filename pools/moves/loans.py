@@ -39,7 +39,21 @@ def loan_change(
             "A loan can only be extended into the future.",
             {"loan_until": "Must be in the future."},
         )
-    new_end = now if until is None else until
+    return _loan_set_end(loan, approver, now if until is None else until, reason, until is None)
+
+
+def loan_end_early(
+    *, loan: MoveRequest, user: AbstractBaseUser, reason: str, now: datetime
+) -> MoveRequest:
+    """End a loan now for its booking's requester or a pool admin, who cancels the booking
+    (pools.bookings): giving nodes back early takes nothing from anyone, so it needs no
+    second person; the return runs as any loan's."""
+    return _loan_set_end(loan, user, now, reason, True)
+
+
+def _loan_set_end(
+    loan: MoveRequest, user: AbstractBaseUser, new_end: datetime, reason: str, early: bool
+) -> MoveRequest:
     with transaction.atomic():
         changed = MoveRequest.objects.filter(
             pk=loan.pk,
@@ -50,8 +64,8 @@ def loan_change(
         if not changed:
             raise Refused("state_conflict", f"Move #{loan.pk} is not an open loan.")
         audit(
-            "loan.ended_early" if until is None else "loan.extended",
-            actor=approver,
+            "loan.ended_early" if early else "loan.extended",
+            actor=user,
             request=loan,
             message=f"{reason.strip()} (until {new_end:%Y-%m-%d %H:%M} UTC)",
             before={"loan_until": loan.loan_until.isoformat() if loan.loan_until else None},

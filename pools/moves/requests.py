@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 
 from pools.audit import audit
 from pools.common.errors import InvalidMove, MoveRefused
-from pools.common.events import announce_event_after_commit
+from pools.common.events import announce_event_after_commit, announce_execution_after_commit
 from pools.common.roles import Capability
 from pools.core.checks import CheckFailure
 from pools.core.notices import Event
@@ -187,3 +187,44 @@ def reconfiguration_ask(
         plugin_config=plugin_config.strip(),
     )
     return move_request_ask(requested_by=requested_by, ask=ask, now=now)
+
+
+def booked_loan_create(
+    *,
+    requested_by: AbstractBaseUser,
+    node_names: Sequence[str],
+    destination: Pool,
+    reason: str,
+    loan_until: datetime,
+    approvers: Sequence[tuple[AbstractBaseUser, str]],
+    now: datetime,
+) -> MoveRequest:
+    """A booking's loan at its start: the same checks as any move now (MoveRefused lists
+    what fails, and nothing is created), then created approved already, with the booking's
+    approvals (its window was approved with four eyes), and announced for execution."""
+    ask = MoveAsk(
+        node_names=node_names, destination=destination, reason=reason, loan_until=loan_until
+    )
+    plan = move_plan(ask=ask, now=now)
+    if plan.failures:
+        raise MoveRefused(plan.failures)
+    fields = {
+        "kind": MoveRequest.Kind.MOVE,
+        "state": MoveRequest.State.APPROVED,
+        "requested_by": requested_by,
+        "destination": destination,
+        "reason": reason,
+        "loan_until": loan_until,
+        "approvals_required": len(approvers),
+        "decided_at": now,
+    }
+    try:
+        with transaction.atomic():
+            move = _create(fields, plan, ask)
+            for approver, comment in approvers:
+                move.approvals.create(approver=approver, comment=comment)
+            audit("move.fully_approved", request=move, message="approved through its booking")
+            announce_execution_after_commit(move.pk)
+            return move
+    except IntegrityError:
+        raise _taken(node_names, destination) from None

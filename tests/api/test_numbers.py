@@ -13,7 +13,7 @@ from rest_framework import serializers
 
 from pools.api.fields import StrictIntegerField
 from pools.maintenance import waves
-from pools.models import AuditEvent, Drill, Maintenance, MoveRequest, Pool
+from pools.models import AuditEvent, Booking, Drill, Maintenance, MoveRequest, Pool
 from tests.api.conftest import api
 from tests.api.input_serializers import input_serializers
 from tests.factories import demo_inventory
@@ -24,6 +24,14 @@ MOVE = {"nodes": ["a100-reserve-000"], "destination": "training", "reason": "mor
 POOL = {"name": "batch", "display_name": "Batch", "labels": {"workload-type": "batch"}}
 DRILL = {"kind": "node_down", "pool": "training", "node": "a100-train-001"}
 WAVES = {"pool": "mixed", "wave_size": 1, "step": "driver upgraded", "reason": "driver 570"}
+BOOKING = {
+    "source": "mixed",
+    "destination": "training",
+    "gpu_model": "NVIDIA-A100-SXM4-80GB",
+    "starts_at": "2030-01-01T00:00:00Z",
+    "ends_at": "2030-01-02T00:00:00Z",
+    "reason": "evaluation",
+}
 # A path with {maintenance}: a maintenance of the mixed pool is started first.
 CONFIRM = "/api/v1/maintenances/{maintenance}/confirm/"
 
@@ -41,6 +49,7 @@ DOCUMENTED = [
     ("pool-admins", "/api/v1/maintenances/", WAVES, "count", 2),
     ("pool-admins", "/api/v1/maintenances/", WAVES, "drain_deadline_seconds", 600),
     ("pool-admins", CONFIRM, {}, "wave", 1),
+    ("requesters", "/api/v1/bookings/", BOOKING, "gpus", 8),
 ]
 
 
@@ -58,6 +67,7 @@ def written() -> tuple[int, ...]:
         MoveRequest.objects.count(),
         Drill.objects.count(),
         Maintenance.objects.count(),
+        Booking.objects.count(),
         AuditEvent.objects.count(),
     )
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from pools import moves
+from pools import bookings, moves
 from pools.common.roles import Capability, Role, refusal_reason
 from pools.inventory import inventory_sync
 from pools.maintenance import waves
@@ -29,6 +29,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 PASSWORD = "walk-every-page-1"
 
 MOVE_FORM = "/moves/new/?node=gpu-new-000"
+BOOKING_FORM = "/bookings/new/?pool=mixed"
 POOL_FORMS = {
     "/pools/new/",
     "/pools/training/edit/",
@@ -46,6 +47,10 @@ PAGES: tuple[tuple[str, Capability], ...] = (
     ("/pools/training/insights/", Capability.VIEW),
     ("/pools/training/drills/", Capability.VIEW),
     ("/maintenance/", Capability.VIEW),
+    ("/bookings/", Capability.VIEW),
+    ("/bookings/{booking}/", Capability.VIEW),
+    ("/pools/mixed/calendar/", Capability.VIEW),
+    ("/pools/mixed/calendar/?view=month", Capability.VIEW),
     ("/maintenance/{maintenance}/", Capability.VIEW),
     ("/nodes/a100-train-drift-000/", Capability.VIEW),
     ("/moves/", Capability.VIEW),  # the pending approvals (the approvers' bulk selection)
@@ -63,6 +68,7 @@ PAGES: tuple[tuple[str, Capability], ...] = (
     ("/tokens/", Capability.VIEW),
     ("/api/docs/", Capability.VIEW),
     (MOVE_FORM, Capability.REQUEST_MOVE),
+    (BOOKING_FORM, Capability.REQUEST_MOVE),
     ("/pools/new/", Capability.EDIT_POOLS),
     ("/pools/training/edit/", Capability.EDIT_POOLS),
     ("/pools/shared/retire/", Capability.EDIT_POOLS),
@@ -70,9 +76,9 @@ PAGES: tuple[tuple[str, Capability], ...] = (
 )
 # What each role may not open (None: a superuser, who opens everything): a 403 page.
 REFUSED: dict[Role | None, set[str]] = {
-    Role.VIEWER: {MOVE_FORM, *POOL_FORMS},
+    Role.VIEWER: {MOVE_FORM, BOOKING_FORM, *POOL_FORMS},
     Role.REQUESTER: POOL_FORMS,
-    Role.APPROVER: {MOVE_FORM, *POOL_FORMS},
+    Role.APPROVER: {MOVE_FORM, BOOKING_FORM, *POOL_FORMS},
     Role.POOL_ADMIN: set(),
     None: set(),
 }
@@ -134,6 +140,26 @@ def check_fits(watched: Watched, where: str) -> None:
     assert below == [], (where, below)
 
 
+def _booking_ahead(now: datetime) -> int:
+    """Two bookings on the calendar: one approved (solid), one waiting (dashed)."""
+    asked = [
+        bookings.booking_ask(
+            user=user_in("requesters", "rita"),
+            source=Pool.objects.get(name="mixed"),
+            destination=Pool.objects.get(name="training"),
+            team="vision",
+            node_names=[name],
+            starts_at=now + timedelta(days=days),
+            ends_at=now + timedelta(days=days + 3),
+            reason="evaluation run for the new vision model, with a long reason to wrap",
+            now=now,
+        )
+        for name, days in (("a100-reserve-003", 1), ("a100-reserve-004", 2))
+    ]
+    bookings.booking_approve(asked[0].pk, approver=user_in("approvers", "arno"), now=now)
+    return asked[1].pk
+
+
 def _maintenance_under_way() -> int:
     """A maintenance with a wave drained and waiting for its step, and a budget's refusal
     (long words) on a node still to come: its page at its fullest."""
@@ -186,19 +212,26 @@ def test_every_page_in_every_role_fits_phone_and_desktop_without_errors(
         now=now,
     )
     maintenance = _maintenance_under_way()
+    booking = _booking_ahead(now)
     user = walker(role)
     context = walk_browser.new_context(viewport=DESKTOP, color_scheme="dark" if dark else "light")
     watched = Watched(context)
     watched.log_in(live_server.url, user.username, PASSWORD)
     page = watched.page
     for path, capability in PAGES:
-        url = f"{live_server.url}{path.format(move=move.pk, maintenance=maintenance)}"
+        ids = {"move": move.pk, "maintenance": maintenance, "booking": booking}
+        url = f"{live_server.url}{path.format(**ids)}"
         expected = 403 if path in REFUSED[role] else 200
         watched.expect_status(url, expected)
         page.set_viewport_size(DESKTOP)
         response = page.goto(url, wait_until="load")
         assert response is not None
         where = f"{path} as {user.username}"
+        if path.startswith("/pools/mixed/calendar/"):  # its script places each bar
+            placed = page.eval_on_selector_all(
+                ".calendar-bar", "bars => bars.map(b => [b.style.left, b.style.width])"
+            )
+            assert len(placed) == 2 and all(left and width for left, width in placed), placed
         if path == "/api/docs/":  # Swagger UI fetches the schema once its script has run
             page.wait_for_selector(".swagger-ui .info .title", timeout=20_000)
         if expected == 403:

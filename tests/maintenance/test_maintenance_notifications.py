@@ -14,8 +14,9 @@ from django.contrib.auth.models import User
 from django.core import mail
 
 from pools.maintenance import waves
-from pools.maintenance.notifications import channels, maintenance_email, maintenance_webhook
+from pools.maintenance.notifications import maintenance_email, maintenance_webhook
 from pools.models import Maintenance, Pool
+from pools.notify import configured_channels as channels
 from tests.factories import demo_inventory
 from tests.moves_helpers import user_in
 

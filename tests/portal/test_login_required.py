@@ -10,8 +10,10 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 # The single sign-on start and callback are part of signing in (404 while it is off);
-# /metrics asks Prometheus for a bearer token instead (tests/edges/portal/test_metrics.py).
+# /metrics asks Prometheus for a bearer token instead (tests/edges/portal/test_metrics.py),
+# and a pool's iCalendar feed for its feed key (tests/bookings/test_booking_api.py).
 PUBLIC = {
+    "pool-calendar-ics",
     "login",
     "healthz",
     "readyz",
