@@ -289,6 +289,8 @@ class GpuPod(models.Model):
     units = models.PositiveIntegerField(default=0)
     unit_requests = models.JSONField(default=dict, blank=True)
     labels = models.JSONField(default=dict, blank=True)  # the pod's: budgets select on them
+    contact = models.CharField(max_length=253, blank=True)  # RECLAIM_CONTACT_ANNOTATION
+    reclaim_opt_out = models.BooleanField(default=False)  # RECLAIM_OPT_OUT_ANNOTATION: never
     cpu_milli = models.BigIntegerField(default=0)
     memory_bytes = models.BigIntegerField(default=0)
     owner_kind = models.CharField(max_length=63, blank=True)
@@ -812,6 +814,25 @@ class CalendarFeed(models.Model):
 
     def __str__(self) -> str:
         return f"calendar feed of {self.pool_id} for {self.user_id}"
+
+
+class ReclaimPolicy(models.Model):
+    """When a pool's idle GPUs are worth getting back: a pod that holds GPUs and stays under
+    `below_percent` utilisation for `for_hours` is a reclaim candidate; its owner is given
+    `grace_hours` to answer. Off unless enabled (pools.reclaim)."""
+
+    pool = models.OneToOneField(Pool, on_delete=models.CASCADE, related_name="reclaim_policy")
+    enabled = models.BooleanField(default=False)
+    below_percent = models.FloatField(default=5.0)
+    for_hours = models.PositiveSmallIntegerField(default=4)
+    grace_hours = models.PositiveSmallIntegerField(default=24)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"reclaim policy of {self.pool_id}"
 
 
 class ApiToken(models.Model):

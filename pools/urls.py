@@ -10,6 +10,7 @@ from pools.pages import (
     insights,
     maintenance,
     moves,
+    reclaim,
     search,
     tokens,
 )
@@ -23,6 +24,8 @@ urlpatterns = [
     path("pools/<str:name>/insights/", insights.pool_insights, name="pool-insights"),
     path("pools/<str:name>/drills/", drills.pool_drills, name="pool-drills"),
     path("pools/<str:name>/calendar/", bookings.pool_calendar_page, name="pool-calendar"),
+    path("pools/<str:name>/reclaim/", reclaim.pool_reclaim, name="pool-reclaim"),
+    path("insights/idle/", reclaim.teams_idle, name="teams-idle"),
     path("pools/<str:name>/calendar.ics", bookings.pool_calendar_ics, name="pool-calendar-ics"),
     path("pools/<str:name>/maintenance/new/", maintenance.maintenance_new, name="maintenance-new"),
     path("pools/<str:name>/edit/", fleet.pool_edit, name="pool-edit"),

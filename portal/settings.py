@@ -341,7 +341,16 @@ INVENTORY_PAGE_SIZE = env_int("INVENTORY_PAGE_SIZE", 500, minimum=1, maximum=10_
 # The pod labels that say a GPU pod's workload type and team (for the pool insights).
 POD_WORKLOAD_LABEL = env_str("POD_WORKLOAD_LABEL", "workload-type")
 POD_TEAM_LABEL = env_str("POD_TEAM_LABEL", "team")
-for _name, _key in (("POD_WORKLOAD_LABEL", POD_WORKLOAD_LABEL), ("POD_TEAM_LABEL", POD_TEAM_LABEL)):
+# The pod annotations that name whom to tell when a pod's GPUs sit idle, and (set to
+# "never") keep them from being reclaimed.
+RECLAIM_CONTACT_ANNOTATION = env_str("RECLAIM_CONTACT_ANNOTATION", "gpu-portal.io/contact")
+RECLAIM_OPT_OUT_ANNOTATION = env_str("RECLAIM_OPT_OUT_ANNOTATION", "gpu-portal.io/reclaim")
+for _name, _key in (
+    ("POD_WORKLOAD_LABEL", POD_WORKLOAD_LABEL),
+    ("POD_TEAM_LABEL", POD_TEAM_LABEL),
+    ("RECLAIM_CONTACT_ANNOTATION", RECLAIM_CONTACT_ANNOTATION),
+    ("RECLAIM_OPT_OUT_ANNOTATION", RECLAIM_OPT_OUT_ANNOTATION),
+):
     if _problem := label_key_problem(_key):
         raise EnvError(_name, f"expected a label key: {_problem}, got {_key!r}")
 # The inventory watcher's lease: a watcher that stops renewing it for this long is taken

@@ -209,6 +209,7 @@ FOLDER_LAYERS = {
     "pools.audit": "domain",
     "pools.maintenance": "domain",
     "pools.bookings": "domain",
+    "pools.reclaim": "domain",
     # Entry points: pages, the API, commands, tasks and the wiring of the app and project.
     "pools.pages": "entry",
     "pools.api": "entry",

@@ -14,6 +14,7 @@ from pools.api import (
     inventory,
     maintenance,
     moves,
+    reclaim,
     search,
 )
 
@@ -46,6 +47,8 @@ urlpatterns = [
         insights.PoolInsightsView.as_view(),
         name="api-pool-insights",
     ),
+    path("pools/<str:name>/reclaim/", reclaim.PoolReclaimView.as_view(), name="api-pool-reclaim"),
+    path("teams/idle/", reclaim.TeamsIdleView.as_view(), name="api-teams-idle"),
     path(
         "pools/<str:name>/calendar/",
         bookings.PoolCalendarView.as_view(),

@@ -27,10 +27,17 @@ _MAX_TEXT = 4096  # a termination message can be long; the kubelet caps it at 4 
 
 @dataclass(frozen=True)
 class PodLabels:
-    """Which pod labels name the workload type and the team (settings)."""
+    """Which pod labels name the workload type and the team, and which annotations name the
+    pod's contact and opt it out of reclaiming idle GPUs (settings)."""
 
     workload: str = "workload-type"
     team: str = "team"
+    contact: str = "gpu-portal.io/contact"
+    opt_out: str = "gpu-portal.io/reclaim"
+
+
+# The opt-out annotation's value that keeps a pod's idle GPUs from being reclaimed.
+OPT_OUT_VALUE = "never"
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,8 @@ class PodRecord:
     units: int = 0
     unit_requests: dict[str, int] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)  # what disruption budgets select on
+    contact: str = ""  # whom to tell when its GPUs sit idle (an annotation)
+    reclaim_opt_out: bool = False  # its owner asked that its idle GPUs never be reclaimed
 
 
 def gpu_unit_requests(requests: Resources) -> dict[str, int]:
@@ -273,4 +282,6 @@ def pod_record(
         units=requests.gpu + sum(unit_requests.values()),
         unit_requests=unit_requests,
         labels={str(k): str(v) for k, v in pod_labels.items()},
+        contact=str((meta.get("annotations") or {}).get(labels.contact) or "")[:253],
+        reclaim_opt_out=(meta.get("annotations") or {}).get(labels.opt_out) == OPT_OUT_VALUE,
     )

@@ -51,7 +51,12 @@ KEPT_UNLESS_EMPTY = ("waiting_reason",)
 
 
 def pod_labels() -> PodLabels:
-    return PodLabels(workload=settings.POD_WORKLOAD_LABEL, team=settings.POD_TEAM_LABEL)
+    return PodLabels(
+        workload=settings.POD_WORKLOAD_LABEL,
+        team=settings.POD_TEAM_LABEL,
+        contact=settings.RECLAIM_CONTACT_ANNOTATION,
+        opt_out=settings.RECLAIM_OPT_OUT_ANNOTATION,
+    )
 
 
 def active_pools() -> tuple[list[PoolSpec], dict[str, int]]:

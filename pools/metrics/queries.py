@@ -406,3 +406,33 @@ def framebuffer_peaks_query(labels: MetricLabels, days: int) -> str:
         f"max by ({labels.namespace}, {labels.pod}) "
         f'(max_over_time({FB_USED}{{{labels.pod}!=""}}[{days}d]))'
     )
+
+
+# --- reclaiming idle GPUs (pools.core.reclaim): per pod, not per node
+
+# A subquery's steps sit on whole multiples of the step: one minute, so a pod idle for a
+# few minutes already counts (at fleet scale this wants a recording rule; not yet).
+IDLE_STEP_MINUTES = 1
+
+
+def _utilisation(pod_label: str, window: str) -> tuple[str, str]:
+    """The busiest value over `window`, per GPU series of a pod: whole GPUs and instances."""
+    whole = f'max_over_time({UTIL}{{{pod_label}!=""}}[{window}])'
+    instances = f'100 * max_over_time({ENGINE_ACTIVE}{{{pod_label}!="", {ON_INSTANCES}}}[{window}])'
+    return whole, instances
+
+
+def idle_pods_query(pod_label: str, namespace_label: str, hours: int, below: float) -> str:
+    """Pods whose every GPU stayed under `below` % for `hours`: one series per pod."""
+    whole, instances = _utilisation(pod_label, f"{hours}h")
+    by = f"{namespace_label}, {pod_label}"
+    return f"max by ({by}) ({whole} or {instances}) < {below:g}"
+
+
+def idle_hours_query(pod_label: str, namespace_label: str, days: int, below: float) -> str:
+    """Per pod, the hours of the last `days` its busiest GPU was under `below` %."""
+    by = f"{namespace_label}, {pod_label}"
+    now = f'({UTIL}{{{pod_label}!=""}} or 100 * {ENGINE_ACTIVE}{{{pod_label}!="", {ON_INSTANCES}}})'
+    under = f"(max by ({by}) ({now}) < bool {below:g})"
+    step = f"{IDLE_STEP_MINUTES}m"
+    return f"sum_over_time({under}[{days}d:{step}]) * {IDLE_STEP_MINUTES / 60:g}"

@@ -13,7 +13,15 @@ from rest_framework import serializers
 
 from pools.api.fields import StrictIntegerField
 from pools.maintenance import waves
-from pools.models import AuditEvent, Booking, Drill, Maintenance, MoveRequest, Pool
+from pools.models import (
+    AuditEvent,
+    Booking,
+    Drill,
+    Maintenance,
+    MoveRequest,
+    Pool,
+    ReclaimPolicy,
+)
 from tests.api.conftest import api
 from tests.api.input_serializers import input_serializers
 from tests.factories import demo_inventory
@@ -32,6 +40,8 @@ BOOKING = {
     "ends_at": "2030-01-02T00:00:00Z",
     "reason": "evaluation",
 }
+RECLAIM = "/api/v1/pools/mixed/reclaim/"
+POLICY = {"enabled": True, "below_percent": 5.0}
 # A path with {maintenance}: a maintenance of the mixed pool is started first.
 CONFIRM = "/api/v1/maintenances/{maintenance}/confirm/"
 
@@ -50,6 +60,8 @@ DOCUMENTED = [
     ("pool-admins", "/api/v1/maintenances/", WAVES, "drain_deadline_seconds", 600),
     ("pool-admins", CONFIRM, {}, "wave", 1),
     ("requesters", "/api/v1/bookings/", BOOKING, "gpus", 8),
+    ("pool-admins", f"PUT {RECLAIM}", POLICY, "for_hours", 4),
+    ("pool-admins", f"PUT {RECLAIM}", POLICY, "grace_hours", 24),
 ]
 
 
@@ -68,6 +80,7 @@ def written() -> tuple[int, ...]:
         Drill.objects.count(),
         Maintenance.objects.count(),
         Booking.objects.count(),
+        ReclaimPolicy.objects.count(),
         AuditEvent.objects.count(),
     )
 
@@ -93,10 +106,10 @@ def test_a_documented_number_sent_as_a_string_or_a_float_is_refused_naming_it(  
         path = path.format(maintenance=started.pk)
     client = api(token_for(role))
     before = written()
+    method, _, path = path.rpartition(" ")
+    send = client.put if method == "PUT" else client.post
     for bad in loose(value):
-        response = client.post(
-            path, json.dumps({**body, field: bad}), content_type="application/json"
-        )
+        response = send(path, json.dumps({**body, field: bad}), content_type="application/json")
         assert response.status_code == 400, (bad, response.content)
         fields = response.json()["error"]["fields"]
         assert field in fields, (bad, fields)

@@ -48,6 +48,8 @@ PAGES: tuple[tuple[str, Capability], ...] = (
     ("/pools/training/drills/", Capability.VIEW),
     ("/maintenance/", Capability.VIEW),
     ("/bookings/", Capability.VIEW),
+    ("/pools/mixed/reclaim/", Capability.VIEW),
+    ("/insights/idle/", Capability.VIEW),
     ("/bookings/{booking}/", Capability.VIEW),
     ("/pools/mixed/calendar/", Capability.VIEW),
     ("/pools/mixed/calendar/?view=month", Capability.VIEW),

@@ -161,6 +161,9 @@ def test_the_demo_pool_of_mig_instances_is_created_once() -> None:
     pool = Pool.objects.get(name="mig-inference")
     assert pool.accepted_gpu_layouts == ["mig-1g.10gb"]
     assert pool.taint is not None and out.getvalue().count("Created") == 1
+    policy = Pool.objects.get(name="inference").reclaim_policy
+    assert (policy.enabled, policy.below_percent, policy.for_hours) == (True, 5, 1)
+    assert out.getvalue().count("reclaim policy") == 1
 
 
 def test_the_exporter_reports_every_gpu_of_a_dra_node(dra_cluster: Kubesim) -> None:
