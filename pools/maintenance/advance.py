@@ -164,8 +164,7 @@ def _drain(maintenance: Maintenance, rows: list[MaintenanceNode], now: datetime)
         if row.state == ROW.DRAINING:
             staying += _drain_node(maintenance, row, now)
     if not staying:
-        _wait(maintenance, "")
-        return
+        return  # the wave is held (and says what for), or a node of it left
     assert maintenance.wave_started_at is not None
     deadline = maintenance.wave_started_at + timedelta(seconds=maintenance.drain_deadline_seconds)
     if now < deadline:

@@ -158,6 +158,8 @@ def test_an_operators_cordon_is_theirs(empty_nodes: Kubesim) -> None:
     found = _step(maintenance)
     row = MaintenanceNode.objects.get(maintenance=found)
     assert (row.state, row.operator_cordon, row.cordoned_by_portal) == ("held", True, False)
+    # What it waits for is said from the moment the wave is drained (the notification too).
+    assert found.waiting == "wave 1 drained: waiting for 'driver upgraded' to be confirmed"
     waves.maintenance_confirm(found.pk, wave=1, user=admin)
     assert _step(found).state == Maintenance.State.DONE
     assert _cordoned(cluster, NODES[0])  # still theirs
