@@ -22,41 +22,40 @@ execution_wanted = Signal()
 move_event = Signal()
 
 
+def _send_after_commit(signal: Signal, failed: str, **kwargs: object) -> None:
+    """Send `signal` with `kwargs` once the transaction commits, never in the way: a receiver
+    that fails (the broker down) is logged with `failed` ("could not enqueue move #3"), and
+    the step that announced stands."""
+
+    def send() -> None:
+        for receiver, outcome in signal.send_robust(sender=None, **kwargs):
+            if isinstance(outcome, Exception):
+                name = getattr(receiver, "__name__", receiver)
+                log.error("%s (%s: %s)", failed, name, outcome)
+
+    send.signal = signal  # type: ignore[attr-defined]  -- what a test sees was queued
+    transaction.on_commit(send)
+
+
 def announce_execution_after_commit(request_id: int) -> None:
     """After commit. If the broker is down the approval still stands: the periodic sweep
     (pools.moves.execution.sweep) finds approved requests that never started and starts them."""
-
-    def send() -> None:
-        for receiver, outcome in execution_wanted.send_robust(sender=None, request_id=request_id):
-            if isinstance(outcome, Exception):
-                log.error(
-                    "could not enqueue move #%s (%s: %s); the sweep will start it",
-                    request_id,
-                    getattr(receiver, "__name__", receiver),
-                    outcome,
-                )
-
-    transaction.on_commit(send)
+    _send_after_commit(
+        execution_wanted,
+        f"could not enqueue move #{request_id}; the sweep will start it",
+        request_id=request_id,
+    )
 
 
 def announce_event_after_commit(request_id: int, event: str) -> None:
     """After commit, and never in the way: a receiver that fails (the broker down) is
     logged, and the step that announced stands."""
-
-    def send() -> None:
-        for receiver, outcome in move_event.send_robust(
-            sender=None, request_id=request_id, event=event
-        ):
-            if isinstance(outcome, Exception):
-                log.error(
-                    "could not announce %s of move #%s (%s: %s); no notification goes out",
-                    event,
-                    request_id,
-                    getattr(receiver, "__name__", receiver),
-                    outcome,
-                )
-
-    transaction.on_commit(send)
+    _send_after_commit(
+        move_event,
+        f"could not announce {event} of move #{request_id}; no notification goes out",
+        request_id=request_id,
+        event=event,
+    )
 
 
 # Sent with drill_id=<Drill pk> once a drill is recorded and may run.
@@ -66,18 +65,7 @@ drill_wanted = Signal()
 def announce_drill_after_commit(drill_id: int) -> None:
     """After commit. If the broker is down the drill never takes its node down, and the
     beat's sweep (pools.drills.drills_end_overdue) records it as errored at its end."""
-
-    def send() -> None:
-        for receiver, outcome in drill_wanted.send_robust(sender=None, drill_id=drill_id):
-            if isinstance(outcome, Exception):
-                log.error(
-                    "could not enqueue drill #%s (%s: %s)",
-                    drill_id,
-                    getattr(receiver, "__name__", receiver),
-                    outcome,
-                )
-
-    transaction.on_commit(send)
+    _send_after_commit(drill_wanted, f"could not enqueue drill #{drill_id}", drill_id=drill_id)
 
 
 # Sent with maintenance_id=<Maintenance pk> once a maintenance may take its next step (it was
@@ -92,24 +80,12 @@ maintenance_event = Signal()
 def announce_maintenance_after_commit(maintenance_id: int, event: str | None = None) -> None:
     """After commit, and never in the way: with the broker down the beat's tick advances the
     maintenance all the same, and the event's notification is logged as lost."""
-
-    def send() -> None:
-        signal, kwargs = (
-            (maintenance_wanted, {}) if event is None else (maintenance_event, {"event": event})
-        )
-        for receiver, outcome in signal.send_robust(
-            sender=None, maintenance_id=maintenance_id, **kwargs
-        ):
-            if isinstance(outcome, Exception):
-                log.error(
-                    "could not announce %s of maintenance #%s (%s: %s)",
-                    event or "a step",
-                    maintenance_id,
-                    getattr(receiver, "__name__", receiver),
-                    outcome,
-                )
-
-    transaction.on_commit(send)
+    if event is None:
+        failed = f"could not announce a step of maintenance #{maintenance_id}"
+        _send_after_commit(maintenance_wanted, failed, maintenance_id=maintenance_id)
+    else:
+        failed = f"could not announce {event} of maintenance #{maintenance_id}"
+        _send_after_commit(maintenance_event, failed, maintenance_id=maintenance_id, event=event)
 
 
 # Sent with booking_id and event (pools.bookings.notifications.EVENTS) once a booking is
@@ -118,17 +94,9 @@ booking_event = Signal()
 
 
 def announce_booking_event_after_commit(booking_id: int, event: str) -> None:
-    def send() -> None:
-        for receiver, outcome in booking_event.send_robust(
-            sender=None, booking_id=booking_id, event=event
-        ):
-            if isinstance(outcome, Exception):
-                log.error(
-                    "could not announce %s of booking #%s (%s: %s)",
-                    event,
-                    booking_id,
-                    getattr(receiver, "__name__", receiver),
-                    outcome,
-                )
-
-    transaction.on_commit(send)
+    _send_after_commit(
+        booking_event,
+        f"could not announce {event} of booking #{booking_id}",
+        booking_id=booking_id,
+        event=event,
+    )
