@@ -35,6 +35,8 @@ class PodSpec:
     tolerations: list[dict[str, str]] = field(default_factory=list)
     # Other extended resources it asks for besides `gpus` (nvidia.com/mig-1g.10gb: 1)
     resources: dict[str, int] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)  # besides app: <name>
+    annotations: dict[str, str] = field(default_factory=dict)  # besides kubesim.io/load
 
     def asks(self) -> dict[str, int]:
         """Every extended resource the pod asks for."""
@@ -195,6 +197,8 @@ class _Reader:
             "affinityPool",
             "tolerate",
             "resources",
+            "labels",
+            "annotations",
         }
         f = self.mapping(node, "pod", allowed)
         if "name" not in f:
@@ -226,7 +230,18 @@ class _Reader:
             if "tolerate" in f
             else [],
             resources=self.resources(f["resources"]) if "resources" in f else {},
+            labels=self.labels(f["labels"], "labels") if "labels" in f else {},
+            annotations=self.annotations(f["annotations"]) if "annotations" in f else {},
         )
+
+    def annotations(self, node: yaml.Node) -> dict[str, str]:
+        result = {}
+        for key_node, value_node in self.mapping_any(node, "annotations"):
+            key = self.string(key_node, "annotations")
+            if problems := qualified_name_problems(key):
+                raise self.fail(key_node, f"invalid annotation key {key!r}: {problems[0]}")
+            result[key] = self.string(value_node, f"annotations.{key}")
+        return result
 
     def resources(self, node: yaml.Node) -> dict[str, int]:
         """A pod's `resources`: extended resource name -> how many (its limit)."""
@@ -639,8 +654,8 @@ def pod_object(spec: PodSpec, name: str, node_name: str | None) -> dict[str, Any
         "metadata": {
             "name": name,
             "namespace": spec.namespace,
-            "labels": {"app": spec.name},
-            "annotations": {"kubesim.io/load": spec.load},
+            "labels": {"app": spec.name, **spec.labels},
+            "annotations": {**spec.annotations, "kubesim.io/load": spec.load},
             "ownerReferences": [
                 {
                     "apiVersion": "batch/v1" if spec.owner == "Job" else "apps/v1",

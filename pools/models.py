@@ -540,6 +540,9 @@ class AuditEvent(models.Model):
     booking = models.ForeignKey(
         "Booking", null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )
+    reclaim = models.ForeignKey(
+        "Reclaim", null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
     node_name = models.CharField(max_length=253, blank=True, db_index=True)
     message = models.TextField(blank=True)
     before = models.JSONField(default=dict, blank=True)
@@ -833,6 +836,71 @@ class ReclaimPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"reclaim policy of {self.pool_id}"
+
+
+class Reclaim(models.Model):
+    """Getting one idle pod's GPUs back, under its pool's reclaim policy (pools.reclaim): its
+    owner is told and given the policy's grace; after it, a prefilled request that one person
+    files and another approves evicts the pod through the eviction API, so its disruption
+    budget is kept. Open (tracked by the sweep) while `finished_at` is null: at most one per
+    pod."""
+
+    class State(models.TextChoices):
+        NOTICED = "noticed"  # its owner told; the grace runs
+        DUE = "due"  # the grace is over: a prefilled request waits to be filed
+        REQUESTED = "requested"  # filed; waits for someone else's approval
+        APPROVED = "approved"  # being evicted (a refusing budget is asked again)
+        REJECTED = "rejected"  # kept; noticed again only once it has worked and idled again
+        EVICTED = "evicted"
+        RECOVERED = "recovered"  # it worked again, or went away, before its eviction
+        OPTED_OUT = "opted_out"  # its owner annotated it never to be reclaimed
+        FAILED = "failed"  # its budget refused the eviction until the deadline
+        CANCELLED = "cancelled"  # the pool's policy was turned off
+
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="reclaims")
+    namespace = models.CharField(max_length=63)
+    pod = models.CharField(max_length=253)
+    pod_uid = models.CharField(max_length=64)  # the pod noticed, not one made again by name
+    node_name = models.CharField(max_length=253)
+    units = models.PositiveIntegerField()
+    team = models.CharField(max_length=63, blank=True)
+    contact = models.CharField(max_length=253, blank=True)
+    owner = models.CharField(max_length=320, blank=True)  # its gang: "Job ns/name"
+    idle_hours = models.FloatField()  # when last seen idle, over the last week
+    gpu_hours = models.FloatField()
+    state = models.CharField(max_length=20, choices=State.choices, default=State.NOTICED)
+    noticed_at = models.DateTimeField()
+    grace_until = models.DateTimeField()
+    last_seen_idle_at = models.DateTimeField()
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+"
+    )
+    requested_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True, max_length=FREE_TEXT_MAX_LENGTH)  # the request's
+    decision_reason = models.TextField(blank=True, max_length=FREE_TEXT_MAX_LENGTH)
+    evict_deadline = models.DateTimeField(null=True, blank=True)
+    refused = models.TextField(blank=True)  # the budget's last words, while it refuses
+    next_try_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.TextField(blank=True)  # how it ended, in words
+
+    class Meta:
+        ordering = ["-noticed_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pod_uid"],
+                condition=models.Q(finished_at__isnull=True),
+                name="one_open_reclaim_per_pod",
+            )
+        ]
+        indexes = [models.Index(fields=["pool", "state"])]
+
+    def __str__(self) -> str:
+        return f"reclaim #{self.pk} of {self.namespace}/{self.pod}"
 
 
 class ApiToken(models.Model):

@@ -24,6 +24,8 @@ from pools.common.events import (
     maintenance_event,
     maintenance_wanted,
     move_event,
+    reclaim_event,
+    reclaim_wanted,
 )
 from pools.common.idempotency import idempotency_records_purge
 from pools.insights import gather
@@ -34,6 +36,9 @@ from pools.moves import notifications
 from pools.moves.execution import run
 from pools.notify import configured_channels
 from pools.notify.errors import NotificationFailed
+from pools.reclaim import evict as reclaim_evict
+from pools.reclaim import notifications as reclaim_notifications
+from pools.reclaim.sweep import reclaims_advance
 from portal.celery import NODE_CHANGING_TASK_OPTIONS
 
 log = logging.getLogger(__name__)
@@ -253,3 +258,37 @@ def notify_booking(self, channel: str, event: str, booking_id: int) -> None:  # 
 def enqueue_booking_notifications(sender: Any, booking_id: int, event: str, **kwargs: Any) -> None:
     for channel in configured_channels():
         notify_booking.apply_async((channel, event, booking_id), retry=False)
+
+
+# --- reclaims: the sweep at each tick, and an approved one's eviction at once
+
+
+@shared_task(ignore_result=True)
+def advance_reclaims() -> dict[str, int]:
+    return {k: len(v) for k, v in reclaims_advance(now=timezone.now()).items()}
+
+
+@shared_task(ignore_result=True)
+def evict_reclaim(reclaim_id: int) -> None:
+    reclaim_evict.reclaim_evict(reclaim_id, now=timezone.now())
+
+
+@receiver(reclaim_wanted)
+def enqueue_reclaim_eviction(sender: Any, reclaim_id: int, **kwargs: Any) -> None:
+    evict_reclaim.delay(reclaim_id)
+
+
+@shared_task(bind=True, ignore_result=True, max_retries=None)
+def notify_reclaim(self, channel: str, event: str, reclaim_id: int) -> None:  # type: ignore[no-untyped-def]
+    send = reclaim_notifications.SENDERS[channel]
+    _send_or_retry(
+        self,
+        lambda: send(event=event, reclaim_id=reclaim_id),
+        f"reclaim #{reclaim_id} {event} by {channel}",
+    )
+
+
+@receiver(reclaim_event)
+def enqueue_reclaim_notifications(sender: Any, reclaim_id: int, event: str, **kwargs: Any) -> None:
+    for channel in configured_channels():
+        notify_reclaim.apply_async((channel, event, reclaim_id), retry=False)

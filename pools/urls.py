@@ -26,6 +26,16 @@ urlpatterns = [
     path("pools/<str:name>/calendar/", bookings.pool_calendar_page, name="pool-calendar"),
     path("pools/<str:name>/reclaim/", reclaim.pool_reclaim, name="pool-reclaim"),
     path("insights/idle/", reclaim.teams_idle, name="teams-idle"),
+    path("reclaims/<int:pk>/", reclaim.reclaim_detail, name="reclaim-detail"),
+    *[
+        path(
+            f"reclaims/<int:pk>/{step}/",
+            reclaim.reclaim_step,
+            {"step": step},
+            name=f"reclaim-{step}",
+        )
+        for step in ("request", "approve", "reject")
+    ],
     path("pools/<str:name>/calendar.ics", bookings.pool_calendar_ics, name="pool-calendar-ics"),
     path("pools/<str:name>/maintenance/new/", maintenance.maintenance_new, name="maintenance-new"),
     path("pools/<str:name>/edit/", fleet.pool_edit, name="pool-edit"),

@@ -437,8 +437,20 @@ MAINTENANCE_TICK_SECONDS = env_int("MAINTENANCE_TICK_SECONDS", 10, minimum=1, ma
 # How often the beat starts the bookings whose window opens, ends those whose loan is back,
 # and tells requesters a day and an hour ahead: a booking starts at most this late.
 BOOKINGS_TICK_SECONDS = env_int("BOOKINGS_TICK_SECONDS", 30, minimum=1, maximum=3600)
+# How often the beat looks for idle pods under the pools' reclaim policies (telling owners,
+# ending the grace, evicting approved reclaims), and how long an approved reclaim may wait on
+# a refusing disruption budget before it is recorded as failed.
+RECLAIM_TICK_SECONDS = env_int("RECLAIM_TICK_SECONDS", 60, minimum=1, maximum=3600)
+RECLAIM_EVICT_DEADLINE_SECONDS = env_int(
+    "RECLAIM_EVICT_DEADLINE_SECONDS", 3600, minimum=60, maximum=7 * 86_400
+)
 CELERY_BEAT_SCHEDULE.update(
     {
+        "advance-reclaims": {
+            "task": "pools.tasks.advance_reclaims",
+            "schedule": float(RECLAIM_TICK_SECONDS),
+            "options": {"expires": float(RECLAIM_TICK_SECONDS)},
+        },
         "sweep-moves": {"task": "pools.tasks.sweep_moves", "schedule": 30.0},
         "return-loans": {"task": "pools.tasks.return_loans", "schedule": 30.0},
         "expire-moves": {"task": "pools.tasks.expire_moves", "schedule": 300.0},

@@ -199,3 +199,32 @@ def gpu_node(name: str, pool: str | None, **options: Any) -> Node:
     """One GPU node named `name` in `pool` (None: unassigned); options as for Group."""
     (row,) = store([node_and_pods(name, Group(name, 1, pool, **options))])
     return row
+
+
+def reclaim_row(pool: str, *, namespace: str, pod: str, uid: str, node: str, **fields: Any):  # type: ignore[no-untyped-def]
+    """A reclaim as the sweep makes it for a noticed candidate (pools.reclaim.sweep), for
+    tests of what people and the worker do with it next."""
+    from datetime import timedelta
+
+    from pools.models import Reclaim
+
+    now = timezone.now()
+    values: dict[str, Any] = {
+        "pool": Pool.objects.get(name=pool),
+        "namespace": namespace,
+        "pod": pod,
+        "pod_uid": uid,
+        "node_name": node,
+        "units": 1,
+        "team": "search",
+        "contact": "search-oncall@example.com",
+        "idle_hours": 6.0,
+        "gpu_hours": 6.0,
+        "noticed_at": now - timedelta(hours=2),
+        "grace_until": now - timedelta(hours=1),
+        "last_seen_idle_at": now,
+        "reason": f"{namespace}/{pod} held 1 GPU unit idle",
+        "state": Reclaim.State.DUE,
+    }
+    values.update(fields)
+    return Reclaim.objects.create(**values)

@@ -24,6 +24,8 @@ class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
             "action",
             "request",
             "maintenance",
+            "booking",
+            "reclaim",
             "node_name",
             "message",
             "before",

@@ -25,6 +25,7 @@ router.register("moves", moves.MoveViewSet, basename="move")
 router.register("audit-events", audit.AuditEventViewSet, basename="audit-event")
 router.register("drills", drills.DrillViewSet, basename="drill")
 router.register("maintenances", maintenance.MaintenanceViewSet, basename="maintenance")
+router.register("reclaims", reclaim.ReclaimViewSet, basename="reclaim")
 router.register("bookings", bookings.BookingViewSet, basename="booking")
 
 

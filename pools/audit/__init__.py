@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from pools.models import AuditEvent, Booking, Maintenance, MoveRequest
+from pools.models import AuditEvent, Booking, Maintenance, MoveRequest, Reclaim
 
 SYSTEM = "system"
 
@@ -18,6 +18,7 @@ def audit(
     request: MoveRequest | None = None,
     maintenance: Maintenance | None = None,
     booking: Booking | None = None,
+    reclaim: Reclaim | None = None,
     node_name: str = "",
     message: str = "",
     before: dict[str, Any] | None = None,
@@ -30,6 +31,7 @@ def audit(
         request=request,
         maintenance=maintenance,
         booking=booking,
+        reclaim=reclaim,
         node_name=node_name,
         message=message,
         before=before or {},

@@ -14,9 +14,21 @@ class AuditFilter(django_filters.FilterSet):
     actor = django_filters.CharFilter(field_name="actor_name")
     request = IdFilter(field_name="request_id")
     maintenance = IdFilter(field_name="maintenance_id")
+    booking = IdFilter(field_name="booking_id")
+    reclaim = IdFilter(field_name="reclaim_id")
     since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
     until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = AuditEvent
-        fields = ["action", "node", "actor", "request", "maintenance", "since", "until"]
+        fields = [
+            "action",
+            "node",
+            "actor",
+            "request",
+            "maintenance",
+            "booking",
+            "reclaim",
+            "since",
+            "until",
+        ]

@@ -9,12 +9,10 @@ import logging
 from collections.abc import Callable
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.db.models import Q
 from django.urls import reverse
 
 from pools.common.events import announce_booking_event_after_commit
-from pools.common.roles import ROLE_CAPABILITIES, Capability
+from pools.common.roles import Capability, emails_of_those_who
 from pools.models import Booking
 from pools.notify.mail import mail_send
 from pools.notify.webhook import webhook_post
@@ -65,16 +63,7 @@ def recipients(event: str, booking: Booking) -> list[str]:
     if audience in (REQUESTER, BOTH) and user.is_active and user.email:
         found.add(user.email)
     if audience in (APPROVERS, BOTH):
-        roles = [
-            r.value for r, caps in ROLE_CAPABILITIES.items() if Capability.APPROVE_MOVE in caps
-        ]
-        approvers = (
-            get_user_model()
-            .objects.filter(Q(is_superuser=True) | Q(groups__name__in=roles), is_active=True)
-            .exclude(email="")
-            .exclude(pk=booking.requested_by_id)
-        )
-        found |= set(approvers.values_list("email", flat=True))
+        found |= set(emails_of_those_who(Capability.APPROVE_MOVE, but=booking.requested_by_id))
     return sorted(found)
 
 

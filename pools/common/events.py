@@ -100,3 +100,22 @@ def announce_booking_event_after_commit(booking_id: int, event: str) -> None:
         booking_id=booking_id,
         event=event,
     )
+
+
+# Sent with reclaim_id once an approved reclaim may evict its pod: the worker asks at once, not
+# at the beat's next tick.
+reclaim_wanted = Signal()
+# Sent with reclaim_id and event (pools.reclaim.notifications.EVENTS) once its owner is told,
+# its grace ends, it is filed, decided, or ends.
+reclaim_event = Signal()
+
+
+def announce_reclaim_after_commit(reclaim_id: int, event: str | None = None) -> None:
+    """After commit, and never in the way: with the broker down the beat's tick evicts an
+    approved reclaim all the same, and the event's notification is logged as lost."""
+    if event is None:
+        failed = f"could not announce the eviction of reclaim #{reclaim_id}"
+        _send_after_commit(reclaim_wanted, failed, reclaim_id=reclaim_id)
+    else:
+        failed = f"could not announce {event} of reclaim #{reclaim_id}"
+        _send_after_commit(reclaim_event, failed, reclaim_id=reclaim_id, event=event)

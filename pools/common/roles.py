@@ -77,3 +77,20 @@ def require(capability: Capability):  # type: ignore[no-untyped-def]
         return wrapped
 
     return decorator
+
+
+def emails_of_those_who(capability: Capability, *, but: int | None = None) -> list[str]:
+    """The e-mail addresses of the active users holding `capability` (superusers included),
+    except the user `but`: whom a notification to "the approvers" goes to."""
+    from django.contrib.auth import get_user_model
+    from django.db.models import Q
+
+    roles = [r.value for r, caps in ROLE_CAPABILITIES.items() if capability in caps]
+    users = (
+        get_user_model()
+        .objects.filter(Q(is_superuser=True) | Q(groups__name__in=roles), is_active=True)
+        .exclude(email="")
+    )
+    if but is not None:
+        users = users.exclude(pk=but)
+    return sorted(set(users.values_list("email", flat=True)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 MAX_HOURS = 24 * 7
 
@@ -46,6 +47,7 @@ class HeldPod:
     contact: str
     opted_out: bool
     owner: str  # "Job ml-training/finetune", or ""
+    uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -118,3 +120,63 @@ def team_idle_hours(
         (TeamIdle(team, round(w, 2), round(m, 2), int(n)) for team, (w, m, n) in totals.items()),
         key=lambda t: (-t.gpu_hours_30d, t.team),
     )
+
+
+# A reclaim's states (pools.models.Reclaim.State), named here so the pure rules below need no
+# model.
+NOTICED, DUE, REQUESTED, APPROVED, REJECTED = "noticed", "due", "requested", "approved", "rejected"
+EVICTED, RECOVERED, OPTED_OUT, FAILED = "evicted", "recovered", "opted_out", "failed"
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the sweep sees now of a pod a reclaim follows."""
+
+    running: bool  # still running in the pool, holding GPU units
+    idle: bool  # still a candidate under the policy
+    opted_out: bool
+
+
+@dataclass(frozen=True)
+class Fate:
+    state: str
+    why: str
+    finished: bool = True
+
+
+def reclaim_fate(state: str, seen: Seen, *, grace_until: datetime, now: datetime) -> Fate | None:
+    """What becomes of an open reclaim at a sweep that could read the metrics; None: it stays.
+    An approved one whose pod went away is the eviction step's to find (the API says 404)."""
+    if seen.opted_out and seen.running:
+        return Fate(OPTED_OUT, "its owner annotated it never to be reclaimed")
+    if not seen.running:
+        if state == APPROVED:
+            return None
+        return Fate(RECOVERED if state != REJECTED else REJECTED, "the pod went away")
+    if not seen.idle:
+        if state == REJECTED:
+            return Fate(REJECTED, "it worked again: it will be noticed afresh if it idles again")
+        return Fate(RECOVERED, "it worked again before its eviction")
+    if state == NOTICED and now >= grace_until:
+        return Fate(DUE, "the grace is over: a reclaim request waits to be filed", False)
+    return None
+
+
+def prefilled_reason(
+    candidate: Candidate, *, below_percent: float, for_hours: int, told_at: datetime
+) -> str:
+    """What the prefilled request says: the evidence and that the owner was told."""
+    p = candidate.pod
+    return (
+        f"{p.namespace}/{p.name} held {p.units} GPU unit{'' if p.units == 1 else 's'} on "
+        f"{p.node} under {below_percent:g} % for {for_hours} h or more "
+        f"({candidate.gpu_hours:g} GPU-hours idle over the last week); its owner "
+        f"({owner_words(p)}) was told at {told_at:%Y-%m-%d %H:%M} UTC."
+    )
+
+
+def owner_words(pod: HeldPod) -> str:
+    words = [f"team {pod.team}" if pod.team else f"namespace {pod.namespace}"]
+    if pod.contact:
+        words.append(pod.contact)
+    return ", ".join(words)

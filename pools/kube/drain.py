@@ -115,6 +115,37 @@ def evict(pod: PodRef) -> EvictionRefused | None:
     return policy.call(send, doing=f"evicting pod {pod}")
 
 
+EVICTED, GONE = "evicted", "gone"
+
+
+def evict_exact(namespace: str, name: str, uid: str) -> str | EvictionRefused:
+    """Evict the pod of that uid, and no other: a pod made again under its name (its
+    controller's) fails the uid precondition (409). EVICTED; GONE when it no longer exists
+    (404, or 409 for another uid); or the disruption budget's refusal."""
+    policy = RetryPolicy()
+    body = client.V1Eviction(
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+        delete_options=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
+    )
+
+    def send() -> str | EvictionRefused:
+        try:
+            core_api().create_namespaced_pod_eviction(
+                name, namespace, body, _request_timeout=settings.KUBE_TIMEOUT
+            )
+        except ApiException as exc:
+            if exc.status == 404 or (exc.status == 409 and "UID" in (exc.body or "")):
+                return GONE
+            if exc.status == 429 and "disruption budget" in (exc.body or ""):
+                return EvictionRefused(_refusal_message(exc.body), retry_after_seconds(exc))
+            if exc.status == 409:  # the pod changed under the eviction: asked again later
+                return EvictionRefused(_refusal_message(exc.body))
+            raise
+        return EVICTED
+
+    return policy.call(send, doing=f"evicting pod {namespace}/{name}")
+
+
 def _refusal_message(body: str | None) -> str:
     """The Status's message and its causes' ("…needs 2 healthy pods and has 2 currently"):
     the causes say which budget refuses, and change when its pods' health does."""

@@ -11,11 +11,9 @@ import logging
 from datetime import UTC
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.db.models import Q
 from django.urls import reverse
 
-from pools.common.roles import ROLE_CAPABILITIES, Capability
+from pools.common.roles import Capability, emails_of_those_who
 from pools.core.notices import Audience, Event, MoveFacts, Notice, notice
 from pools.models import MoveRequest
 from pools.notify.mail import mail_send
@@ -55,15 +53,7 @@ def recipients(audience: Audience, move: MoveRequest) -> list[str]:
         return requester
     if audience is Audience.EVERYONE:
         return sorted({*requester, *recipients(Audience.APPROVERS, move)})
-    roles = [r.value for r, caps in ROLE_CAPABILITIES.items() if Capability.APPROVE_MOVE in caps]
-    approvers = (
-        get_user_model()
-        .objects.filter(Q(is_superuser=True) | Q(groups__name__in=roles), is_active=True)
-        .exclude(email="")
-        .exclude(pk=move.requested_by_id)
-        .distinct()
-    )
-    return sorted(set(approvers.values_list("email", flat=True)))
+    return emails_of_those_who(Capability.APPROVE_MOVE, but=move.requested_by_id)
 
 
 def notification_email(*, event: str, request_id: int) -> int:

@@ -1,14 +1,14 @@
 """Reclaiming idle GPUs: a pool's policy (off by default), the pods that hold GPUs and do
 nothing under it, with their owners, and the held-idle GPU-hours of each team.
 
-Not built yet: telling the owner with a grace period, and the reclaim request that evicts a
-candidate after it (approved by someone else, through the eviction API). Candidates are
-listed; nothing is evicted."""
+What happens to a candidate is in the modules beside: the beat's sweep tells its owner and
+ends the grace (sweep), people file and decide the prefilled request (requests), and the
+worker evicts an approved one through the eviction API (evict)."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -99,8 +99,9 @@ def _held(pods: object) -> list[HeldPod]:
             contact,
             opted_out,
             f"{kind} {namespace}/{owner}" if kind in GANG_OWNERS and owner else "",
+            uid,
         )
-        for namespace, name, node, units, team, contact, opted_out, kind, owner in pods  # type: ignore[attr-defined]
+        for namespace, name, node, units, team, contact, opted_out, kind, owner, uid in pods  # type: ignore[attr-defined]
     ]
 
 
@@ -114,6 +115,7 @@ _POD_COLUMNS = (
     "reclaim_opt_out",
     "owner_kind",
     "owner_name",
+    "uid",
 )
 
 
@@ -127,6 +129,7 @@ class PoolCandidates:
     policy: ReclaimPolicy
     candidates: list[Candidate]
     metrics_error: str | None = None
+    held: list[HeldPod] = field(default_factory=list)  # every running pod holding units
 
 
 def pool_reclaim_candidates(pool: Pool) -> PoolCandidates:
@@ -150,7 +153,8 @@ def pool_reclaim_candidates(pool: Pool) -> PoolCandidates:
     )
     held = _held(pods.values_list(*_POD_COLUMNS))
     hours = _by_pod(found.series.get("hours", []))
-    return PoolCandidates(policy, reclaim_candidates(held, idle, hours, for_hours=policy.for_hours))
+    found_candidates = reclaim_candidates(held, idle, hours, for_hours=policy.for_hours)
+    return PoolCandidates(policy, found_candidates, held=held)
 
 
 def teams_idle(*, now: datetime) -> tuple[list[TeamIdle], str | None]:

@@ -3,7 +3,21 @@ bounds."""
 
 from __future__ import annotations
 
-from pools.core.reclaim import HeldPod, Policy, policy_problems, reclaim_candidates, team_idle_hours
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from pools.core.reclaim import (
+    Candidate,
+    HeldPod,
+    Policy,
+    Seen,
+    policy_problems,
+    prefilled_reason,
+    reclaim_candidates,
+    reclaim_fate,
+    team_idle_hours,
+)
 from pools.metrics.queries import idle_hours_query, idle_pods_query
 
 
@@ -55,3 +69,50 @@ def test_the_queries_read_whole_gpus_and_mig_instances_per_pod() -> None:
     hours = idle_hours_query("exported_pod", "exported_namespace", 7, 1)
     assert hours.startswith("sum_over_time((max by (exported_namespace, exported_pod) ")
     assert hours.endswith("< bool 1)[7d:1m]) * 0.0166667")
+
+
+# --- what becomes of an open reclaim at a sweep
+
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+LATER, EARLIER = NOW + timedelta(hours=1), NOW - timedelta(hours=1)
+IDLE, BUSY, GONE = Seen(True, True, False), Seen(True, False, False), Seen(False, False, False)
+
+
+@pytest.mark.parametrize(
+    ("state", "seen", "grace_until", "expected"),
+    [
+        ("noticed", IDLE, LATER, None),  # the grace runs
+        ("noticed", IDLE, EARLIER, ("due", False)),
+        ("noticed", IDLE, NOW, ("due", False)),  # a grace of 0 h
+        ("due", IDLE, EARLIER, None),  # waits to be filed
+        ("requested", IDLE, EARLIER, None),
+        ("approved", IDLE, EARLIER, None),  # the eviction's
+        ("noticed", BUSY, LATER, ("recovered", True)),
+        ("requested", BUSY, EARLIER, ("recovered", True)),
+        ("approved", BUSY, EARLIER, ("recovered", True)),  # never evict a pod that works
+        ("due", GONE, EARLIER, ("recovered", True)),
+        ("approved", GONE, EARLIER, None),  # the eviction step reads 404 itself
+        ("rejected", IDLE, EARLIER, None),  # kept while it stays idle
+        ("rejected", BUSY, EARLIER, ("rejected", True)),  # closed: noticed afresh later
+        ("requested", Seen(True, True, True), EARLIER, ("opted_out", True)),
+        ("approved", Seen(True, False, True), EARLIER, ("opted_out", True)),
+    ],
+)
+def test_reclaim_fate(
+    state: str, seen: Seen, grace_until: datetime, expected: tuple[str, bool] | None
+) -> None:
+    fate = reclaim_fate(state, seen, grace_until=grace_until, now=NOW)
+    assert ((fate.state, fate.finished) if fate else None) == expected
+    if fate is not None:
+        assert fate.why
+
+
+def test_the_prefilled_request_states_the_evidence_and_the_notice() -> None:
+    pod = HeldPod("ml-serving", "embedder-0", "a100-infer-000", 2, "", "@oncall", False, "")
+    text = prefilled_reason(Candidate(pod, 6.0, 12.0), below_percent=5, for_hours=4, told_at=NOW)
+    assert text == (
+        "ml-serving/embedder-0 held 2 GPU units on a100-infer-000 under 5 % for 4 h or more "
+        "(12 GPU-hours idle over the last week); its owner (namespace ml-serving, @oncall) "
+        "was told at 2026-12-03 12:00 UTC."
+    )

@@ -18,9 +18,10 @@ from pools import bookings, moves
 from pools.common.roles import Capability, Role, refusal_reason
 from pools.inventory import inventory_sync
 from pools.maintenance import waves
-from pools.models import Maintenance, MaintenanceNode, Pool
+from pools.models import Maintenance, MaintenanceNode, Pool, Reclaim
 from tests.e2e import test_browser
 from tests.e2e.test_browser import DESKTOP, PHONE, Watched
+from tests.factories import reclaim_row
 from tests.moves_helpers import user_in
 
 stack = test_browser.stack
@@ -54,6 +55,7 @@ PAGES: tuple[tuple[str, Capability], ...] = (
     ("/pools/mixed/calendar/", Capability.VIEW),
     ("/pools/mixed/calendar/?view=month", Capability.VIEW),
     ("/maintenance/{maintenance}/", Capability.VIEW),
+    ("/reclaims/{reclaim}/", Capability.VIEW),
     ("/nodes/a100-train-drift-000/", Capability.VIEW),
     ("/moves/", Capability.VIEW),  # the pending approvals (the approvers' bulk selection)
     ("/moves/?state=all", Capability.VIEW),
@@ -215,13 +217,23 @@ def test_every_page_in_every_role_fits_phone_and_desktop_without_errors(
     )
     maintenance = _maintenance_under_way()
     booking = _booking_ahead(now)
+    reclaim = reclaim_row(
+        "mixed",
+        namespace="research",
+        pod="notebook-a100-reserve-000-0",
+        uid="walk-notebook",
+        node="a100-reserve-000",
+        state=Reclaim.State.REQUESTED,
+        requested_by=user_in("requesters", "rita"),
+        requested_at=now,
+    ).pk
     user = walker(role)
     context = walk_browser.new_context(viewport=DESKTOP, color_scheme="dark" if dark else "light")
     watched = Watched(context)
     watched.log_in(live_server.url, user.username, PASSWORD)
     page = watched.page
     for path, capability in PAGES:
-        ids = {"move": move.pk, "maintenance": maintenance, "booking": booking}
+        ids = {"move": move.pk, "maintenance": maintenance, "booking": booking, "reclaim": reclaim}
         url = f"{live_server.url}{path.format(**ids)}"
         expected = 403 if path in REFUSED[role] else 200
         watched.expect_status(url, expected)

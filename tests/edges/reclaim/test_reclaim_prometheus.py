@@ -2,18 +2,26 @@
 kubesim's DCGM exporter: the notebook pod on a GPU kept at 0 % is a candidate of the mixed
 pool once its policy is on, the busy ones are not; its owner, contact and opt-out come from
 its labels and annotations; the teams' view counts its GPU-hours; a Prometheus that cannot
-answer is said, not guessed."""
+answer is said, not guessed. Then the sweep: each candidate's owner told once, the grace, an
+opt-out, the policy turned off, and in the demo an approved reclaim that evicts an embedder."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
+from django.core import mail
 from django.test import Client
+from django.utils import timezone
+from kubernetes.client.exceptions import ApiException
 
+from pools.common.events import reclaim_event
 from pools.inventory import inventory_sync
 from pools.metrics.queries import idle_hours_query
-from pools.models import AuditEvent, GpuPod
+from pools.models import AuditEvent, GpuPod, Reclaim
+from pools.reclaim.notifications import reclaim_email
+from pools.reclaim.sweep import reclaims_advance
 from tests.api.conftest import api
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.moves_helpers import user_in
@@ -155,9 +163,43 @@ def test_a_prometheus_that_cannot_answer_is_said(portal: Kubesim, token_for, set
     assert teams["teams"] == [] and teams["metrics_error"]
 
 
-def test_the_demos_idle_embedders_are_candidates_of_inference(portal: Kubesim, token_for) -> None:  # type: ignore[no-untyped-def]
+def _sweep(at, capture) -> dict[str, list[int]]:  # type: ignore[no-untyped-def]
+    with capture(execute=True):
+        return reclaims_advance(now=at)
+
+
+@pytest.fixture
+def told():  # type: ignore[no-untyped-def]
+    """The reclaims' events announced, as (reclaim, event)."""
+    seen: list[tuple[int, str]] = []
+
+    def listen(sender: object, reclaim_id: int, event: str, **kwargs: object) -> None:
+        seen.append((reclaim_id, event))
+
+    reclaim_event.connect(listen)
+    yield seen
+    reclaim_event.disconnect(listen)
+
+
+def _leaving(portal: Kubesim, pod: GpuPod) -> bool:
+    try:
+        found = portal.core().read_namespaced_pod(pod.name, pod.namespace)
+    except ApiException as error:
+        return error.status == 404
+    return found.metadata.uid != pod.uid or found.metadata.deletion_timestamp is not None
+
+
+def test_the_demos_idle_embedders_are_noticed_and_an_approved_reclaim_evicts_one(
+    portal: Kubesim,
+    token_for,  # type: ignore[no-untyped-def]
+    told,
+    django_capture_on_commit_callbacks,
+    settings,
+) -> None:
     """As `make demo` sets it up (demo_pools turns inference's policy on): the scenario's
-    embedders hold a GPU each and do nothing (kubesim's `idle` load); the serving pods work."""
+    embedders hold a GPU each and do nothing (kubesim's `idle` load); the serving pods work.
+    Each embedder's owner is told; after the grace, one person files the prefilled request,
+    another approves it, and the sweep evicts that embedder through the eviction API."""
     from django.core.management import call_command
 
     call_command("demo_pools")
@@ -168,3 +210,119 @@ def test_the_demos_idle_embedders_are_candidates_of_inference(portal: Kubesim, t
     assert sorted((c["namespace"], c["pod"], c["node"]) for c in body["candidates"]) == sorted(
         (p.namespace, p.name, p.node_name) for p in embedders
     )
+    assert {(c["team"], c["contact"]) for c in body["candidates"]} == {
+        ("search", "search-oncall@example.com")
+    }
+    policy = {**body["policy"], "grace_hours": 0}
+    policy.pop("updated_at")
+    admin = api(token_for("pool-admins", "paula"))
+    saved = admin.put("/api/v1/pools/inference/reclaim/", policy, "application/json")
+    assert saved.status_code == 200, saved.content
+
+    now = timezone.now()
+    done = _sweep(now, django_capture_on_commit_callbacks)
+    assert len(done["noticed"]) == len(done["due"]) == 5  # no grace: due at once
+    assert sorted(e for _, e in told) == ["due"] * 5 + ["noticed"] * 5
+    target = embedders.get(node_name="a100-infer-000")
+    reclaim = Reclaim.objects.get(pod_uid=target.uid)
+    assert (reclaim.state, reclaim.team, reclaim.contact) == (
+        "due",
+        "search",
+        "search-oncall@example.com",
+    )
+    settings.NOTIFY_EMAIL = True
+    reclaim_email(event="noticed", reclaim_id=reclaim.pk)
+    assert mail.outbox[-1].to == ["search-oncall@example.com"]
+    assert "noticed" not in _sweep(now, django_capture_on_commit_callbacks)  # once per pod
+
+    rita = api(token_for("requesters", "rita"))
+    filed = rita.post(f"/api/v1/reclaims/{reclaim.pk}/request/", {}, "application/json")
+    assert filed.status_code == 200, filed.content
+    arno = api(token_for("approvers", "arno"))
+    approved = arno.post(f"/api/v1/reclaims/{reclaim.pk}/approve/", {}, "application/json")
+    assert approved.status_code == 200, approved.content
+    done = _sweep(timezone.now(), django_capture_on_commit_callbacks)
+    assert done["evicted"] == [reclaim.pk], done
+    wait_for(lambda: _leaving(portal, target), timeout=60, what="the embedder to leave")
+    others = Reclaim.objects.exclude(pk=reclaim.pk)
+    assert set(others.values_list("state", flat=True)) == {"due"}
+    actions = list(
+        AuditEvent.objects.filter(reclaim=reclaim)
+        .order_by("at", "id")
+        .values_list("action", flat=True)
+    )
+    assert actions == [
+        "reclaim.noticed",
+        "reclaim.due",
+        "reclaim.requested",
+        "reclaim.approved",
+        "pod.evicted",
+    ]
+
+
+def _notebook_as_scenario_made(portal: Kubesim) -> GpuPod:
+    """The idle notebook without the annotations another test may have given it."""
+    pod = _idle_pod()
+    portal.core().patch_namespaced_pod(
+        pod.name,
+        pod.namespace,
+        {
+            "metadata": {
+                "annotations": {"gpu-portal.io/contact": None, "gpu-portal.io/reclaim": None}
+            }
+        },
+    )
+    inventory_sync()
+    return _idle_pod()
+
+
+def test_a_candidate_is_noticed_once_its_grace_runs_and_an_opt_out_ends_it(
+    portal: Kubesim,
+    token_for,  # type: ignore[no-untyped-def]
+    django_capture_on_commit_callbacks,
+    settings,
+) -> None:
+    pod = _notebook_as_scenario_made(portal)
+    api(token_for("pool-admins", "paula")).put(
+        "/api/v1/pools/mixed/reclaim/", POLICY, content_type="application/json"
+    )
+    now = timezone.now()
+    assert len(_sweep(now, django_capture_on_commit_callbacks)["noticed"]) == 1
+    reclaim = Reclaim.objects.get(pod_uid=pod.uid)
+    assert reclaim.grace_until == now + timedelta(hours=POLICY["grace_hours"])
+    assert _sweep(now + timedelta(hours=1), django_capture_on_commit_callbacks) == {}
+
+    # Prometheus down past the grace: nothing decided on the metrics' absence.
+    url, settings.PROMETHEUS_URL = settings.PROMETHEUS_URL, "http://127.0.0.1:9"
+    past_grace = now + timedelta(hours=POLICY["grace_hours"] + 1)
+    assert _sweep(past_grace, django_capture_on_commit_callbacks) == {}
+    assert Reclaim.objects.get(pk=reclaim.pk).state == "noticed"
+    settings.PROMETHEUS_URL = url
+    assert _sweep(past_grace, django_capture_on_commit_callbacks) == {"due": [reclaim.pk]}
+
+    portal.core().patch_namespaced_pod(
+        pod.name, pod.namespace, {"metadata": {"annotations": {"gpu-portal.io/reclaim": "never"}}}
+    )
+    inventory_sync()
+    assert _sweep(past_grace, django_capture_on_commit_callbacks) == {"opted_out": [reclaim.pk]}
+    reclaim.refresh_from_db()
+    assert reclaim.finished_at is not None and "never to be reclaimed" in reclaim.outcome
+    # Opted out: never noticed again.
+    assert _sweep(past_grace, django_capture_on_commit_callbacks) == {}
+    _notebook_as_scenario_made(portal)
+
+
+def test_turning_the_policy_off_cancels_the_open_reclaims(
+    portal: Kubesim,
+    token_for,  # type: ignore[no-untyped-def]
+    django_capture_on_commit_callbacks,
+) -> None:
+    _notebook_as_scenario_made(portal)
+    admin = api(token_for("pool-admins", "paula"))
+    admin.put("/api/v1/pools/mixed/reclaim/", POLICY, content_type="application/json")
+    (noticed,) = _sweep(timezone.now(), django_capture_on_commit_callbacks)["noticed"]
+    off = {**POLICY, "enabled": False}
+    admin.put("/api/v1/pools/mixed/reclaim/", off, content_type="application/json")
+    assert _sweep(timezone.now(), django_capture_on_commit_callbacks) == {"cancelled": [noticed]}
+    event = AuditEvent.objects.get(reclaim_id=noticed, action="reclaim.cancelled")
+    assert "policy was turned off" in event.message
