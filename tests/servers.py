@@ -26,11 +26,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for(predicate, *, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+def wait_for(predicate, *, timeout: float, what: str):  # type: ignore[no-untyped-def]
+    """The predicate's first truthy answer, asked until `timeout` seconds have passed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
-            return
+        if found := predicate():
+            return found
         time.sleep(0.05)
     raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
 

@@ -6,7 +6,6 @@ API server that answers 503 leaves the reclaim approved and saying why."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -22,6 +21,7 @@ from pools.reclaim.evict import reclaim_evict
 from tests.factories import reclaim_row
 from tests.kubesim_process import Kubesim
 from tests.moves_helpers import user_in
+from tests.servers import wait_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_backends]
 NAMESPACE, POD = "ml-serving", "idle-notebook"
@@ -45,15 +45,6 @@ def _pod(node: str) -> dict[str, Any]:
             ],
         },
     }
-
-
-def _wait(check: Any, what: str, seconds: float = 60.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _running(core: client.CoreV1Api) -> Any:
@@ -85,7 +76,7 @@ def notebook(cluster: Kubesim) -> Iterator[tuple[Any, Node]]:
         if n.gpu_allocatable - n.gpu_allocated >= 1
     )
     core.create_namespaced_pod(NAMESPACE, _pod(node.name))
-    pod = _wait(lambda: _running(core), "the notebook to run")
+    pod = wait_for(lambda: _running(core), timeout=60, what="the notebook to run")
     policy = client.PolicyV1Api(cluster.api_client())
     policy.create_namespaced_pod_disruption_budget(
         NAMESPACE,
@@ -97,13 +88,14 @@ def notebook(cluster: Kubesim) -> Iterator[tuple[Any, Node]]:
             ),
         ),
     )
-    _wait(
+    wait_for(
         lambda: (
             (s := policy.read_namespaced_pod_disruption_budget("idle-notebook", NAMESPACE))
             and s.status
             and s.status.current_healthy == 1
         ),
-        "the budget to count the notebook",
+        timeout=60,
+        what="the budget to count the notebook",
     )
     yield pod, node
     try:
@@ -159,7 +151,9 @@ def test_an_approved_reclaim_keeps_the_budget_then_evicts_the_pod(
     done = reclaim_evict(reclaim.pk, now=now + 2 * tick)
     assert done is not None and done.state == Reclaim.State.EVICTED, done.refused
     assert done.finished_at is not None and "eviction API" in done.outcome
-    _wait(lambda: _gone_or_leaving(core, pod.metadata.uid), "the notebook to leave")
+    wait_for(
+        lambda: _gone_or_leaving(core, pod.metadata.uid), timeout=60, what="the notebook to leave"
+    )
     evicted = AuditEvent.objects.get(reclaim=reclaim, action="pod.evicted")
     assert evicted.node_name == node.name and f"{NAMESPACE}/{POD}" in evicted.message
     assert reclaim_evict(reclaim.pk, now=now + 3 * tick) is None  # exactly once
@@ -175,10 +169,12 @@ def test_a_pod_made_again_under_its_name_is_never_evicted_in_its_place(
         "idle-notebook", NAMESPACE
     )
     core.delete_namespaced_pod(POD, NAMESPACE, grace_period_seconds=0)
-    _wait(lambda: _gone_or_leaving(core, pod.metadata.uid), "the notebook to go")
-    _wait(lambda: _running(core) is None, "the old pod to be gone")
+    wait_for(
+        lambda: _gone_or_leaving(core, pod.metadata.uid), timeout=60, what="the notebook to go"
+    )
+    wait_for(lambda: _running(core) is None, timeout=60, what="the old pod to be gone")
     core.create_namespaced_pod(NAMESPACE, _pod(node.name))
-    again = _wait(lambda: _running(core), "the new notebook to run")
+    again = wait_for(lambda: _running(core), timeout=60, what="the new notebook to run")
     assert again.metadata.uid != pod.metadata.uid
 
     found = reclaim_evict(reclaim.pk, now=timezone.now())
