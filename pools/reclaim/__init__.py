@@ -132,19 +132,18 @@ class PoolCandidates:
     held: list[HeldPod] = field(default_factory=list)  # every running pod holding units
 
 
-def pool_reclaim_candidates(pool: Pool) -> PoolCandidates:
+def pool_reclaim_candidates(pool: Pool, *, week_hours: bool = True) -> PoolCandidates:
     """The pool's running pods that hold GPU units and sat idle under its policy: two PromQL
-    queries and one SQL query, whatever the number of pods. None when the policy is off."""
+    queries (one without `week_hours`: each candidate then counts its window's hours) and one
+    SQL query, whatever the number of pods. None when the policy is off."""
     policy = reclaim_policy_of(pool)
     if not policy.enabled:
         return PoolCandidates(policy, [])
     pod, ns = settings.DCGM_POD_LABEL, settings.DCGM_NAMESPACE_LABEL
-    found = instant(
-        {
-            "idle": idle_pods_query(pod, ns, policy.for_hours, policy.below_percent),
-            "hours": idle_hours_query(pod, ns, WEEK_DAYS, policy.below_percent),
-        }
-    )
+    queries = {"idle": idle_pods_query(pod, ns, policy.for_hours, policy.below_percent)}
+    if week_hours:
+        queries["hours"] = idle_hours_query(pod, ns, WEEK_DAYS, policy.below_percent)
+    found = instant(queries)
     if not found.available:
         return PoolCandidates(policy, [], found.error)
     idle = set(_by_pod(found.series.get("idle", [])))
@@ -155,6 +154,19 @@ def pool_reclaim_candidates(pool: Pool) -> PoolCandidates:
     hours = _by_pod(found.series.get("hours", []))
     found_candidates = reclaim_candidates(held, idle, hours, for_hours=policy.for_hours)
     return PoolCandidates(policy, found_candidates, held=held)
+
+
+def with_week_hours(policy: ReclaimPolicy, candidates: list[Candidate]) -> list[Candidate]:
+    """`candidates` with their idle hours over the last week (one PromQL query, the costly
+    one: a week in one-minute steps); as they were when Prometheus cannot answer."""
+    pod, ns = settings.DCGM_POD_LABEL, settings.DCGM_NAMESPACE_LABEL
+    found = instant({"hours": idle_hours_query(pod, ns, WEEK_DAYS, policy.below_percent)})
+    if not found.available:
+        return candidates
+    hours = _by_pod(found.series.get("hours", []))
+    idle = {(c.pod.namespace, c.pod.name) for c in candidates}
+    pods = [c.pod for c in candidates]
+    return reclaim_candidates(pods, idle, hours, for_hours=policy.for_hours)
 
 
 def teams_idle(*, now: datetime) -> tuple[list[TeamIdle], str | None]:

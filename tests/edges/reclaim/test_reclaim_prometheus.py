@@ -277,6 +277,7 @@ def _notebook_as_scenario_made(portal: Kubesim) -> GpuPod:
 
 
 def test_a_candidate_is_noticed_once_its_grace_runs_and_an_opt_out_ends_it(
+    stack: tuple[Kubesim, PrometheusServer],
     portal: Kubesim,
     token_for,  # type: ignore[no-untyped-def]
     django_capture_on_commit_callbacks,
@@ -287,10 +288,19 @@ def test_a_candidate_is_noticed_once_its_grace_runs_and_an_opt_out_ends_it(
         "/api/v1/pools/mixed/reclaim/", POLICY, content_type="application/json"
     )
     now = timezone.now()
+    prom = stack[1]
+    before = prom.query_count()
     assert len(_sweep(now, django_capture_on_commit_callbacks)["noticed"]) == 1
+    # The window's query, and the week's idle hours for the one new candidate.
+    assert prom.queries_since(before) == 2
     reclaim = Reclaim.objects.get(pod_uid=pod.uid)
     assert reclaim.grace_until == now + timedelta(hours=POLICY["grace_hours"])
+    noticed_hours = reclaim.idle_hours
+    before = prom.query_count()
     assert _sweep(now + timedelta(hours=1), django_capture_on_commit_callbacks) == {}
+    assert prom.queries_since(before) == 1  # nothing new: the costly query is not sent
+    reclaim.refresh_from_db()
+    assert reclaim.idle_hours == pytest.approx(noticed_hours + 1)  # idle an hour more
 
     # Prometheus down past the grace: nothing decided on the metrics' absence.
     url, settings.PROMETHEUS_URL = settings.PROMETHEUS_URL, "http://127.0.0.1:9"
