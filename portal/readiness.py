@@ -104,8 +104,8 @@ def check_kubernetes() -> str:
     try:
         version = kube_version()
     except KubeError as exc:
-        raise CheckFailed(str(exc)) from exc
-    return f"API server {version}"
+        raise CheckFailed(f"cluster {settings.CLUSTER_NAME}: {exc}") from exc
+    return f"cluster {settings.CLUSTER_NAME}: API server {version}"
 
 
 def _kubernetes_through_the_inventory() -> str:

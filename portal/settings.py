@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from pools.common.guarded_cache import caches_setting
 from pools.core.names import dns_label_problem, label_key_problem
+from portal.clusters_file import cluster_settings
 from portal.env import (
     EnvError,
     env_bool,
@@ -324,6 +326,37 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 POOL_LABEL_KEY = env_str("POOL_LABEL_KEY", "gpu-pool")
 if _problem := label_key_problem(POOL_LABEL_KEY):
     raise EnvError("POOL_LABEL_KEY", f"expected a label key: {_problem}, got {POOL_LABEL_KEY!r}")
+# --- The cluster (pools.core.clusters): described by the variables above (KUBECONFIG,
+# PROMETHEUS_URL, …, and CLUSTER_NAME), or by CLUSTERS_FILE (YAML; secrets from files),
+# never both. This version serves one cluster per portal.
+CLUSTER_NAME = env_str("CLUSTER_NAME", "default")
+if _problem := dns_label_problem(CLUSTER_NAME):
+    raise EnvError("CLUSTER_NAME", f"expected a DNS label: {_problem}, got {CLUSTER_NAME!r}")
+CLUSTERS_FILE = env_str("CLUSTERS_FILE", "")
+if CLUSTERS_FILE:
+    _from_file = cluster_settings(CLUSTERS_FILE, os.environ)
+    _cluster = _from_file.cluster
+    CLUSTER_NAME = _cluster.name
+    KUBECONFIG, KUBE_CONTEXT, KUBE_IN_CLUSTER = (
+        _cluster.kubeconfig,
+        _cluster.context,
+        _cluster.in_cluster,
+    )
+    if _cluster.pool_label_key:
+        if os.environ.get("POOL_LABEL_KEY"):
+            raise EnvError("POOL_LABEL_KEY", "set it here or as the cluster's pool_label_key")
+        POOL_LABEL_KEY = _cluster.pool_label_key
+    if _cluster.metrics is not None:
+        PROMETHEUS_URL = _cluster.metrics.url
+        PROMETHEUS_BEARER_TOKEN = _from_file.bearer_token
+        PROMETHEUS_BEARER_TOKEN_FILE = _cluster.metrics.bearer_token_file
+        PROMETHEUS_USERNAME = _cluster.metrics.username
+        PROMETHEUS_PASSWORD = _from_file.password
+        PROMETHEUS_CA_BUNDLE = _cluster.metrics.ca_file
+        PROMETHEUS_CLIENT_CERT = _cluster.metrics.cert_file
+        PROMETHEUS_CLIENT_KEY = _cluster.metrics.key_file
+        PROMETHEUS_HEADERS = _from_file.headers
+
 # Where the lack-of-resources drill makes its probe pod (the chart's Role lets the portal
 # create and delete pods there, and nowhere else).
 DRILL_NAMESPACE = env_str("DRILL_NAMESPACE", "default")

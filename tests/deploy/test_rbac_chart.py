@@ -198,7 +198,7 @@ def test_everything_the_portal_does_runs_with_the_charts_account_and_uses_every_
     assert admin.read_node("gpu-new-000").metadata.labels["gpu-pool"] == "inference"
 
     # The readiness check of a process with a cluster (the worker's, the watcher's).
-    assert check_kubernetes().startswith("API server v")
+    assert check_kubernetes().startswith("cluster default: API server v")
 
     # A pool's maintenance headroom lists the disruption budgets.
     assert pool_headroom(Pool.objects.get(name="training")).budgets_error is None

@@ -1,0 +1,129 @@
+"""CLUSTERS_FILE at start: the one cluster's connection taken from it (kubeconfig, context,
+Prometheus with its secrets read from files, its pool label key), and a start refused, naming
+the entry and the field, for a malformed file, a file it names that cannot be read, several
+clusters (one per portal in this version), a shared querier's label (not applied yet), or the
+cluster described by the variables as well."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from portal.clusters_file import CLUSTER_VARIABLES, cluster_settings, clusters_file_load
+from portal.env import EnvError
+from tests.portal.test_settings_process import PRODUCTION_ENV, run_django
+
+
+def write(tmp_path: Path, clusters: list[dict[str, object]]) -> Path:
+    path = tmp_path / "clusters.yaml"
+    path.write_text(yaml.safe_dump({"clusters": clusters}))
+    return path
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    found = {}
+    for name, text in (("kubeconfig", "apiVersion: v1\n"), ("token", "s3cret-token\n")):
+        found[name] = tmp_path / name
+        found[name].write_text(text)
+    return found
+
+
+def eu_west(files: dict[str, Path], **fields: object) -> dict[str, object]:
+    return {
+        "name": "eu-west",
+        "kubeconfig": str(files["kubeconfig"]),
+        "context": "eu-west-admin",
+        "pool_label_key": "example.com/pool",
+        "prometheus": {
+            "url": "https://prom-eu.example.com",
+            "bearer_token_file": str(files["token"]),
+            "headers": {"X-Scope-OrgID": "eu"},
+        },
+        **fields,
+    }
+
+
+def without_cluster_variables() -> dict[str, str]:
+    return {name: "" for name in (*CLUSTER_VARIABLES, "POOL_LABEL_KEY")}
+
+
+def test_the_portal_takes_its_cluster_from_the_file(tmp_path: Path, files) -> None:  # type: ignore[no-untyped-def]
+    path = write(tmp_path, [eu_west(files)])
+    shown = (
+        "from django.conf import settings as s; print(s.CLUSTER_NAME, s.KUBECONFIG, "
+        "s.KUBE_CONTEXT, s.PROMETHEUS_URL, s.PROMETHEUS_BEARER_TOKEN, s.POOL_LABEL_KEY, "
+        "s.PROMETHEUS_HEADERS)"
+    )
+    env = {**PRODUCTION_ENV, **without_cluster_variables(), "CLUSTERS_FILE": str(path)}
+    result = run_django(["shell", "-v", "0", "-c", shown], env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split(" ", 6) == [
+        "eu-west",
+        str(files["kubeconfig"]),
+        "eu-west-admin",
+        "https://prom-eu.example.com",
+        "s3cret-token",
+        "example.com/pool",
+        "{'X-Scope-OrgID': 'eu'}\n",
+    ]
+
+
+def test_a_malformed_file_stops_the_start_naming_entry_and_field(tmp_path: Path, files) -> None:  # type: ignore[no-untyped-def]
+    path = write(tmp_path, [eu_west(files, colour="blue")])
+    env = {**PRODUCTION_ENV, **without_cluster_variables(), "CLUSTERS_FILE": str(path)}
+    result = run_django(["check"], env)
+    assert result.returncode != 0
+    assert "CLUSTERS_FILE: clusters[0] (eu-west).colour: expected a colour" in result.stderr
+
+
+def test_a_file_an_entry_names_must_be_readable(tmp_path: Path, files) -> None:  # type: ignore[no-untyped-def]
+    missing = tmp_path / "gone.pem"
+    prometheus = {"url": "https://p.example.com", "ca_file": str(missing)}
+    path = write(tmp_path, [eu_west(files, prometheus=prometheus)])
+    with pytest.raises(EnvError) as refused:
+        clusters_file_load(str(path))
+    assert f"clusters[0] (eu-west).prometheus.ca_file: cannot read {missing}" in str(refused.value)
+
+
+def test_not_yaml_says_where(tmp_path: Path) -> None:
+    path = tmp_path / "clusters.yaml"
+    path.write_text("clusters:\n  - name: [eu-west\n")
+    with pytest.raises(EnvError, match=r"is not YAML at line \d"):
+        clusters_file_load(str(path))
+
+
+def test_several_clusters_are_refused_saying_why(tmp_path: Path, files) -> None:  # type: ignore[no-untyped-def]
+    path = write(tmp_path, [eu_west(files), eu_west(files, name="us-east")])
+    with pytest.raises(EnvError) as refused:
+        cluster_settings(str(path), without_cluster_variables())
+    assert "names 2 clusters (eu-west, us-east); this version serves one" in str(refused.value)
+
+
+def test_a_shared_queriers_label_is_refused_until_queries_apply_it(tmp_path: Path, files) -> None:  # type: ignore[no-untyped-def]
+    prometheus = {"url": "http://thanos:9090", "cluster_label": "cluster"}
+    path = write(tmp_path, [eu_west(files, prometheus=prometheus)])
+    with pytest.raises(EnvError, match=r"prometheus\.cluster_label: a shared querier's"):
+        cluster_settings(str(path), without_cluster_variables())
+
+
+def test_the_cluster_described_twice_is_refused(tmp_path: Path, files) -> None:  # type: ignore[no-untyped-def]
+    path = write(tmp_path, [eu_west(files)])
+    environ = {**without_cluster_variables(), "KUBECONFIG": str(files["kubeconfig"])}
+    with pytest.raises(EnvError, match="described by CLUSTERS_FILE and by KUBECONFIG"):
+        cluster_settings(str(path), environ)
+
+
+def test_without_a_file_the_variables_describe_the_one_cluster() -> None:
+    env = {**PRODUCTION_ENV, **without_cluster_variables(), "CLUSTER_NAME": "gpu-eu"}
+    env.pop("CLUSTERS_FILE", None)
+    shown = "from django.conf import settings as s; print(s.CLUSTER_NAME, s.CLUSTERS_FILE == '')"
+    result = run_django(["shell", "-v", "0", "-c", shown], {**env, "CLUSTERS_FILE": ""})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["gpu-eu", "True"]
+    bad = run_django(["check"], {**env, "CLUSTER_NAME": "GPU_eu"})
+    assert bad.returncode != 0 and "CLUSTER_NAME: expected a DNS label" in bad.stderr
+    assert "CLUSTERS_FILE" not in os.environ  # the suite itself runs without one
