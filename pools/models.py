@@ -855,7 +855,7 @@ class Reclaim(models.Model):
         RECOVERED = "recovered"  # it worked again, or went away, before its eviction
         OPTED_OUT = "opted_out"  # its owner annotated it never to be reclaimed
         FAILED = "failed"  # its budget refused the eviction until the deadline
-        CANCELLED = "cancelled"  # the pool's policy was turned off
+        CANCELLED = "cancelled"  # the policy turned off, the pool retired, or the pod moved
 
     pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="reclaims")
     namespace = models.CharField(max_length=63)
@@ -884,6 +884,11 @@ class Reclaim(models.Model):
     decision_reason = models.TextField(blank=True, max_length=FREE_TEXT_MAX_LENGTH)
     evict_deadline = models.DateTimeField(null=True, blank=True)
     refused = models.TextField(blank=True)  # the budget's last words, while it refuses
+    # An approved reclaim the sweep found must not go on (the pod worked again, opted out,
+    # moved; the policy was turned off): the worker, which alone ends approved reclaims, ends
+    # it so at its next attempt instead of evicting.
+    stop_state = models.CharField(max_length=20, blank=True)
+    stop_why = models.TextField(blank=True)
     next_try_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     outcome = models.TextField(blank=True)  # how it ended, in words

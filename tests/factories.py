@@ -202,15 +202,17 @@ def gpu_node(name: str, pool: str | None, **options: Any) -> Node:
 
 
 def reclaim_row(pool: str, *, namespace: str, pod: str, uid: str, node: str, **fields: Any):  # type: ignore[no-untyped-def]
-    """A reclaim as the sweep makes it for a noticed candidate (pools.reclaim.sweep), for
-    tests of what people and the worker do with it next."""
+    """A reclaim as the sweep makes it for a noticed candidate (pools.reclaim.sweep), its
+    pool's policy on, for tests of what people and the worker do with it next."""
     from datetime import timedelta
 
-    from pools.models import Reclaim
+    from pools.models import Reclaim, ReclaimPolicy
 
     now = timezone.now()
+    found = Pool.objects.get(name=pool)
+    ReclaimPolicy.objects.update_or_create(pool=found, defaults={"enabled": True})
     values: dict[str, Any] = {
-        "pool": Pool.objects.get(name=pool),
+        "pool": found,
         "namespace": namespace,
         "pod": pod,
         "pod_uid": uid,

@@ -216,7 +216,9 @@ class ReclaimViewSet(
         return found
 
     def _answer(self, found: Reclaim) -> Response:
-        return Response(ReclaimSerializer(self.get_queryset().get(pk=found.pk)).data)
+        # By its id alone: the list's filters in the query string must not hide a step done.
+        again = Reclaim.objects.select_related("pool", "requested_by", "decided_by")
+        return Response(ReclaimSerializer(again.get(pk=found.pk)).data)
 
     @extend_schema(
         request=ReclaimReasonSerializer,
@@ -259,6 +261,7 @@ class ReclaimViewSet(
         "noticed again only once it has worked and idled again.",
     )
     @action(detail=True, methods=["post"])
+    @idempotent
     def reject(self, request: Request, pk: str | None = None) -> Response:
         found = self.get_object()
         data = validated(ReclaimRejectSerializer, request)

@@ -126,6 +126,7 @@ def team_idle_hours(
 # model.
 NOTICED, DUE, REQUESTED, APPROVED, REJECTED = "noticed", "due", "requested", "approved", "rejected"
 EVICTED, RECOVERED, OPTED_OUT, FAILED = "evicted", "recovered", "opted_out", "failed"
+CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,8 @@ class Seen:
     running: bool  # still running in the pool, holding GPU units
     idle: bool  # still a candidate under the policy
     opted_out: bool
+    reporting: bool = True  # it has GPU series: "not idle" means it worked
+    moved_to: str = ""  # the pool it now runs in, when another
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,10 @@ class Fate:
 
 def reclaim_fate(state: str, seen: Seen, *, grace_until: datetime, now: datetime) -> Fate | None:
     """What becomes of an open reclaim at a sweep that could read the metrics; None: it stays.
-    An approved one whose pod went away is the eviction step's to find (the API says 404)."""
+    An approved one whose pod went away is the eviction step's to find (the API says 404). A
+    pod without GPU series tells nothing: nothing is decided on missing metrics."""
+    if seen.moved_to:
+        return Fate(CANCELLED, f"its node moved to the pool {seen.moved_to}: not reclaimed here")
     if seen.opted_out and seen.running:
         return Fate(OPTED_OUT, "its owner annotated it never to be reclaimed")
     if not seen.running:
@@ -154,6 +160,8 @@ def reclaim_fate(state: str, seen: Seen, *, grace_until: datetime, now: datetime
             return None
         return Fate(RECOVERED if state != REJECTED else REJECTED, "the pod went away")
     if not seen.idle:
+        if not seen.reporting:
+            return None
         if state == REJECTED:
             return Fate(REJECTED, "it worked again: it will be noticed afresh if it idles again")
         return Fate(RECOVERED, "it worked again before its eviction")

@@ -436,3 +436,16 @@ def idle_hours_query(pod_label: str, namespace_label: str, days: int, below: flo
     under = f"(max by ({by}) ({now}) < bool {below:g})"
     step = f"{IDLE_STEP_MINUTES}m"
     return f"sum_over_time({under}[{days}d:{step}]) * {IDLE_STEP_MINUTES / 60:g}"
+
+
+def pods_reporting_query(pod_label: str, namespace_label: str, pods: list[str]) -> str:
+    """Which of `pods` (by name) have GPU series in the last five minutes, whatever their
+    value: a pod without any tells nothing about its work (its exporter down, its labels
+    lost). Bounded by the names asked, never every pod of a fleet."""
+    # Pod names hold [a-z0-9.-]: only the dot means something to the regular expression,
+    # escaped once for RE2 and once for the PromQL string around it.
+    names = "|".join(p.replace(".", "\\\\.") for p in sorted(set(pods)))
+    selector = f'{pod_label}=~"{names}"'
+    whole = f"max_over_time({UTIL}{{{selector}}}[5m])"
+    instances = f"max_over_time({ENGINE_ACTIVE}{{{selector}, {ON_INSTANCES}}}[5m])"
+    return f"count by ({namespace_label}, {pod_label}) ({whole} or {instances})"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -13,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from pools import reclaim
 from pools.common.errors import InvalidInput, Refused
-from pools.common.roles import Capability, has_capability, require
+from pools.common.roles import Capability, has_capability, refusal_reason, require
 from pools.core.reclaim import MAX_HOURS
 from pools.models import Pool, Reclaim
 from pools.reclaim import requests as reclaim_requests
@@ -39,8 +40,10 @@ def pool_reclaim(request: HttpRequest, name: str) -> HttpResponse:
         "for_hours": current.for_hours,
         "grace_hours": current.grace_hours,
     }
+    if request.method == "POST" and not can_set:
+        raise PermissionDenied(refusal_reason(Capability.EDIT_POOLS))
     form = PolicyForm(request.POST or None, initial=initial)
-    if request.method == "POST" and can_set and form.is_valid():
+    if request.method == "POST" and form.is_valid():
         try:
             reclaim.reclaim_policy_set(pool=pool, user=request.user, **form.cleaned_data)
         except InvalidInput as exc:
@@ -52,7 +55,7 @@ def pool_reclaim(request: HttpRequest, name: str) -> HttpResponse:
             messages.success(request, "Reclaim policy saved.")
             return redirect("pool-reclaim", name=name)
     reclaims = list(Reclaim.objects.filter(pool=pool)[:RECENT_RECLAIMS])
-    open_ones = {r.pod_uid: r for r in reclaims if r.finished_at is None}
+    open_ones = {r.pod_uid: r for r in Reclaim.objects.filter(pool=pool, finished_at__isnull=True)}
     found = reclaim.pool_reclaim_candidates(pool)
     context = {
         "pool": pool,

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from pools.audit import audit
 from pools.common.errors import InvalidInput, NotAllowed
@@ -32,6 +33,7 @@ from pools.core.reclaim import (
 from pools.metrics.queries import idle_hours_query, idle_pods_query
 from pools.metrics.source import instant
 from pools.models import GpuPod, Pool, ReclaimPolicy
+from pools.reclaim.ending import pool_reclaims_cancel
 
 log = logging.getLogger(__name__)
 WEEK_DAYS, MONTH_DAYS = 7, 30
@@ -77,6 +79,8 @@ def reclaim_policy_set(
             actor=user,
             message=f"{pool.name}: {_described(policy)} (was {was})",
         )
+        if not enabled:  # at once, not at the next sweep: an approval must not evict now
+            pool_reclaims_cancel(pool, "the pool's reclaim policy was turned off", timezone.now())
     return policy
 
 

@@ -1,7 +1,7 @@
 """Notifications of reclaims. The pod's owner learns that it was found idle and how long the
-grace is, and what became of it; the approvers that a request is due or filed; its filer and
-its approver how it ended. By e-mail and webhook, each only when configured (NOTIFY_EMAIL,
-NOTIFY_WEBHOOK_URL), as for moves.
+grace is, and what became of it; those who may file requests that one is due; the approvers
+that one was filed; its filer and its approver how it ended. By e-mail and webhook, each only
+when configured (NOTIFY_EMAIL, NOTIFY_WEBHOOK_URL), as for moves.
 
 The owner's e-mail is the pod's contact annotation when that is an address. The webhook's body
 carries the team, the namespace and the contact, so a chat bridge can route it to the owner
@@ -24,11 +24,12 @@ from pools.notify.mail import mail_send
 from pools.notify.webhook import webhook_post
 
 log = logging.getLogger(__name__)
-OWNER, APPROVERS, PEOPLE = "owner", "approvers", "people"  # people: its filer and approver
+# people: its filer and approver; filers: those who may file a request (requesters and admins)
+OWNER, FILERS, APPROVERS, PEOPLE = "owner", "filers", "approvers", "people"
 # event -> (what the subject says, who is told)
 EVENTS: dict[str, tuple[str, frozenset[str]]] = {
     "noticed": ("found holding idle GPUs", frozenset({OWNER})),
-    "due": ("its grace is over: a reclaim request waits to be filed", frozenset({APPROVERS})),
+    "due": ("its grace is over: a reclaim request waits to be filed", frozenset({FILERS})),
     "requested": ("a reclaim request waits for your approval", frozenset({APPROVERS})),
     "approved": ("reclaim approved: the pod is being evicted", frozenset({OWNER, PEOPLE})),
     "rejected": ("reclaim rejected: the pod is kept", frozenset({OWNER, PEOPLE})),
@@ -54,6 +55,8 @@ def recipients(event: str, reclaim: Reclaim) -> list[str]:
     found = set()
     if OWNER in audience and (owner := owner_email(reclaim)):
         found.add(owner)
+    if FILERS in audience:
+        found |= set(emails_of_those_who(Capability.REQUEST_MOVE))
     if APPROVERS in audience:
         found |= set(emails_of_those_who(Capability.APPROVE_MOVE, but=reclaim.requested_by_id))
     if PEOPLE in audience:

@@ -17,7 +17,7 @@ from pools.audit import audit
 from pools.common.errors import InvalidInput, NotAllowed, Refused
 from pools.common.events import announce_reclaim_after_commit
 from pools.common.roles import Capability, has_capability, refusal_reason
-from pools.models import FREE_TEXT_MAX_LENGTH, GpuPod, Reclaim
+from pools.models import FREE_TEXT_MAX_LENGTH, GpuPod, Reclaim, ReclaimPolicy
 
 STATE = Reclaim.State
 
@@ -28,7 +28,7 @@ def _need(user: AbstractBaseUser, capability: Capability, doing: str) -> None:
 
 
 def _locked(reclaim_id: int, states: Sequence[str], doing: str) -> Reclaim:
-    reclaim = Reclaim.objects.select_for_update().get(pk=reclaim_id)
+    reclaim = Reclaim.objects.select_for_update().select_related("pool").get(pk=reclaim_id)
     if reclaim.state not in states or reclaim.finished_at is not None:
         raise Refused(
             "state_conflict",
@@ -47,6 +47,27 @@ def _text(reason: str, *, required: bool) -> str:
         message = f"At most {FREE_TEXT_MAX_LENGTH} characters."
         raise InvalidInput("validation", message, {"reason": message})
     return text
+
+
+def _still_reclaimable(reclaim: Reclaim) -> None:
+    """409 when what was true at the notice no longer is: the pod opted out or moved to
+    another pool, the pool was retired or its policy turned off (the sweep ends it soon)."""
+    name = f"{reclaim.namespace}/{reclaim.pod}"
+    pod = GpuPod.objects.live().filter(uid=reclaim.pod_uid).first()
+    if pod is not None and pod.reclaim_opt_out:
+        raise Refused("opted_out", f"{name} is now annotated never to be reclaimed.")
+    pool = reclaim.pool
+    if pod is not None and pod.pool_label != pool.name:
+        where = pod.pool_label or "of unassigned nodes"
+        raise Refused("not_reclaimable", f"{name} now runs in the pool {where}, not {pool.name}.")
+    if (
+        pool.retired_at is not None
+        or not ReclaimPolicy.objects.filter(pool=pool, enabled=True).exists()
+    ):
+        raise Refused(
+            "not_reclaimable",
+            f"The pool {pool.name} has no reclaim policy on now: nothing is reclaimed there.",
+        )
 
 
 def reclaim_request(
@@ -86,12 +107,7 @@ def reclaim_approve(
         reclaim = _locked(reclaim_id, [STATE.REQUESTED], "approve")
         if reclaim.requested_by_id == approver.pk:
             raise NotAllowed("self_approval", "Four eyes: you cannot approve your own request.")
-        pod = GpuPod.objects.live().filter(uid=reclaim.pod_uid).first()
-        if pod is not None and pod.reclaim_opt_out:
-            raise Refused(
-                "opted_out",
-                f"{reclaim.namespace}/{reclaim.pod} is now annotated never to be reclaimed.",
-            )
+        _still_reclaimable(reclaim)
         deadline = now + timedelta(seconds=settings.RECLAIM_EVICT_DEADLINE_SECONDS)
         Reclaim.objects.filter(pk=reclaim_id).update(
             state=STATE.APPROVED,

@@ -97,6 +97,12 @@ IDLE, BUSY, GONE = Seen(True, True, False), Seen(True, False, False), Seen(False
         ("rejected", BUSY, EARLIER, ("rejected", True)),  # closed: noticed afresh later
         ("requested", Seen(True, True, True), EARLIER, ("opted_out", True)),
         ("approved", Seen(True, False, True), EARLIER, ("opted_out", True)),
+        # No GPU series at all: its work is unknown, nothing is decided.
+        ("noticed", Seen(True, False, False, reporting=False), EARLIER, None),
+        ("rejected", Seen(True, False, False, reporting=False), EARLIER, None),
+        # Its node moved to another pool: not this pool's to reclaim, even approved.
+        ("approved", Seen(False, False, False, moved_to="training"), EARLIER, ("cancelled", True)),
+        ("rejected", Seen(False, False, False, moved_to="training"), EARLIER, ("cancelled", True)),
     ],
 )
 def test_reclaim_fate(

@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from pools.common.events import reclaim_wanted
-from pools.models import AuditEvent, GpuPod, Reclaim
+from pools.models import AuditEvent, GpuPod, Reclaim, ReclaimPolicy
 from pools.reclaim import notifications
 from tests.api.conftest import api
 from tests.factories import demo_inventory, reclaim_row
@@ -232,7 +232,11 @@ def test_who_is_told_what(settings) -> None:  # type: ignore[no-untyped-def]
         user.save()
     reclaim = due(state=Reclaim.State.NOTICED, grace_until=timezone.now() + timedelta(hours=4))
     assert notifications.recipients("noticed", reclaim) == ["search-oncall@example.com"]
-    assert notifications.recipients("due", reclaim) == ["arno@example.com"]
+    # Due: those who may file it; filed: those who may approve it, not its filer.
+    assert notifications.recipients("due", reclaim) == ["rita@example.com"]
+    Reclaim.objects.filter(pk=reclaim.pk).update(requested_by=rita)
+    reclaim.refresh_from_db()
+    assert notifications.recipients("requested", reclaim) == ["arno@example.com"]
     notifications.reclaim_email(event="noticed", reclaim_id=reclaim.pk)
     (sent,) = mail.outbox
     assert sent.to == ["search-oncall@example.com"]
@@ -240,7 +244,7 @@ def test_who_is_told_what(settings) -> None:  # type: ignore[no-untyped-def]
     assert "gpu-portal.io/reclaim=never" in sent.body and f"/reclaims/{reclaim.pk}/" in sent.body
 
     Reclaim.objects.filter(pk=reclaim.pk).update(
-        state=Reclaim.State.EVICTED, requested_by=rita, decided_by=arno, outcome="evicted"
+        state=Reclaim.State.EVICTED, decided_by=arno, outcome="evicted"
     )
     reclaim.refresh_from_db()
     assert notifications.recipients("ended", reclaim) == [
@@ -252,3 +256,41 @@ def test_who_is_told_what(settings) -> None:  # type: ignore[no-untyped-def]
     Reclaim.objects.filter(pk=reclaim.pk).update(contact="@search-oncall")
     reclaim.refresh_from_db()
     assert notifications.recipients("noticed", reclaim) == []
+
+
+def test_a_step_answers_the_reclaim_whatever_the_query_string(token_for) -> None:  # type: ignore[no-untyped-def]
+    reclaim = due(state=Reclaim.State.REQUESTED, requested_by=user_in("requesters", "rita"))
+    arno = api(token_for("approvers", "arno"))
+    answer = post(arno, f"{URL}{reclaim.pk}/approve/?state=requested", {})
+    assert answer.status_code == 200 and answer.json()["state"] == "approved"
+
+
+def test_a_pod_that_moved_pools_or_a_policy_turned_off_cannot_be_approved(token_for) -> None:  # type: ignore[no-untyped-def]
+    namespace, pod, uid, node = POD
+    GpuPod.objects.create(
+        uid=uid,
+        namespace=namespace,
+        name=pod,
+        node_name=node,
+        pool_label="training",
+        phase=GpuPod.Phase.RUNNING,
+        units=1,
+        created_at=timezone.now(),
+    )
+    reclaim = due(state=Reclaim.State.REQUESTED, requested_by=user_in("requesters", "rita"))
+    arno = api(token_for("approvers", "arno"))
+    moved = post(arno, f"{URL}{reclaim.pk}/approve/", {})
+    assert moved.status_code == 409 and moved.json()["error"]["code"] == "not_reclaimable"
+    assert "now runs in the pool training" in moved.json()["error"]["message"]
+    GpuPod.objects.filter(uid=uid).update(pool_label="inference")
+    ReclaimPolicy.objects.filter(pool__name="inference").update(enabled=False)
+    off = post(arno, f"{URL}{reclaim.pk}/approve/", {})
+    assert off.status_code == 409 and "no reclaim policy on" in off.json()["error"]["message"]
+    assert Reclaim.objects.get(pk=reclaim.pk).state == Reclaim.State.REQUESTED
+
+
+def test_only_pool_admins_set_the_policy_on_the_page() -> None:
+    viewer = _page("approvers", "arno")
+    sent = {"enabled": "on", "below_percent": "5", "for_hours": "4", "grace_hours": "0"}
+    assert viewer.post("/pools/inference/reclaim/", sent).status_code == 403
+    assert not ReclaimPolicy.objects.filter(pool__name="inference").exists()

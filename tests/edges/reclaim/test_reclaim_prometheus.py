@@ -19,10 +19,11 @@ from kubernetes.client.exceptions import ApiException
 from pools.common.events import reclaim_event
 from pools.inventory import inventory_sync
 from pools.metrics.queries import idle_hours_query
-from pools.models import AuditEvent, GpuPod, Reclaim
+from pools.models import AuditEvent, GpuPod, Pool, Reclaim
 from pools.reclaim.notifications import reclaim_email
 from pools.reclaim.sweep import reclaims_advance
 from tests.api.conftest import api
+from tests.factories import reclaim_row
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.moves_helpers import user_in
 from tests.servers import PrometheusServer, prometheus_server, wait_for
@@ -297,10 +298,15 @@ def test_a_candidate_is_noticed_once_its_grace_runs_and_an_opt_out_ends_it(
     assert reclaim.grace_until == now + timedelta(hours=POLICY["grace_hours"])
     noticed_hours = reclaim.idle_hours
     before = prom.query_count()
-    assert _sweep(now + timedelta(hours=1), django_capture_on_commit_callbacks) == {}
+    assert _sweep(now + timedelta(seconds=90), django_capture_on_commit_callbacks) == {}
     assert prom.queries_since(before) == 1  # nothing new: the costly query is not sent
     reclaim.refresh_from_db()
-    assert reclaim.idle_hours == pytest.approx(noticed_hours + 1)  # idle an hour more
+    assert reclaim.idle_hours == pytest.approx(noticed_hours + 90 / 3600)  # seen idle since
+    # An hour nobody saw: two ticks' worth at most are counted.
+    assert _sweep(now + timedelta(hours=1, seconds=90), django_capture_on_commit_callbacks) == {}
+    reclaim.refresh_from_db()
+    tick = settings.RECLAIM_TICK_SECONDS
+    assert reclaim.idle_hours == pytest.approx(noticed_hours + (90 + 2 * tick) / 3600)
 
     # Prometheus down past the grace: nothing decided on the metrics' absence.
     url, settings.PROMETHEUS_URL = settings.PROMETHEUS_URL, "http://127.0.0.1:9"
@@ -333,6 +339,54 @@ def test_turning_the_policy_off_cancels_the_open_reclaims(
     (noticed,) = _sweep(timezone.now(), django_capture_on_commit_callbacks)["noticed"]
     off = {**POLICY, "enabled": False}
     admin.put("/api/v1/pools/mixed/reclaim/", off, content_type="application/json")
-    assert _sweep(timezone.now(), django_capture_on_commit_callbacks) == {"cancelled": [noticed]}
+    # At once, not at the next sweep: nothing of the pool's may be approved or evicted now.
+    assert Reclaim.objects.get(pk=noticed).state == "cancelled"
     event = AuditEvent.objects.get(reclaim_id=noticed, action="reclaim.cancelled")
     assert "policy was turned off" in event.message
+    assert _sweep(timezone.now(), django_capture_on_commit_callbacks) == {}
+
+
+def test_the_sweep_ends_what_it_sees_and_never_decides_on_missing_series(
+    portal: Kubesim,
+    token_for,  # type: ignore[no-untyped-def]
+    django_capture_on_commit_callbacks,
+) -> None:
+    _notebook_as_scenario_made(portal)
+    api(token_for("pool-admins", "paula")).put(
+        "/api/v1/pools/mixed/reclaim/", POLICY, content_type="application/json"
+    )
+    now = timezone.now()
+
+    def follow(pod: GpuPod, state: str = "due") -> Reclaim:
+        return reclaim_row(
+            "mixed",
+            namespace=pod.namespace,
+            pod=pod.name,
+            uid=pod.uid,
+            node=pod.node_name,
+            state=state,
+        )
+
+    embedder = GpuPod.objects.live().filter(pool_label="inference", units__gt=0).first()
+    busy = GpuPod.objects.live().get(node_name=BUSY_NODES[0], units__gt=0)
+    ghost = GpuPod.objects.create(
+        uid="ghost-uid",
+        namespace="research",
+        name="ghost-0",
+        node_name=BUSY_NODES[1],
+        pool_label="mixed",
+        phase=GpuPod.Phase.RUNNING,
+        units=1,
+        created_at=now,
+    )
+    moved, worked, unknown = follow(embedder), follow(busy), follow(ghost)
+    done = _sweep(now, django_capture_on_commit_callbacks)
+    assert done["cancelled"] == [moved.pk] and done["recovered"] == [worked.pk]
+    assert "moved to the pool inference" in Reclaim.objects.get(pk=moved.pk).outcome
+    # The ghost holds GPUs in the inventory but has no GPU series: nothing is decided.
+    assert Reclaim.objects.get(pk=unknown.pk).state == "due"
+
+    Pool.objects.filter(name="mixed").update(retired_at=now)
+    done = _sweep(now, django_capture_on_commit_callbacks)
+    assert unknown.pk in done["cancelled"]
+    assert Reclaim.objects.get(pk=unknown.pk).outcome == "the pool mixed was retired"
