@@ -26,11 +26,15 @@ _URL_SCHEMES = {"http", "https"}
 OIDC_TIMEOUT_SECONDS = 10
 
 
-def sso_settings(environ_: dict[str, str] | None = None) -> dict[str, Any]:
-    """Django settings for sign-in: the backends, and mozilla-django-oidc's OIDC_* names."""
+def sso_settings(
+    environ_: dict[str, str] | None = None, *, cluster: str = "default"
+) -> dict[str, Any]:
+    """Django settings for sign-in: the backends, and mozilla-django-oidc's OIDC_* names;
+    roles scoped to a cluster (`role@cluster`) are granted only by `cluster`'s portal."""
     local_login = env_bool("LOCAL_LOGIN_ENABLED", True, environ_)
     try:
-        role_map = parse_role_map(env_list("OIDC_ROLE_MAP", [], environ_), roles=PORTAL_ROLES)
+        items = env_list("OIDC_ROLE_MAP", [], environ_)
+        role_map = parse_role_map(items, roles=PORTAL_ROLES, cluster=cluster)
     except RoleMapError as exc:
         raise EnvError("OIDC_ROLE_MAP", str(exc)) from None
     common: dict[str, Any] = {

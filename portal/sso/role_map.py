@@ -12,11 +12,18 @@ grant several roles). The rule applied at every sign-on:
 
 Group names are compared exactly, case included (``/gpu-admins`` and ``gpu-admins`` are
 different groups, as the provider means them).
+
+A role may be scoped to a cluster, ``gpu-admins-eu=pool-admins@eu-west``: it is granted only
+by the portal of that cluster (CLUSTER_NAME), so portals of several clusters can share one
+map. A role without ``@`` holds everywhere. An item scoped to another cluster grants nothing
+here, and the role it names is not owned here because of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+
+from pools.core.names import dns_label_problem
 
 RoleMap = Mapping[str, frozenset[str]]
 
@@ -25,20 +32,28 @@ class RoleMapError(ValueError):
     """A malformed ``group=role`` item, with what was expected."""
 
 
-def parse_role_map(items: Iterable[str], *, roles: Collection[str]) -> dict[str, frozenset[str]]:
-    """``["gpu-admins=pool-admins", "ml-leads=approvers"]`` -> group -> roles it grants."""
+def parse_role_map(
+    items: Iterable[str], *, roles: Collection[str], cluster: str = "default"
+) -> dict[str, frozenset[str]]:
+    """``["gpu-admins=pool-admins", "ml-leads=approvers@eu-west"]`` -> group -> roles it
+    grants in `cluster` (every item is checked, whichever cluster it names)."""
     granted: dict[str, set[str]] = {}
     for item in items:
-        group, sep, role = item.partition("=")
-        group, role = group.strip(), role.strip()
-        if not sep or "=" in role:
+        group, sep, scoped = item.partition("=")
+        group, scoped = group.strip(), scoped.strip()
+        if not sep or "=" in scoped:
             raise RoleMapError(f"expected group=role, got {item!r}")
         if not group:
             raise RoleMapError(f"no group before '=' in {item!r}")
+        role, at, where = (part.strip() for part in scoped.partition("@"))
         if role not in roles:
             raise RoleMapError(
                 f"{role!r} in {item!r} is not a portal role; choose from {', '.join(roles)}"
             )
+        if at and (problem := dns_label_problem(where)):
+            raise RoleMapError(f"the cluster {where!r} in {item!r}: {problem}")
+        if at and where != cluster:
+            continue  # another cluster's portal grants it
         granted.setdefault(group, set()).add(role)
     return {group: frozenset(names) for group, names in granted.items()}
 

@@ -198,3 +198,42 @@ def test_a_bad_value_is_refused_naming_the_variable(name: str, value: str, messa
 def test_passwords_off_needs_sso_or_nobody_could_sign_in() -> None:
     with pytest.raises(EnvError, match=r"^LOCAL_LOGIN_ENABLED: false needs single sign-on"):
         sso_settings({"LOCAL_LOGIN_ENABLED": "false"})
+
+
+def test_a_role_scoped_to_a_cluster_is_granted_by_that_clusters_portal_only() -> None:
+    items = [
+        "gpu-admins-eu=pool-admins@eu-west",
+        "gpu-admins-us=pool-admins@us-east",
+        "ml-leads=approvers",  # everywhere
+    ]
+    eu = parse_role_map(items, roles=PORTAL_ROLES, cluster="eu-west")
+    assert eu == {"gpu-admins-eu": {"pool-admins"}, "ml-leads": {"approvers"}}
+    us = parse_role_map(items, roles=PORTAL_ROLES, cluster="us-east")
+    assert us == {"gpu-admins-us": {"pool-admins"}, "ml-leads": {"approvers"}}
+    # Another cluster's item owns nothing here: a pool admin granted by hand stays one.
+    only_elsewhere = parse_role_map(items[1:2], roles=PORTAL_ROLES, cluster="eu-west")
+    assert roles_after_sign_on(
+        held={"pool-admins"}, groups=["gpu-admins-us"], role_map=only_elsewhere
+    ) == {"pool-admins"}
+
+
+@pytest.mark.parametrize(
+    ("item", "problem"),
+    [
+        ("gpu-admins=pool-admins@", "the cluster '' in 'gpu-admins=pool-admins@'"),
+        ("gpu-admins=pool-admins@EU_west", "the cluster 'EU_west' in"),
+        ("gpu-admins=admins@eu-west", "'admins' in 'gpu-admins=admins@eu-west' is not a portal"),
+    ],
+)
+def test_a_malformed_cluster_scope_is_refused_whichever_portal_reads_it(
+    item: str, problem: str
+) -> None:
+    with pytest.raises(RoleMapError, match="^" + re.escape(problem)):
+        parse_role_map([item], roles=PORTAL_ROLES, cluster="us-east")
+
+
+def test_the_settings_grant_the_scoped_roles_of_the_portals_cluster() -> None:
+    env = {**PROVIDER, "OIDC_ROLE_MAP": "eu=pool-admins@eu-west,us=pool-admins@us-east"}
+    assert sso_settings(env, cluster="us-east")["OIDC_ROLE_MAP"] == {"us": {"pool-admins"}}
+    with pytest.raises(EnvError, match="OIDC_ROLE_MAP: the cluster 'EU' in"):
+        sso_settings({**PROVIDER, "OIDC_ROLE_MAP": "eu=viewers@EU"}, cluster="us-east")
