@@ -509,6 +509,12 @@ class Approval(models.Model):
         return f"approval of move #{self.request_id} by {self.approver_id}"
 
 
+def current_cluster() -> str:
+    """The cluster this portal serves (CLUSTER_NAME, or its CLUSTERS_FILE entry): what an
+    audited event records, so the logs of several clusters' portals read together."""
+    return str(settings.CLUSTER_NAME)
+
+
 class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
     def update(self, **kwargs: Any) -> int:
         raise TypeError("audit events are append-only")
@@ -531,6 +537,7 @@ class AuditEvent(models.Model):
     )
     actor_name = models.CharField(max_length=150)  # "system" for the worker and beat
     action = models.CharField(max_length=40, db_index=True)
+    cluster = models.CharField(max_length=63, default=current_cluster, db_index=True)
     request = models.ForeignKey(
         MoveRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )

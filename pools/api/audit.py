@@ -20,6 +20,7 @@ class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
         fields = [
             "id",
             "at",
+            "cluster",
             "actor_name",
             "action",
             "request",

@@ -16,7 +16,7 @@ def audit_rows(events: QuerySet[AuditEvent]) -> Iterator[list[object]]:
     """Before and after as the database keeps their JSON text: decoding and encoding again
     each row's dicts would cost more than the rest of the row."""
     yield list(AUDIT_COLUMNS)
-    fields = ("at", "actor_name", "action", "request_id", "node_name", "message")
+    fields = ("at", "cluster", "actor_name", "action", "request_id", "node_name", "message")
     rows = (
         events.order_by("-at", "-id")
         .annotate(before_text=Cast("before", TextField()), after_text=Cast("after", TextField()))
@@ -26,7 +26,7 @@ def audit_rows(events: QuerySet[AuditEvent]) -> Iterator[list[object]]:
         yield csv_cells.row([*head, _json_text(before), _json_text(after)])
 
 
-AUDIT_COLUMNS = ("at", "actor", "action", "move", "node", "message", "before", "after")
+AUDIT_COLUMNS = ("at", "cluster", "actor", "action", "move", "node", "message", "before", "after")
 
 
 def _json_text(text: str | None) -> str | None:

@@ -12,6 +12,7 @@ class AuditFilter(django_filters.FilterSet):
     action = django_filters.CharFilter(lookup_expr="startswith")
     node = django_filters.CharFilter(field_name="node_name")
     actor = django_filters.CharFilter(field_name="actor_name")
+    cluster = django_filters.CharFilter(field_name="cluster")
     request = IdFilter(field_name="request_id")
     maintenance = IdFilter(field_name="maintenance_id")
     booking = IdFilter(field_name="booking_id")
@@ -25,6 +26,7 @@ class AuditFilter(django_filters.FilterSet):
             "action",
             "node",
             "actor",
+            "cluster",
             "request",
             "maintenance",
             "booking",
