@@ -154,17 +154,25 @@ class PrometheusServer:
                 found.append((params["query"], start, end, float(params["step"])))
         return found
 
-    def queries_since(self, before: int) -> int:
-        """Queries logged since the count was `before`. The log is appended as each query
-        ends: the count is read until it stops moving (at most two seconds)."""
-        deadline = time.monotonic() + 2
+    def settled_count(self, *, quiet: float = 0.5, timeout: float = 30) -> int:
+        """The query count once the log has not moved for `quiet` seconds (at most `timeout`):
+        the log is appended as each query ends, and on a loaded machine a query sent by the
+        last page (or a refresh after it) may end a while after its answer."""
+        deadline = time.monotonic() + timeout
         count = self.query_count()
+        steady_since = time.monotonic()
         while time.monotonic() < deadline:
-            time.sleep(0.2)
-            if self.query_count() == count:
+            time.sleep(0.1)
+            now = self.query_count()
+            if now != count:
+                count, steady_since = now, time.monotonic()
+            elif time.monotonic() - steady_since >= quiet:
                 break
-            count = self.query_count()
-        return count - before
+        return count
+
+    def queries_since(self, before: int) -> int:
+        """Queries logged since the count was `before`, read once the log stops moving."""
+        return self.settled_count() - before
 
 
 # The project's recording rules (the portal reads their series when they exist).
