@@ -3,6 +3,9 @@ nodes (Prometheus' own query log counts the PromQL), with the recording rules lo
 
 from __future__ import annotations
 
+import json
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -13,10 +16,27 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from pools.inventory import inventory_sync
-from pools.metrics.queries import PER_GPU_METRICS
+from pools.metrics.dcgm import metric_labels
+from pools.metrics.queries import PER_GPU_METRICS, recorded_figure_queries
 from pools.models import Node
 from tests.kubesim_process import kubesim_server
-from tests.servers import prometheus_server
+from tests.servers import PrometheusServer, prometheus_server, wait_for
+
+
+def _answered(prom: PrometheusServer, promql: str) -> bool:
+    url = f"{prom.url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return bool(json.loads(answer.read())["data"]["result"])
+
+
+def _every_figure_recorded(prom: PrometheusServer, settings) -> bool:  # type: ignore[no-untyped-def]
+    """Every recorded series the pages read exists: the rules have been evaluated once over
+    every node. Before that a page asks the missing figures raw as well (one more query
+    each), and on a loaded machine the first evaluation at 1,000 nodes takes a while."""
+    recorded = recorded_figure_queries(
+        metric_labels(), hot_celsius=settings.GPU_HOT_CELSIUS, idle_window=settings.GPU_IDLE_WINDOW
+    )
+    return all(_answered(prom, promql) for promql in recorded.values())
 
 
 def page_costs(tmp_path: Path, settings, nodes: int) -> dict[str, tuple[int, int]]:  # type: ignore[no-untyped-def]
@@ -37,6 +57,11 @@ def page_costs(tmp_path: Path, settings, nodes: int) -> dict[str, tuple[int, int
         settings.PROMETHEUS_URL = prom.url
         Node.objects.all().delete()
         inventory_sync()
+        wait_for(
+            lambda: _every_figure_recorded(prom, settings),
+            timeout=180,
+            what="every recording rule's first series",
+        )
         client = Client()
         client.force_login(User.objects.get_or_create(username="root", is_superuser=True)[0])
         node = Node.objects.filter(pool__name="training").order_by("name").first()
