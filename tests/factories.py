@@ -230,3 +230,22 @@ def reclaim_row(pool: str, *, namespace: str, pod: str, uid: str, node: str, **f
     }
     values.update(fields)
     return Reclaim.objects.create(**values)
+
+
+def running_gpu_pod(pool: str, *, uid: str, namespace: str, name: str, node: str, **fields: Any):  # type: ignore[no-untyped-def]
+    """A running pod holding one GPU unit as the inventory records it (pools.models.GpuPod),
+    for tests that need its row without a cluster."""
+    from pools.models import GpuPod
+
+    values: dict[str, Any] = {
+        "uid": uid,
+        "namespace": namespace,
+        "name": name,
+        "node_name": node,
+        "pool_label": pool,
+        "phase": GpuPod.Phase.RUNNING,
+        "units": 1,
+        "created_at": timezone.now(),
+    }
+    values.update(fields)
+    return GpuPod.objects.create(**values)

@@ -15,7 +15,7 @@ from pools import reclaim
 from pools.models import AuditEvent, GpuPod, Pool, Reclaim
 from pools.reclaim.ending import reclaim_end
 from pools.reclaim.evict import idle_confirmed_within, reclaim_evict
-from tests.factories import demo_inventory, reclaim_row
+from tests.factories import demo_inventory, reclaim_row, running_gpu_pod
 from tests.moves_helpers import user_in
 
 pytestmark = pytest.mark.django_db
@@ -67,19 +67,10 @@ def test_without_a_recent_sight_of_it_idle_it_waits(settings) -> None:  # type: 
     assert not AuditEvent.objects.filter(reclaim=reclaim).exists()
 
 
-def _pod(pool: str = "inference", **fields: object) -> GpuPod:
-    values: dict[str, object] = {
-        "uid": "u-1",
-        "namespace": "ml-serving",
-        "name": "embedder-0",
-        "node_name": "a100-infer-000",
-        "pool_label": pool,
-        "phase": GpuPod.Phase.RUNNING,
-        "units": 1,
-        "created_at": timezone.now(),
-    }
-    values.update(fields)
-    return GpuPod.objects.create(**values)
+def _pod(pool: str = "inference") -> GpuPod:
+    return running_gpu_pod(
+        pool, uid="u-1", namespace="ml-serving", name="embedder-0", node="a100-infer-000"
+    )
 
 
 def test_the_sweeps_word_is_kept_by_the_worker_alone() -> None:

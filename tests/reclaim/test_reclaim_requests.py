@@ -17,7 +17,7 @@ from pools.common.events import reclaim_wanted
 from pools.models import AuditEvent, GpuPod, Reclaim, ReclaimPolicy
 from pools.reclaim import notifications
 from tests.api.conftest import api
-from tests.factories import demo_inventory, reclaim_row
+from tests.factories import demo_inventory, reclaim_row, running_gpu_pod
 from tests.moves_helpers import user_in
 
 pytestmark = pytest.mark.django_db
@@ -164,16 +164,8 @@ def test_the_list_filters_by_pool_state_and_openness(token_for) -> None:  # type
 
 def test_an_opt_out_since_the_notice_stops_the_approval(token_for) -> None:  # type: ignore[no-untyped-def]
     namespace, pod, uid, node = POD
-    GpuPod.objects.create(
-        uid=uid,
-        namespace=namespace,
-        name=pod,
-        node_name=node,
-        pool_label="inference",
-        phase=GpuPod.Phase.RUNNING,
-        units=1,
-        created_at=timezone.now(),
-        reclaim_opt_out=True,
+    running_gpu_pod(
+        "inference", uid=uid, namespace=namespace, name=pod, node=node, reclaim_opt_out=True
     )
     reclaim = due(state=Reclaim.State.REQUESTED, requested_by=user_in("requesters", "rita"))
     answer = post(api(token_for("approvers", "arno")), f"{URL}{reclaim.pk}/approve/", {})
@@ -267,16 +259,7 @@ def test_a_step_answers_the_reclaim_whatever_the_query_string(token_for) -> None
 
 def test_a_pod_that_moved_pools_or_a_policy_turned_off_cannot_be_approved(token_for) -> None:  # type: ignore[no-untyped-def]
     namespace, pod, uid, node = POD
-    GpuPod.objects.create(
-        uid=uid,
-        namespace=namespace,
-        name=pod,
-        node_name=node,
-        pool_label="training",
-        phase=GpuPod.Phase.RUNNING,
-        units=1,
-        created_at=timezone.now(),
-    )
+    running_gpu_pod("training", uid=uid, namespace=namespace, name=pod, node=node)
     reclaim = due(state=Reclaim.State.REQUESTED, requested_by=user_in("requesters", "rita"))
     arno = api(token_for("approvers", "arno"))
     moved = post(arno, f"{URL}{reclaim.pk}/approve/", {})

@@ -23,7 +23,7 @@ from pools.models import AuditEvent, GpuPod, Pool, Reclaim
 from pools.reclaim.notifications import reclaim_email
 from pools.reclaim.sweep import reclaims_advance
 from tests.api.conftest import api
-from tests.factories import reclaim_row
+from tests.factories import reclaim_row, running_gpu_pod
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.moves_helpers import user_in
 from tests.servers import PrometheusServer, prometheus_server, wait_for
@@ -369,15 +369,8 @@ def test_the_sweep_ends_what_it_sees_and_never_decides_on_missing_series(
 
     embedder = GpuPod.objects.live().filter(pool_label="inference", units__gt=0).first()
     busy = GpuPod.objects.live().get(node_name=BUSY_NODES[0], units__gt=0)
-    ghost = GpuPod.objects.create(
-        uid="ghost-uid",
-        namespace="research",
-        name="ghost-0",
-        node_name=BUSY_NODES[1],
-        pool_label="mixed",
-        phase=GpuPod.Phase.RUNNING,
-        units=1,
-        created_at=now,
+    ghost = running_gpu_pod(
+        "mixed", uid="ghost-uid", namespace="research", name="ghost-0", node=BUSY_NODES[1]
     )
     moved, worked, unknown = follow(embedder), follow(busy), follow(ghost)
     done = _sweep(now, django_capture_on_commit_callbacks)
