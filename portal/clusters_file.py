@@ -2,10 +2,10 @@
 the field (pools.core.clusters), every file an entry names checked readable, and the secrets
 read from their files. The settings take the cluster's connection from it.
 
-This version serves one cluster per portal: a file naming several is refused, saying so, and
-so is a shared querier's cluster label (the portal's queries do not select by it yet). The
-same cluster described by CLUSTERS_FILE and by the variables (KUBECONFIG, PROMETHEUS_URL, …) is
-refused too: one of them would be silently ignored.
+This version serves one cluster per portal: a file naming several is refused, saying so. A
+shared querier's `cluster_label` makes every query select the cluster's series
+(pools.metrics.scope). The same cluster described by CLUSTERS_FILE and by the variables
+(KUBECONFIG, PROMETHEUS_URL, …) is refused too: one of them would be silently ignored.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ CLUSTER_VARIABLES = (
     "PROMETHEUS_CLIENT_CERT",
     "PROMETHEUS_CLIENT_KEY",
     "PROMETHEUS_HEADERS",
+    "PROMETHEUS_CLUSTER_LABEL",
+    "PROMETHEUS_CLUSTER_VALUE",
 )
 
 
@@ -109,12 +111,6 @@ def cluster_settings(path: str, environ: Mapping[str, str]) -> ClusterSettings:
     if metrics is None:
         return ClusterSettings(cluster)
     where = f"clusters[0] ({cluster.name}).prometheus"
-    if metrics.shared:
-        raise EnvError(
-            "CLUSTERS_FILE",
-            f"{where}.cluster_label: a shared querier's cluster label is not applied to the "
-            "portal's queries yet; give the cluster's own Prometheus address",
-        )
     return ClusterSettings(
         cluster,
         bearer_token=_read_secret(metrics.bearer_token_file, f"{where}.bearer_token_file")

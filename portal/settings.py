@@ -332,6 +332,13 @@ if _problem := label_key_problem(POOL_LABEL_KEY):
 CLUSTER_NAME = env_str("CLUSTER_NAME", "default")
 if _problem := dns_label_problem(CLUSTER_NAME):
     raise EnvError("CLUSTER_NAME", f"expected a DNS label: {_problem}, got {CLUSTER_NAME!r}")
+# A querier holding several clusters' series (Thanos, Mimir, VictoriaMetrics, or a Prometheus
+# federating each cluster's): every query selects PROMETHEUS_CLUSTER_LABEL="<value>", the
+# value being the cluster's name unless PROMETHEUS_CLUSTER_VALUE says otherwise.
+PROMETHEUS_CLUSTER_LABEL = env_prometheus_label("PROMETHEUS_CLUSTER_LABEL", "")
+PROMETHEUS_CLUSTER_VALUE = env_str("PROMETHEUS_CLUSTER_VALUE", "")
+if PROMETHEUS_CLUSTER_VALUE and not PROMETHEUS_CLUSTER_LABEL:
+    raise EnvError("PROMETHEUS_CLUSTER_VALUE", "needs PROMETHEUS_CLUSTER_LABEL, its label")
 CLUSTERS_FILE = env_str("CLUSTERS_FILE", "")
 if CLUSTERS_FILE:
     _from_file = cluster_settings(CLUSTERS_FILE, os.environ)
@@ -356,6 +363,10 @@ if CLUSTERS_FILE:
         PROMETHEUS_CLIENT_CERT = _cluster.metrics.cert_file
         PROMETHEUS_CLIENT_KEY = _cluster.metrics.key_file
         PROMETHEUS_HEADERS = _from_file.headers
+        PROMETHEUS_CLUSTER_LABEL = _cluster.metrics.cluster_label
+        PROMETHEUS_CLUSTER_VALUE = _cluster.metrics.cluster_value
+if PROMETHEUS_CLUSTER_LABEL and not PROMETHEUS_CLUSTER_VALUE:
+    PROMETHEUS_CLUSTER_VALUE = CLUSTER_NAME
 
 # Where the lack-of-resources drill makes its probe pod (the chart's Role lets the portal
 # create and delete pods there, and nowhere else).

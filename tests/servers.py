@@ -206,11 +206,16 @@ def prometheus_server(
     rules: bool = True,
     scrape_timeout: str | None = None,
     web_config: Path | None = None,
+    external_labels: dict[str, str] | None = None,
+    federate: list[str] | None = None,
 ) -> Iterator[PrometheusServer]:
     """A Prometheus with the project's recording rules loaded (rules=False: without, as
     a Prometheus nobody configured for the portal), ready once they have run. With
     `web_config` (TLS, client certificates, basic auth) it is ready once it listens: its
-    readiness endpoint wants what that file asks for."""
+    readiness endpoint wants what that file asks for. `external_labels` are the ones a
+    Prometheus attaches to what it federates or remote-writes; with `federate` (other
+    Prometheus servers' host:port) it holds their every series, recorded ones included, as
+    a querier over several clusters does."""
     binary = require_program("prometheus")
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -238,10 +243,21 @@ def prometheus_server(
             "    honor_labels: false\n"
             f"    file_sd_configs: [{{files: ['{file_sd}'], refresh_interval: 1s}}]\n"
         )
+    if federate:
+        sources = ", ".join(f"'{source}'" for source in federate)
+        jobs += (
+            ("" if jobs else "scrape_configs:\n") + "  - job_name: federate\n"
+            "    honor_labels: true\n"
+            "    metrics_path: /federate\n"
+            "    params: {'match[]': ['{__name__=~\".+\"}']}\n"
+            f"    static_configs: [{{targets: [{sources}]}}]\n"
+        )
+    labels = ", ".join(f"{k}: {v}" for k, v in (external_labels or {}).items())
     config = workdir / "prometheus.yml"
     config.write_text(
         "global:\n"
-        f"  scrape_interval: {scrape_interval}\n"
+        + (f"  external_labels: {{{labels}}}\n" if labels else "")
+        + f"  scrape_interval: {scrape_interval}\n"
         f"  evaluation_interval: {scrape_interval}\n"
         + (f"  scrape_timeout: {scrape_timeout}\n" if scrape_timeout else "")
         + f"  query_log_file: {query_log}\n"

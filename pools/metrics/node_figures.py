@@ -125,7 +125,7 @@ class NodeFigureCache:
         options = {"hot_celsius": settings.GPU_HOT_CELSIUS, "idle_window": settings.GPU_IDLE_WINDOW}
         # Asked by every request: the queries are written and hashed once per set of
         # settings they depend on.
-        given = (settings.PROMETHEUS_URL, labels, options["hot_celsius"], options["idle_window"])
+        given = (source.querier(), labels, options["hot_celsius"], options["idle_window"])
         kept = self._kept_keys
         if kept is not None and kept[0] == given:
             return kept[1]

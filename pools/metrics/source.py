@@ -35,6 +35,7 @@ from pools.metrics import queries
 from pools.metrics.http import adapter as http_adapter
 from pools.metrics.http import prometheus_session
 from pools.metrics.results import InstantResult, RangeResult, RangeSeries, Sample
+from pools.metrics.scope import selecting
 from pools.metrics.vectors import NodeValue, node_vector_values
 
 Answer = TypeVar("Answer")
@@ -192,8 +193,26 @@ def _refused(status: int, content: bytes) -> str:
     return f"Prometheus at {settings.PROMETHEUS_URL} answered HTTP {status}: {content[:200]!r}"
 
 
+def querier() -> tuple[str | None, str, str]:
+    """Where the queries go, and whose series they select there: part of every cache key,
+    so that the portals of two clusters sharing a querier and a cache never share answers."""
+    return (
+        settings.PROMETHEUS_URL,
+        settings.PROMETHEUS_CLUSTER_LABEL,
+        settings.PROMETHEUS_CLUSTER_VALUE,
+    )
+
+
+def scoped(promql: str) -> str:
+    """`promql` as sent: on a querier holding several clusters (PROMETHEUS_CLUSTER_LABEL), its
+    every selector narrowed to this portal's cluster. Callers write their queries for one
+    cluster; this is the one place they are narrowed, just before they are sent."""
+    label = settings.PROMETHEUS_CLUSTER_LABEL
+    return selecting(promql, label, settings.PROMETHEUS_CLUSTER_VALUE) if label else promql
+
+
 def cache_key(kind: str, *parts: object) -> str:
-    digest = hashlib.sha256(repr(parts).encode()).hexdigest()
+    digest = hashlib.sha256(repr((querier(), parts)).encode()).hexdigest()
     return f"metrics:{kind}:{digest}"
 
 
@@ -201,7 +220,7 @@ def _run_instant(promql: str, wait: float) -> list[Sample]:
     raw = observability.promql_sent(
         "instant",
         prometheus().custom_query,
-        promql,
+        scoped(promql),
         params={"timeout": f"{wait:.3f}"},
         timeout=wait,
     )
@@ -217,7 +236,7 @@ def _instant_body(promql: str, wait: float) -> bytes:
     # The same session as prometheus-api-client's: one pool, one authentication.
     response = prometheus_session().get(
         f"{url}/api/v1/query",
-        params={"query": promql, "timeout": f"{wait:.3f}"},
+        params={"query": scoped(promql), "timeout": f"{wait:.3f}"},
         timeout=wait,
     )
     if response.status_code != 200:
@@ -357,7 +376,7 @@ def history(
         raw: list[dict[str, Any]] = observability.promql_sent(
             "range",
             prometheus().custom_query_range,
-            promql,
+            scoped(promql),
             start_time=end - span,
             end_time=end,
             step=f"{int(step.total_seconds())}s",
@@ -393,7 +412,7 @@ def history_series(
         raw: list[dict[str, Any]] = observability.promql_sent(
             "range",
             prometheus().custom_query_range,
-            promql,
+            scoped(promql),
             start_time=end - span,
             end_time=end,
             step=f"{int(step.total_seconds())}s",

@@ -1,8 +1,9 @@
 """CLUSTERS_FILE at start: the one cluster's connection taken from it (kubeconfig, context,
 Prometheus with its secrets read from files, its pool label key), and a start refused, naming
 the entry and the field, for a malformed file, a file it names that cannot be read, several
-clusters (one per portal in this version), a shared querier's label (not applied yet), or the
-cluster described by the variables as well."""
+clusters (one per portal in this version), or the cluster described by the variables as well.
+A shared querier's cluster label reaches the settings the queries are narrowed by, from the
+file or from the variables."""
 
 from __future__ import annotations
 
@@ -103,11 +104,48 @@ def test_several_clusters_are_refused_saying_why(tmp_path: Path, files) -> None:
     assert "names 2 clusters (eu-west, us-east); this version serves one" in str(refused.value)
 
 
-def test_a_shared_queriers_label_is_refused_until_queries_apply_it(tmp_path: Path, files) -> None:  # type: ignore[no-untyped-def]
-    prometheus = {"url": "http://thanos:9090", "cluster_label": "cluster"}
-    path = write(tmp_path, [eu_west(files, prometheus=prometheus)])
-    with pytest.raises(EnvError, match=r"prometheus\.cluster_label: a shared querier's"):
-        cluster_settings(str(path), without_cluster_variables())
+SHOW_SCOPE = (
+    "from django.conf import settings as s; "
+    "print(s.CLUSTER_NAME, s.PROMETHEUS_CLUSTER_LABEL, s.PROMETHEUS_CLUSTER_VALUE)"
+)
+
+
+@pytest.mark.parametrize(
+    ("querier", "expected"),
+    [
+        ({"cluster_label": "cluster"}, ["eu-west", "cluster", "eu-west"]),
+        (
+            {"cluster_label": "k8s_cluster", "cluster_value": "prod-eu-1"},
+            ["eu-west", "k8s_cluster", "prod-eu-1"],
+        ),
+    ],
+)
+def test_a_shared_queriers_label_from_the_file(  # type: ignore[no-untyped-def]
+    tmp_path: Path, files, querier: dict[str, str], expected: list[str]
+) -> None:
+    entry = eu_west(files, prometheus={"url": "http://thanos:9090", **querier})
+    path = write(tmp_path, [entry])
+    env = {**PRODUCTION_ENV, **without_cluster_variables(), "CLUSTERS_FILE": str(path)}
+    result = run_django(["shell", "-v", "0", "-c", SHOW_SCOPE], env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == expected
+
+
+def test_a_shared_queriers_label_from_the_variables() -> None:
+    env = {**PRODUCTION_ENV, **without_cluster_variables(), "CLUSTER_NAME": "us-east"}
+    shown = run_django(
+        ["shell", "-v", "0", "-c", SHOW_SCOPE], {**env, "PROMETHEUS_CLUSTER_LABEL": "cluster"}
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.split() == ["us-east", "cluster", "us-east"]
+    unset = run_django(["shell", "-v", "0", "-c", SHOW_SCOPE], env)
+    assert unset.stdout.split() == ["us-east"]  # no label: the queries go as written
+    bad = run_django(["check"], {**env, "PROMETHEUS_CLUSTER_LABEL": "k8s-cluster"})
+    assert bad.returncode != 0
+    assert "PROMETHEUS_CLUSTER_LABEL: expected a Prometheus label name" in bad.stderr
+    alone = run_django(["check"], {**env, "PROMETHEUS_CLUSTER_VALUE": "prod-eu-1"})
+    assert alone.returncode != 0
+    assert "PROMETHEUS_CLUSTER_VALUE: needs PROMETHEUS_CLUSTER_LABEL" in alone.stderr
 
 
 def test_the_cluster_described_twice_is_refused(tmp_path: Path, files) -> None:  # type: ignore[no-untyped-def]
