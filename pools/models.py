@@ -973,6 +973,11 @@ class InventoryLease(models.Model):
     renewed_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField()
     relist_requested_at = models.DateTimeField(null=True, blank=True)
+    # When the writer last had an answer from the API server (a list, a watch event or
+    # bookmark, a stream the server ended), and, while it has none, why: a writer renewing
+    # its lease is alive, yet its rows are only as fresh as its last answer.
+    heard_at = models.DateTimeField(null=True, blank=True)
+    trouble = models.CharField(max_length=500, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name}: {self.holder or 'free'}"

@@ -3,6 +3,7 @@ from django.http import HttpRequest
 
 from pools.common import guarded_cache
 from pools.common.roles import Capability, has_capability
+from pools.inventory.freshness import inventory_freshness
 from pools.moves.selectors import moves_awaiting_decision_count
 
 
@@ -15,6 +16,10 @@ def portal(request: HttpRequest) -> dict[str, object]:
         "metrics_configured": bool(settings.PROMETHEUS_URL),
         # What this request could not reach (Redis): the page says so.
         "degraded": guarded_cache.degraded(),
+        "cluster_name": settings.CLUSTER_NAME,
+        "cluster_colour": settings.CLUSTER_COLOUR,
+        # Nodes as old as the inventory's last answer from the API server: said when stale.
+        "inventory": inventory_freshness() if request.user.is_authenticated else None,
         "perms_edit_pools": has_capability(request.user, Capability.EDIT_POOLS),
         "perms_request_move": has_capability(request.user, Capability.REQUEST_MOVE),
         "perms_approve_move": has_capability(request.user, Capability.APPROVE_MOVE),

@@ -12,6 +12,7 @@ from django.db.utils import Error as DatabaseError
 
 from pools.core.redact import redact_url
 from pools.fleet.selectors import pools_claiming_owned_keys
+from pools.inventory.freshness import inventory_freshness
 from pools.inventory.lease import lease_last_renewed
 from pools.kube.client import kube_configured, kube_version
 from pools.kube.errors import KubeError
@@ -130,6 +131,9 @@ def _kubernetes_through_the_inventory() -> str:
             f"{unseen}; the inventory lease was last renewed {age:.0f}s ago (by {by}), over "
             f"{stale}s: no watcher or sync reaches the API server, the nodes shown may be stale"
         )
+    freshness = inventory_freshness()
+    if freshness is not None and freshness.stale:
+        raise CheckFailed(f"{unseen}; {freshness.why}; the nodes shown may be stale")
     return f"{unseen}; the inventory lease was renewed {age:.0f}s ago by {by}"
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pools.common.guarded_cache import caches_setting
+from pools.core.clusters import DEFAULT_COLOUR
 from pools.core.names import dns_label_problem, label_key_problem
 from portal.clusters_file import cluster_settings
 from portal.env import (
@@ -339,11 +340,14 @@ PROMETHEUS_CLUSTER_LABEL = env_prometheus_label("PROMETHEUS_CLUSTER_LABEL", "")
 PROMETHEUS_CLUSTER_VALUE = env_str("PROMETHEUS_CLUSTER_VALUE", "")
 if PROMETHEUS_CLUSTER_VALUE and not PROMETHEUS_CLUSTER_LABEL:
     raise EnvError("PROMETHEUS_CLUSTER_VALUE", "needs PROMETHEUS_CLUSTER_LABEL, its label")
+# The cluster's colour beside its name at the top of every page (CLUSTERS_FILE's `colour`).
+CLUSTER_COLOUR = DEFAULT_COLOUR
 CLUSTERS_FILE = env_str("CLUSTERS_FILE", "")
 if CLUSTERS_FILE:
     _from_file = cluster_settings(CLUSTERS_FILE, os.environ)
     _cluster = _from_file.cluster
     CLUSTER_NAME = _cluster.name
+    CLUSTER_COLOUR = _cluster.colour
     KUBECONFIG, KUBE_CONTEXT, KUBE_IN_CLUSTER = (
         _cluster.kubeconfig,
         _cluster.context,
@@ -400,6 +404,10 @@ for _name, _key in (
 # The inventory watcher's lease: a watcher that stops renewing it for this long is taken
 # over by another (it renews every third of it).
 INVENTORY_LEASE_SECONDS = env_int("INVENTORY_LEASE_SECONDS", 15, minimum=3, maximum=300)
+# How long the inventory's writer may go without an answer from the API server, while
+# something goes wrong, before every page says the nodes shown may be stale (a watcher hears
+# from it at least once a minute, as each watch stream ends).
+INVENTORY_STALE_SECONDS = env_int("INVENTORY_STALE_SECONDS", 120, minimum=1, maximum=86_400)
 # How long a GPU pod's row is kept after the pod is deleted.
 POD_HISTORY_DAYS = env_int("POD_HISTORY_DAYS", 30, minimum=1, maximum=3650)
 PATCH_MAX_CONFLICTS = env_int("PATCH_MAX_CONFLICTS", 5, minimum=0, maximum=100)

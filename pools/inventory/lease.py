@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -57,16 +59,39 @@ def lease_acquire(holder: str, seconds: float) -> bool:
     return True
 
 
-def lease_renew(holder: str, seconds: float) -> bool:
-    """Extend the lease `holder` has; False when it is no longer theirs (it expired and was
-    taken over): the caller must stop writing."""
+@dataclass(frozen=True)
+class Contact:
+    """The writer's last answer from the API server, `ago` seconds back (None: none yet),
+    and what has gone wrong since, if anything."""
+
+    ago: float | None
+    trouble: str = ""
+
+
+def _contact_fields(contact: Contact) -> dict[str, Any]:
+    # The database's clock, as for the lease itself: the age is measured by the writer.
+    fields: dict[str, Any] = {"trouble": contact.trouble[:500]}
+    if contact.ago is not None:
+        fields["heard_at"] = Now() - timedelta(seconds=max(0.0, contact.ago))
+    return fields
+
+
+def lease_renew(holder: str, seconds: float, contact: Contact | None = None) -> bool:
+    """Extend the lease `holder` has, noting its `contact` with the API server; False when
+    it is no longer theirs (it expired and was taken over): the caller must stop writing."""
     # Still ours even if it ran out meanwhile, as long as nobody took it: the holder stops
     # writing by itself once it has not renewed for a whole lease (the watcher's guard).
+    fields = _contact_fields(contact) if contact is not None else {}
     return bool(
         InventoryLease.objects.filter(name=NAME, holder=holder).update(
-            renewed_at=Now(), expires_at=Now() + timedelta(seconds=seconds)
+            renewed_at=Now(), expires_at=Now() + timedelta(seconds=seconds), **fields
         )
     )
+
+
+def lease_contact(holder: str, contact: Contact) -> None:
+    """Note how a one-off writer (the periodic sync) fared with the API server."""
+    InventoryLease.objects.filter(name=NAME, holder=holder).update(**_contact_fields(contact))
 
 
 def lease_release(holder: str) -> None:

@@ -27,8 +27,10 @@ from pools.core.pod_record import pod_requests
 from pools.core.snapshot import PodSummary, is_gpu_node, node_snapshot, pod_summary
 from pools.inventory.dra import dra_sync_logged
 from pools.inventory.lease import (
+    Contact,
     holder_name,
     lease_acquire,
+    lease_contact,
     lease_holder,
     lease_release,
     relist_request,
@@ -48,6 +50,7 @@ from pools.inventory.rows import (
 )
 from pools.inventory.version import inventory_version_bump
 from pools.kube import nodes as kube_nodes
+from pools.kube.errors import KubeError
 from pools.kube.nodes import Raw
 from pools.kube.read_ahead import read_ahead
 from pools.membership.stays import stays_follow
@@ -217,6 +220,12 @@ def inventory_safety_net() -> str:
     if not lease_acquire(holder, settings.INVENTORY_SYNC_SECONDS):
         return f"skipped: {lease_holder()} holds the inventory lease"
     try:
-        return str(inventory_sync())
+        try:
+            report = inventory_sync()
+        except KubeError as exc:
+            lease_contact(holder, Contact(None, str(exc)))
+            raise
+        lease_contact(holder, Contact(0.0))
+        return str(report)
     finally:
         lease_release(holder)

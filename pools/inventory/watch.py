@@ -40,6 +40,7 @@ from pools.core.pod_record import pod_requests
 from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
 from pools.inventory.dra import dra_sync_logged
 from pools.inventory.lease import (
+    Contact,
     holder_name,
     lease_acquire,
     lease_holder,
@@ -105,6 +106,29 @@ class Batch:
 
 
 @dataclass
+class ApiContact:
+    """Per resource, when its stream last had an answer from the API server (monotonic) and
+    what has gone wrong since: the rows are only as fresh as the oldest."""
+
+    heard: dict[str, float] = field(default_factory=dict)
+    trouble: dict[str, str] = field(default_factory=dict)
+
+    def answered(self, resource: str) -> None:
+        self.heard[resource] = time.monotonic()
+        self.trouble.pop(resource, None)
+
+    def failed(self, resource: str, why: str) -> None:
+        self.trouble[resource] = why
+
+    def now(self) -> Contact:
+        heard = [self.heard.get(resource) for resource in RESOURCES]
+        known = [h for h in heard if h is not None]
+        ago = time.monotonic() - min(known) if len(known) == len(heard) else None
+        troubles = [self.trouble[r] for r in RESOURCES if r in self.trouble]
+        return Contact(ago, "; ".join(troubles))
+
+
+@dataclass
 class WatchState:
     """The cluster as the streams last told it, and what changed since the last flush."""
 
@@ -127,6 +151,7 @@ class WatchState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     changed: threading.Event = field(default_factory=threading.Event)
     requests_cache: dict[str, Resources] = field(default_factory=dict)
+    contact: ApiContact = field(default_factory=ApiContact)
 
     def take(self) -> Batch:
         """What changed since the last take. Nodes whose object changed are written whole;
@@ -357,19 +382,26 @@ def follow(resource: str, state: WatchState, leading: threading.Event) -> None:
             if resource in state.relist or not state.versions.get(resource):
                 state.relist.discard(resource)
                 _relist(resource, state, leading)
+                state.contact.answered(resource)
             for event in watch_events(resource, state.versions[resource], state.streams):
+                state.contact.answered(resource)
                 if not leading.is_set() or resource in state.relist:
                     break
                 _apply(resource, state, event)
+            else:
+                state.contact.answered(resource)  # the server ended the stream on time
             backoff = 0.5
         except LeaseLost:
             return
         except WatchExpired as exc:
             log.info("%s: listing again", exc)
+            state.contact.answered(resource)  # the server answered: 410, list again
             state.relist.add(resource)
         except Exception as exc:  # noqa: BLE001 -- KubeError, or the database away: resume later
             if isinstance(exc, KubeUnavailable) and resource in state.relist:
                 continue  # the stream was ended on purpose, for a re-list: list at once
+            if isinstance(exc, KubeError):
+                state.contact.failed(resource, str(exc))
             level = logging.WARNING if isinstance(exc, KubeError) else logging.ERROR
             log.log(level, "watching %s: %s; resuming in %.1fs", resource, exc, backoff)
             close_old_connections()
@@ -416,7 +448,7 @@ class Leader:
         seconds = settings.INVENTORY_LEASE_SECONDS
         while self.leading.is_set() and not self.stop.wait(seconds / 3):
             try:
-                if not lease_renew(self.holder, seconds):
+                if not lease_renew(self.holder, seconds, self.state.contact.now()):
                     self.lost.set()
                     self.leading.clear()
                     break

@@ -70,6 +70,10 @@ def listed(w: Watcher) -> bool:
     return "listed pods at resourceVersion" in w.text()
 
 
+def lease() -> InventoryLease:
+    return InventoryLease.objects.get()
+
+
 def pool_of(node: str) -> str | None:
     return Node.objects.filter(name=node).values_list("pool_label", flat=True).first()
 
@@ -178,13 +182,19 @@ def test_it_follows_an_api_server_that_restarts(settings, tmp_path: Path) -> Non
         with kubesim_on(workdir, port, metrics_port, state):
             eventually(lambda: listed(w), "the first list")
         # The API server is away: the watcher keeps trying, then resumes from the
-        # resourceVersion it had (the restarted server goes on from the saved one).
+        # resourceVersion it had (the restarted server goes on from the saved one). Its lease
+        # says so meanwhile: still renewed, with the trouble and its last answer's time.
         eventually(lambda: "resuming in" in w.text(), "the dropped connection noticed")
+        eventually(lambda: "watching" in lease().trouble, "the trouble noted on the lease")
+        last_answer = lease().heard_at
+        assert last_answer is not None
         with kubesim_on(workdir, port, metrics_port, state):
             sim.core().patch_node("gpu-new-001", {"metadata": {"labels": {"gpu-pool": "mixed"}}})
             eventually(lambda: pool_of("gpu-new-001") == "mixed", "the change after the restart")
             sim.core().create_namespaced_pod("research", gpu_pod("later", "gpu-new-001"))
             eventually(lambda: GpuPod.objects.filter(name="later").exists(), "a new pod")
+            eventually(lambda: lease().trouble == "", "the trouble cleared once answered")
+            assert lease().heard_at > last_answer  # type: ignore[operator]
         assert w.text().count("listed pods at resourceVersion") == 1  # resumed, not re-listed
     assert Node.objects.filter(gone_at__isnull=True).count() == 25
 
