@@ -1,3 +1,5 @@
+import functools
+
 from django.conf import settings
 from django.http import HttpRequest
 
@@ -19,7 +21,10 @@ def portal(request: HttpRequest) -> dict[str, object]:
         "cluster_name": settings.CLUSTER_NAME,
         "cluster_colour": settings.CLUSTER_COLOUR,
         # Nodes as old as the inventory's last answer from the API server: said when stale.
-        "inventory": inventory_freshness() if request.user.is_authenticated else None,
+        # Asked once, and only by a template that shows it (a partial does not).
+        "inventory": functools.cache(inventory_freshness)
+        if request.user.is_authenticated
+        else None,
         "perms_edit_pools": has_capability(request.user, Capability.EDIT_POOLS),
         "perms_request_move": has_capability(request.user, Capability.REQUEST_MOVE),
         "perms_approve_move": has_capability(request.user, Capability.APPROVE_MOVE),
