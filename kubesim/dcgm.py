@@ -25,6 +25,7 @@ from typing import Any
 from kubesim import daemonsets, mig, sharing
 from kubesim.cluster import Cluster
 from kubesim.dcgm_counters import COUNTERS, XID_COUNTER, format_value, xid_message
+from kubesim.recorded import render_recorded
 from kubesim.scheduling import node_gpus
 from kubesim.store import Entry
 
@@ -459,10 +460,13 @@ METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def exporter_page(exporter: Exporter, path: str) -> bytes | None:
-    """The page at `path` (`/metrics`, or one node's at `/metrics/node/NAME`), or None."""
+    """The page at `path` (`/metrics`, one node's at `/metrics/node/NAME`, or the recording
+    rules' per-node series at `/metrics/recorded`), or None."""
     path = path.split("?")[0]
     if path == "/metrics":
         return exporter.render()
+    if path == "/metrics/recorded":
+        return render_recorded(exporter)
     if path.startswith("/metrics/node/"):
         return exporter.render(path.rsplit("/", 1)[1])
     return None
