@@ -1,7 +1,7 @@
 """Server time of the overview and a pool page, warm and cold metric cache, with query counts,
 read from the recording rules' series and from the raw expressions side by side.
 
-    .venv/bin/python -m bench.dashboard [--sizes 5000 15000] [--runs 7] [--modes rules raw]
+    .venv/bin/python -m bench.dashboard [--sizes 5000 15000] [--runs 7] [--modes rules raw fed]
         [--pages overview pool] [--prometheus-timeout 10] [--profile]
 
 kubesim generates the cluster and exports the DCGM fields the portal reads (as a
@@ -37,6 +37,7 @@ from tests.kubesim_process import Kubesim, kubesim_server
 from tests.servers import PrometheusServer, prometheus_server, wait_for
 
 SCRAPE_SECONDS = 60
+RECORDED_COUNT = "Hostname:DCGM_FI_DEV_GPU_UTIL:count"
 
 
 def scalar(prometheus_url: str, promql: str) -> int:
@@ -80,21 +81,29 @@ def measure(client, path: str, runs: int, *, cold: bool, prometheus_pid: int | N
 
 
 @contextlib.contextmanager
-def scraped(sim: Kubesim, work: Path, size: int, *, rules: bool) -> Iterator[PrometheusServer]:
+def scraped(sim: Kubesim, work: Path, size: int, *, mode: str) -> Iterator[PrometheusServer]:
+    """`rules`: every GPU's series and the rules over them; `raw`: the series alone; `fed`:
+    the recorded series alone, as federation or remote-write from the cluster's own
+    Prometheus would bring them (kubesim's /metrics/recorded)."""
+    fed = mode == "fed"
     with prometheus_server(
         work,
         scrape_targets=[sim.metrics_url.removeprefix("http://")],
         # kubesim renders every GPU's series in Python: 15,000 nodes take most of a minute.
         scrape_interval=f"{SCRAPE_SECONDS}s",
         scrape_timeout=f"{SCRAPE_SECONDS - 2}s",
-        rules=rules,
+        rules=mode == "rules",
+        metrics_path="/metrics/recorded" if fed else "/metrics",
     ) as prom:
+        first = (
+            "count(Hostname:DCGM_FI_DEV_GPU_UTIL:count)" if fed else "count(DCGM_FI_DEV_GPU_UTIL)"
+        )
         wait_for(
-            lambda: scalar(prom.url, "count(DCGM_FI_DEV_GPU_UTIL)") == size * 8,
+            lambda: scalar(prom.url, first) == (size if fed else size * 8),
             timeout=600,
             what="the first full scrape",
         )
-        if rules:
+        if mode == "rules":
             wait_for(
                 lambda: (
                     scalar(prom.url, "count(Hostname:DCGM_FI_DEV_GPU_UTIL:count_held_idle)") == size
@@ -161,7 +170,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 15000])
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--modes", nargs="+", choices=["rules", "raw"], default=["rules", "raw"])
+    parser.add_argument(
+        "--modes", nargs="+", choices=["rules", "raw", "fed"], default=["rules", "raw"]
+    )
     parser.add_argument("--profile", action="store_true", help="print a profile of each page")
     parser.add_argument(
         "--prometheus-timeout",
@@ -205,7 +216,7 @@ def main() -> None:
                 inventory_sync()
                 print(f"{size} nodes: inventory synced in {time.perf_counter() - started:.1f} s")
                 for mode in args.modes:
-                    with scraped(sim, work / mode, size, rules=mode == "rules") as prom:
+                    with scraped(sim, work / mode, size, mode=mode) as prom:
                         settings.PROMETHEUS_URL = prom.url
                         settings.PROMETHEUS_TIMEOUT = args.prometheus_timeout
                         report(client, prom, size, mode, args.runs, args.profile, args.pages)

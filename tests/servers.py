@@ -208,6 +208,7 @@ def prometheus_server(
     web_config: Path | None = None,
     external_labels: dict[str, str] | None = None,
     federate: list[str] | None = None,
+    metrics_path: str = "/metrics",
 ) -> Iterator[PrometheusServer]:
     """A Prometheus with the project's recording rules loaded (rules=False: without, as
     a Prometheus nobody configured for the portal), ready once they have run. With
@@ -215,7 +216,8 @@ def prometheus_server(
     readiness endpoint wants what that file asks for. `external_labels` are the ones a
     Prometheus attaches to what it federates or remote-writes; with `federate` (other
     Prometheus servers' host:port) it holds their every series, recorded ones included, as
-    a querier over several clusters does."""
+    a querier over several clusters does. `metrics_path` is the targets' page (kubesim's
+    /metrics/recorded: the recorded series alone, kept with honor_labels as federated)."""
     binary = require_program("prometheus")
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -229,7 +231,8 @@ def prometheus_server(
         jobs = (
             "scrape_configs:\n"
             "  - job_name: dcgm-exporter\n"
-            "    honor_labels: false\n"
+            f"    honor_labels: {'false' if metrics_path == '/metrics' else 'true'}\n"
+            f"    metrics_path: {metrics_path}\n"
             "    static_configs:\n"
             f"      - targets: [{targets}]\n"
             "        labels: {namespace: gpu-operator, pod: nvidia-dcgm-exporter-sim, "
