@@ -1,6 +1,7 @@
 """GET /api/v1/nodes/ at 5,000 nodes under 50 concurrent token clients.
 
-    .venv/bin/python -m bench.api_nodes [--nodes 5000] [--clients 50] [--runs 3] [--profile 200] [--fed]
+    .venv/bin/python -m bench.api_nodes [--nodes 5000] [--clients 50] [--runs 3] [--profile 200]
+        [--fed]
 
 The portal runs under gunicorn (production settings, SQLite, Redis, a real Prometheus
 scraping kubesim); wrk keeps 50 connections, each request with one of 50 tokens. Besides
