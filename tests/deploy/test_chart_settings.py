@@ -74,6 +74,25 @@ def test_single_sign_on_settings_appear_when_it_is_on() -> None:
     assert data["DCGM_NODE_LABEL"] == "hostname"
 
 
+def test_the_cluster_and_its_querier_label_reach_the_config_map() -> None:
+    assert not {"CLUSTER_NAME", "PROMETHEUS_CLUSTER_LABEL"} & set(config_data(default_docs()))
+    data = config_data(
+        render(
+            sets=(
+                "config.clusterName=eu-west",
+                "config.prometheusClusterLabel=cluster",
+                "config.prometheusClusterValue=prod-eu-1",
+            )
+        )
+    )
+    assert (data["CLUSTER_NAME"], data["PROMETHEUS_CLUSTER_LABEL"]) == ("eu-west", "cluster")
+    assert data["PROMETHEUS_CLUSTER_VALUE"] == "prod-eu-1"
+    assert "/config/clusterName" in render_error(sets=("config.clusterName=EU_west",))
+    assert "/config/prometheusClusterLabel" in render_error(
+        sets=("config.prometheusClusterLabel=k8s-cluster",)
+    )
+
+
 def test_single_sign_on_without_its_settings_is_refused_naming_them() -> None:
     message = render_error(sets=("oidc.enabled=true",))
     assert "oidc.clientId" in message

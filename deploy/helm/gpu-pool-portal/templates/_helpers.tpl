@@ -91,6 +91,15 @@ KUBE_IN_CLUSTER: "true"
 PROMETHEUS_URL: {{ $c.prometheusUrl | quote }}
 DCGM_NODE_LABEL: {{ $c.dcgmNodeLabel | quote }}
 POOL_LABEL_KEY: {{ $c.poolLabelKey | quote }}
+{{- with $c.clusterName }}
+CLUSTER_NAME: {{ . | quote }}
+{{- end }}
+{{- with $c.prometheusClusterLabel }}
+PROMETHEUS_CLUSTER_LABEL: {{ . | quote }}
+{{- end }}
+{{- with $c.prometheusClusterValue }}
+PROMETHEUS_CLUSTER_VALUE: {{ . | quote }}
+{{- end }}
 DRILL_NAMESPACE: {{ .Release.Namespace | quote }}
 READYZ_REQUIRED: {{ join "," $c.readyzRequired | quote }}
 LOCAL_LOGIN_ENABLED: {{ $c.localLoginEnabled | toString | quote }}
