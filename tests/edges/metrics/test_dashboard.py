@@ -16,6 +16,7 @@ from django.test import Client
 from pools.inventory import inventory_sync
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.moves_helpers import role_group
+from tests.overview_html import card, figure
 from tests.servers import PrometheusServer, prometheus_server, wait_for, wait_rules_caught_up
 
 Stack = tuple[Kubesim, PrometheusServer]
@@ -79,18 +80,6 @@ def portal(stack: Stack, settings, db) -> Client:  # type: ignore[no-untyped-def
     viewer.groups.add(role_group("viewers"))
     client.force_login(viewer)
     return client
-
-
-def card(html: str, pool: str) -> str:
-    match = re.search(rf'<article class="card[^"]*" data-pool="{pool}">(.*?)</article>', html, re.S)
-    assert match, f"no card for {pool}"
-    return match.group(1)
-
-
-def figure(html: str, name: str) -> str:
-    match = re.search(rf'data-figure="{name}"[^>]*>([^<]*)<', html)
-    assert match, f"no figure {name}"
-    return match.group(1).strip()
 
 
 def test_overview_figures_equal_the_exporters(portal: Client) -> None:

@@ -23,6 +23,7 @@ from pools.inventory import inventory_sync
 from portal.readiness import figures_detail
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.moves_helpers import role_group
+from tests.overview_html import card, figure
 from tests.servers import PrometheusServer, prometheus_server, wait_for
 
 TRAINING = [f"a100-train-00{i}" for i in range(4)] + ["a100-train-drift-000"]
@@ -108,17 +109,6 @@ def portal_of(fleet: Fleet, cluster: str, settings, *, label: str = "cluster") -
     viewer.groups.add(role_group("viewers"))
     client.force_login(viewer)
     return client
-
-
-def card(html: str, pool: str) -> str:
-    match = re.search(rf'<article class="card[^"]*" data-pool="{pool}">(.*?)</article>', html, re.S)
-    assert match, f"no card for {pool}"
-    return match.group(1)
-
-
-def figure(html: str, name: str) -> str | None:
-    match = re.search(rf'data-figure="{name}"[^>]*>([^<]*)<', html)
-    return match.group(1).strip() if match else None
 
 
 def node_util(html: str, node: str) -> str:
