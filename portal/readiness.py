@@ -12,7 +12,7 @@ from django.db.utils import Error as DatabaseError
 
 from pools.core.redact import redact_url
 from pools.fleet.selectors import pools_claiming_owned_keys
-from pools.inventory.freshness import inventory_freshness
+from pools.inventory.freshness import inventory_freshness, writer_gone_after
 from pools.inventory.lease import lease_last_renewed
 from pools.kube.client import kube_configured, kube_version
 from pools.kube.errors import KubeError
@@ -125,7 +125,7 @@ def _kubernetes_through_the_inventory() -> str:
         raise CheckFailed(f"{unseen}; and no inventory watcher or sync has written the nodes yet")
     holder, age = last
     by = holder or "a watcher since stopped"
-    stale = 2 * settings.INVENTORY_SYNC_SECONDS + settings.INVENTORY_LEASE_SECONDS
+    stale = writer_gone_after()
     if age > stale:
         raise CheckFailed(
             f"{unseen}; the inventory lease was last renewed {age:.0f}s ago (by {by}), over "
