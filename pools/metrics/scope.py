@@ -1,9 +1,12 @@
-"""One cluster's series out of a querier that holds several (Thanos, Mimir, VictoriaMetrics, or a
+r"""One cluster's series out of a querier that holds several (Thanos, Mimir, VictoriaMetrics, or a
 Prometheus federating each cluster's): every vector selector of a PromQL expression gets the
 matcher `label="value"`, as prom-label-proxy enforces a tenant's (pure: strings in, strings out).
 
-Written here, not taken from a library: no PromQL parser for Python is kept up. The rewriter
-knows only what it must to find a selector; everything else is copied as it came:
+Written here, not taken from a library: promql-parser 0.11 (Rust, with Python bindings) parses
+the portal's queries, but writing its tree back drops the escaping in strings (the matcher
+`Hostname=~"a\\.b"` comes back as `"a\.b"`, which Prometheus refuses), and the node matchers
+escape every dot of a node's name. The rewriter knows only what it must to find a selector;
+everything else is copied as it came:
 
 - a metric name is an identifier that is neither a keyword nor a function's name (followed by
   `(`); its matchers are the braces right after it, or none;
