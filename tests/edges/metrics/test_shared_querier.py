@@ -7,10 +7,7 @@ only, from the recorded series, at the same number of queries as on its own Prom
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,6 +18,7 @@ from django.test import Client
 
 from pools.inventory import inventory_sync
 from portal.readiness import figures_detail
+from tests.edges.metrics.test_dashboard import promql
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.moves_helpers import role_group
 from tests.overview_html import card, figure
@@ -36,12 +34,6 @@ class Fleet:
     sims: dict[str, Kubesim]
     leaves: dict[str, PrometheusServer]
     querier: PrometheusServer
-
-
-def promql(prom: PrometheusServer, query: str) -> list[dict]:  # type: ignore[type-arg]
-    url = f"{prom.url}/api/v1/query?" + urllib.parse.urlencode({"query": query})
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return json.loads(response.read())["data"]["result"]
 
 
 def holds(prom: PrometheusServer, query: str, expected: float) -> bool:
