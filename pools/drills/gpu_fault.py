@@ -55,11 +55,16 @@ def begin(drill: Drill, now: datetime) -> dict[str, Any]:
 
 
 def _xid_shown(node_name: str, gpu: int) -> tuple[int | None, str]:
-    """The XID the node's figures show for the GPU (what the node page shows)."""
+    """The XID the node's figures show for the GPU (what the node page shows), or None and
+    why not. A GPU without series is not a GPU without an XID: a failed scrape marks every
+    series of its target stale, and the check must then say it does not know."""
     rows, error = node_gpus(node_name)
     if error:
         return None, error
-    return next((row.xid for row in rows if row.index == str(gpu)), 0), ""
+    shown = next((row.xid for row in rows if row.index == str(gpu)), None)
+    if shown is None:
+        return None, f"Prometheus had no series for GPU {gpu} of {node_name} at the end of the hold"
+    return shown, ""
 
 
 def observe(drill: Drill, now: datetime) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from django.utils import timezone
 from pools import drills
 from pools.common.errors import InvalidInput
 from pools.inventory import inventory_sync
+from pools.metrics.dcgm import node_gpus
 from pools.models import AuditEvent, Drill, Node, Pool
 from tests.edges.metrics.test_dashboard import scraped
 from tests.kubesim_process import Kubesim, kubesim_server
@@ -33,7 +34,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kubesim, P
     with kubesim_server(tmp_path_factory.mktemp("kubesim")) as sim:
         target = sim.metrics_url.removeprefix("http://")
         with prometheus_server(
-            tmp_path_factory.mktemp("prom"), scrape_targets=[target], rules=False
+            # Two seconds to answer a scrape: a failed one marks every series stale, and a
+            # loaded machine can stall kubesim past one.
+            tmp_path_factory.mktemp("prom"),
+            scrape_targets=[target],
+            rules=False,
+            scrape_interval="2s",
         ) as prom:
             wait_for(lambda: scraped(prom, XID_QUERY, 0), timeout=30, what="a first scrape")
             yield sim, prom
@@ -115,6 +121,8 @@ def test_jobs_taken_off_the_faulty_node_pass_the_drill(
     core.patch_node(NODE, {"spec": {"unschedulable": True}})
     for pod in Node.objects.get(name=NODE).pods:
         core.delete_namespaced_pod(pod["name"], pod["namespace"], grace_period_seconds=0)
+    # The GPU's series change their pod labels: the check reads what Prometheus has after.
+    wait_for(lambda: shown_xid(NODE) == 79, timeout=30, what="the XID without the pods")
     try:
         done = drills.drill_finish(drill.pk, now=timezone.now())
         assert done is not None
@@ -124,6 +132,28 @@ def test_jobs_taken_off_the_faulty_node_pass_the_drill(
     finally:
         core.patch_node(NODE, {"spec": {"unschedulable": None}})
     assert exporter_xid(portal) == 0
+
+
+def shown_xid(node: str, gpu: int = 0) -> int | None:
+    rows, _ = node_gpus(node)
+    return next((row.xid for row in rows if row.index == str(gpu)), None)
+
+
+def test_a_gpu_without_series_is_unknown_not_a_missed_fault(portal: Kubesim) -> None:
+    node = "a100-train-003"
+    drill = start(node=node)
+    drills.drill_begin(drill.pk, now=timezone.now())
+    portal.control("exporter", {"node": node, "enabled": False})
+    try:
+        wait_for(lambda: shown_xid(node) is None, timeout=30, what="the node's series stale")
+        done = drills.drill_finish(drill.pk, now=timezone.now())
+    finally:
+        portal.control("exporter", {"node": node, "enabled": True})
+    assert done is not None
+    flagged = next(c for c in done.checks if c["name"] == "flagged")
+    assert flagged["status"] == "unknown", flagged
+    assert flagged["detail"].endswith(f"no series for GPU 0 of {node} at the end of the hold")
+    assert exporter_xid(portal, node) == 0
 
 
 def test_a_restore_that_fails_is_retried_by_the_beat(
