@@ -345,8 +345,6 @@ def start_kubesim(children: Children, config: DemoConfig, env: dict[str, str]) -
     argv += ["--history-labels", labels]
     children.start("kubesim", argv, env)
     children.wait_until(config.kubeconfig.exists, "kubesim", timeout=180)
-    # The watcher lists the cluster too once it starts; the first pages should not wait.
-    subprocess.run([PYTHON, "manage.py", "sync_inventory"], cwd=ROOT, env=env, check=True)
 
 
 def start_control_plane(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
@@ -369,7 +367,6 @@ def start_control_plane(children: Children, config: DemoConfig, env: dict[str, s
     children.wait_until(ready.exists, "kubesim's kubelets", timeout=180)
     shutil.copyfile(kubeconfig, config.kubeconfig)
     config.kubeconfig.chmod(0o600)
-    subprocess.run([PYTHON, "manage.py", "sync_inventory"], cwd=ROOT, env=env, check=True)
 
 
 def start_prometheus(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
@@ -462,7 +459,11 @@ class Backfill:
             shutil.move(str(block), self.config.prometheus_data / block.name)
 
 
-def start_everything(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
+def start_everything(
+    children: Children, config: DemoConfig, env: dict[str, str], setup: subprocess.Popen[bytes]
+) -> None:
+    """The servers, then (once `setup` has made the database) the inventory's first sync
+    and the portal's processes."""
     start_redis(children, config, env)
     if config.cluster == "kubernetes":
         start_control_plane(children, config, env)
@@ -472,6 +473,11 @@ def start_everything(children: Children, config: DemoConfig, env: dict[str, str]
         env["KUBECONFIG"] = ""
         say("demo: kubesim is not built yet; the portal starts without a cluster")
     start_prometheus(children, config, env)
+    if setup.wait() != 0:
+        raise subprocess.CalledProcessError(setup.returncode, setup.args)
+    if env["KUBECONFIG"]:
+        # The watcher lists the cluster too once it starts; the first pages should not wait.
+        subprocess.run([PYTHON, "manage.py", "sync_inventory"], cwd=ROOT, env=env, check=True)
     start_portal(children, config, env)
 
 
@@ -493,16 +499,13 @@ def run(config: DemoConfig) -> None:
     children = Children(config.logs)
     backfill = Backfill(config)
     make = MakeWatch()
+    setup: subprocess.Popen[bytes] | None = None
     with stop_on_signals():
         make.start()
         try:
-            manage = [PYTHON, "manage.py"]
-            subprocess.run(
-                [*manage, "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
-            )
-            subprocess.run([*manage, "demo_users"], cwd=ROOT, env=env, check=True)
-            subprocess.run([*manage, "demo_pools"], cwd=ROOT, env=env, check=True)
-            start_everything(children, config, env)
+            # The database is set up while the servers start: none of them reads it.
+            setup = subprocess.Popen([PYTHON, "manage.py", "demo_setup"], cwd=ROOT, env=env)
+            start_everything(children, config, env, setup)
             if config.cluster == "kubesim":  # the history is the simulator's replay
                 backfill.start()
             print_welcome(config, env)
@@ -513,6 +516,9 @@ def run(config: DemoConfig) -> None:
             say(f"\ndemo: {stop} received, stopping every child")
         finally:
             ignore_stop_signals()  # nothing may interrupt the stopping itself
+            if setup is not None and setup.poll() is None:  # stopped while it migrates
+                setup.kill()
+                setup.wait()
             make.stop()
             backfill.stop()
             children.stop_all()

@@ -11,6 +11,7 @@ from django.apps import apps
 from django.conf import settings
 from xdist.scheduler import LoadScopeScheduling
 
+import tests.hypothesis_profile  # noqa: F401  (registers and loads the profile)
 from pools.tokens import token_create
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.moves_helpers import user_in

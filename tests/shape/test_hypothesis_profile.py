@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import HYPOTHESIS_MAX_EXAMPLES, HYPOTHESIS_PROFILE
+from tests.hypothesis_profile import HYPOTHESIS_MAX_EXAMPLES, HYPOTHESIS_PROFILE
 
 
 def test_the_projects_profile_is_loaded() -> None:

@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-import cel
-
 from pools.core.fit.quantities import QuantityError, parse_quantity
 
 QUANTITY = "k8s.io/quantity"
@@ -150,9 +148,18 @@ class Selector:
     domains: tuple[str, ...]  # quoted names that may be a domain: absent ones read as {}
 
 
+def _cel() -> Any:
+    """The CEL engine, imported at its first use: the package's __init__ loads its command
+    line (typer, rich, prompt_toolkit), about 0.3 s of every process's start, and most of
+    the portal's processes (web workers, beat, commands) never evaluate a selector."""
+    import cel
+
+    return cel
+
+
 def compile_selector(expression: str) -> Selector:
     try:
-        program = cel.compile(expression)
+        program = _cel().compile(expression)
     except ValueError as error:
         raise SelectorError(f"CEL compile error: {_first_line(error)}") from None
     literals = [a or b for a, b in _STRING.findall(expression)]
@@ -200,7 +207,7 @@ class SelectorCache:
 
 
 def _evaluate(selector: Selector, device: Any) -> bool | SelectorError:
-    context = cel.Context()
+    context = _cel().Context()
     for name, function in _FUNCTIONS.items():
         context.add_function(name, function)
     context.add_variable("device", device.cel_value(selector.domains))
