@@ -54,7 +54,8 @@ class DemoConfig:
     state: Path
     cluster: str = "kubesim"  # or "kubernetes": the real control plane, kubesim as kubelet
     # Days of jobs and DCGM samples replayed before the demo serves (the pages' longest
-    # window is 30 days). Fewer start faster: a month is about 1 GB for promtool to import.
+    # window is 30 days). Fewer start faster: a month is about 1 GB for promtool to import;
+    # none starts the simulator's workload live, with no history and no import.
     history_days: int = 30
     # The demo's cluster (kubesim/scenarios/): showcase is demo's with a MIG pool and DRA
     # nodes beside it.
@@ -71,7 +72,7 @@ class DemoConfig:
             exporter=env_port("DEMO_EXPORTER_PORT", 9400),
             state=state.resolve(),
             cluster=demo_cluster(),
-            history_days=env_int("DEMO_HISTORY_DAYS", 30, minimum=1, maximum=30),
+            history_days=env_int("DEMO_HISTORY_DAYS", 30, minimum=0, maximum=30),
             scenario=demo_scenario(),
         )
 
@@ -340,9 +341,10 @@ def start_kubesim(children: Children, config: DemoConfig, env: dict[str, str]) -
     # Prometheus is up).
     argv += ["--workload", "demo", "--history-days", str(config.history_days)]
     argv += ["--retention-days", str(config.history_days + 1)]
-    argv += ["--history-openmetrics", str(config.history)]
-    labels = f"job=dcgm-exporter,instance=127.0.0.1:{config.exporter},{EXPORTER_TARGET_LABELS}"
-    argv += ["--history-labels", labels]
+    if config.history_days:
+        argv += ["--history-openmetrics", str(config.history)]
+        labels = f"job=dcgm-exporter,instance=127.0.0.1:{config.exporter},{EXPORTER_TARGET_LABELS}"
+        argv += ["--history-labels", labels]
     children.start("kubesim", argv, env)
     children.wait_until(config.kubeconfig.exists, "kubesim", timeout=180)
 
@@ -506,7 +508,7 @@ def run(config: DemoConfig) -> None:
             # The database is set up while the servers start: none of them reads it.
             setup = subprocess.Popen([PYTHON, "manage.py", "demo_setup"], cwd=ROOT, env=env)
             start_everything(children, config, env, setup)
-            if config.cluster == "kubesim":  # the history is the simulator's replay
+            if config.cluster == "kubesim" and config.history_days:  # the simulator's replay
                 backfill.start()
             print_welcome(config, env)
             while (dead := children.first_dead()) is None:

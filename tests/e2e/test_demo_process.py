@@ -108,9 +108,9 @@ def _start(argv: list[str], state_dir: Path, tmp_path: Path) -> Demo:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PORTAL_"))}
     env.update({name: str(port) for name, port in ports.items()})
     env["DEMO_STATE_DIR"] = str(state_dir)
-    # A day of history: these tests stop the demo once it serves, and a month's samples
-    # (about 1 GB) would only keep promtool busy on the cores the other tests share.
-    env["DEMO_HISTORY_DAYS"] = "1"
+    # No history: these tests stop the demo once it serves, and a month's samples (about
+    # 1 GB) would only keep kubesim and promtool busy on the cores the other tests share.
+    env["DEMO_HISTORY_DAYS"] = "0"
     log = tmp_path / "demo.out"
     with log.open("wb") as out:
         # Its own process group, as `make demo` has in a terminal.
@@ -222,10 +222,12 @@ def test_a_signal_to_the_group_stops_every_child_and_frees_every_port(
     # redis, kubesim, prometheus, the worker, beat and watcher, gunicorn, and their children.
     assert len(started) >= 7, demo.output()
     assert all(port_open(port) for port in demo.ports.values()), demo.ports
-    # DEMO_HISTORY_DAYS reached the simulator: the day this test asked for, not a month.
+    # DEMO_HISTORY_DAYS reached the simulator: no history, as this test asked, not a month;
+    # and nothing is written for promtool to import.
     commands = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in started]
     kubesim = next(c for c in commands if c[1:4] == [b"-m", b"kubesim", b"serve"])
-    assert kubesim[kubesim.index(b"--history-days") + 1] == b"1", kubesim
+    assert kubesim[kubesim.index(b"--history-days") + 1] == b"0", kubesim
+    assert b"--history-openmetrics" not in kubesim, kubesim
 
     os.killpg(demo.process.pid, signum)
     if again:
@@ -263,8 +265,8 @@ def test_a_signal_to_makes_own_process_stops_every_child_and_frees_every_port(
     ("name", "value", "error"),
     [
         ("DEMO_PORT", "eighty", "expected a whole number from 1 to 65535, got 'eighty'"),
-        ("DEMO_HISTORY_DAYS", "0", "expected a whole number from 1 to 30, got 0"),
-        ("DEMO_HISTORY_DAYS", "31", "expected a whole number from 1 to 30, got 31"),
+        ("DEMO_HISTORY_DAYS", "-1", "expected a whole number from 0 to 30, got -1"),
+        ("DEMO_HISTORY_DAYS", "31", "expected a whole number from 0 to 30, got 31"),
     ],
 )
 def test_a_malformed_setting_is_one_line(name: str, value: str, error: str) -> None:
