@@ -12,6 +12,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from pools.core import names
+from pools.core.cluster_scope import scoped_cluster
 from pools.core.desired import PoolSpec, Target
 from pools.core.devices import DEVICE_COLUMNS, NodeDevices, devices_of_row, units_asked
 from pools.core.pool_definition import definition_errors
@@ -23,6 +24,29 @@ from pools.core.taints import Taint
 FREE_TEXT_MAX_LENGTH = 2000
 
 
+def current_cluster() -> str:
+    """The cluster the work at hand is about (pools.core.cluster_scope), else the portal's
+    own (CLUSTER_NAME, or its CLUSTERS_FILE entry): the one a new pool, node or audited
+    event belongs to, and the one `Pool.objects` and `Node.objects` read."""
+    return scoped_cluster() or str(settings.CLUSTER_NAME)
+
+
+def served_clusters() -> tuple[str, ...]:
+    """The clusters whose pools and nodes this portal serves: its own first."""
+    home = str(settings.CLUSTER_NAME)
+    return (home, *(name for name in settings.CLUSTER_NAMES if name != home))
+
+
+class ClusterManager(models.Manager[Any]):
+    """Reads the current cluster's rows only (current_cluster): lookups by name find the one
+    meant when two clusters use the same names. `everywhere` reads every cluster's; it is
+    also each model's default manager, so that a relation (a pool's nodes, a move's node)
+    is followed whatever the scope."""
+
+    def get_queryset(self) -> models.QuerySet[Any]:
+        return super().get_queryset().filter(cluster=current_cluster())
+
+
 class PoolQuerySet(models.QuerySet["Pool"]):
     def active(self) -> PoolQuerySet:
         return self.filter(retired_at__isnull=True)
@@ -32,10 +56,12 @@ class PoolQuerySet(models.QuerySet["Pool"]):
 
 
 class Pool(models.Model):
+    # Pools belong to one cluster: training in eu-west and training in us-east are two pools,
+    # and a node joins only a pool of its own cluster.
+    cluster = models.CharField(max_length=63, default=current_cluster)
     name = models.CharField(
         max_length=63,
-        unique=True,
-        help_text="A DNS label; nodes in the pool carry <pool key>=<name>.",
+        help_text="A DNS label, unique in its cluster; nodes in the pool carry <pool key>=<name>.",
     )
     display_name = models.CharField(max_length=100)
     description = models.TextField(blank=True, max_length=FREE_TEXT_MAX_LENGTH)
@@ -82,7 +108,8 @@ class Pool(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = PoolQuerySet.as_manager()
+    everywhere = PoolQuerySet.as_manager()
+    objects = ClusterManager.from_queryset(PoolQuerySet)()
 
     # What a pool admin defines, in the pool form and the API alike.
     EDITABLE_FIELDS = (
@@ -104,6 +131,10 @@ class Pool(models.Model):
 
     class Meta:
         ordering = ["name"]
+        default_manager_name = "everywhere"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="one_pool_name_per_cluster")
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -118,23 +149,40 @@ class Pool(models.Model):
         return PoolSpec(self.name, dict(self.labels), self.taint)
 
     def validate_unique(self, exclude: Collection[str] | None = None) -> None:
-        # A retired pool keeps its name (its moves and audit events refer to it): say so,
-        # rather than "already exists" about a pool nobody sees.
-        retired = Pool.objects.retired().filter(name=self.name).exclude(pk=self.pk).first()
-        if retired is not None and not (exclude and "name" in exclude):
-            raise ValidationError(
-                {
-                    "name": f"The name {self.name!r} is taken by the retired pool "
-                    f"{retired.display_name!r} (retired {retired.retired_at:%Y-%m-%d}): "
-                    "restore it, or choose another name."
-                },
-                code="retired_name",
+        # Names are unique per cluster, and the message says so on the name field (the
+        # constraint alone would blame "Cluster and Name" together). A retired pool keeps its
+        # name (its moves and audit events refer to it): say so, rather than "already
+        # exists" about a pool nobody sees.
+        if not (exclude and "name" in exclude):
+            taken = (
+                Pool.objects.filter(cluster=self.cluster, name=self.name)
+                .exclude(pk=self.pk)
+                .first()
             )
+            if taken is not None and taken.retired_at is not None:
+                raise ValidationError(
+                    {
+                        "name": f"The name {self.name!r} is taken by the retired pool "
+                        f"{taken.display_name!r} (retired {taken.retired_at:%Y-%m-%d}): "
+                        "restore it, or choose another name."
+                    },
+                    code="retired_name",
+                )
+            if taken is not None:
+                raise ValidationError(
+                    {
+                        "name": f"A pool named {self.name!r} already exists in cluster "
+                        f"{self.cluster}."
+                    },
+                    code="unique",
+                )
         super().validate_unique(exclude=exclude)
 
     def clean(self) -> None:
         errors = definition_errors(
-            self, Pool.objects.active().exclude(pk=self.pk), pool_key=settings.POOL_LABEL_KEY
+            self,
+            Pool.objects.active().filter(cluster=self.cluster).exclude(pk=self.pk),
+            pool_key=settings.POOL_LABEL_KEY,
         )
         if errors:
             raise ValidationError(errors)
@@ -148,7 +196,9 @@ class NodeQuerySet(models.QuerySet["Node"]):
 class Node(models.Model):
     """The last snapshot of a GPU node, as the inventory sync saw it."""
 
-    name = models.CharField(max_length=253, unique=True)
+    # Node names are unique in a cluster only (two clusters may each have a gpu-node-001).
+    cluster = models.CharField(max_length=63, default=current_cluster)
+    name = models.CharField(max_length=253)
     pool = models.ForeignKey(
         Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes"
     )
@@ -199,11 +249,16 @@ class Node(models.Model):
     last_seen = models.DateTimeField()
     gone_at = models.DateTimeField(null=True, blank=True)
 
-    objects = NodeQuerySet.as_manager()
+    everywhere = NodeQuerySet.as_manager()
+    objects = ClusterManager.from_queryset(NodeQuerySet)()
 
     class Meta:
         ordering = ["name"]
+        default_manager_name = "everywhere"
         indexes = [models.Index(fields=["pool", "name"]), models.Index(fields=["gone_at"])]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="one_node_name_per_cluster")
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -507,12 +562,6 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"approval of move #{self.request_id} by {self.approver_id}"
-
-
-def current_cluster() -> str:
-    """The cluster this portal serves (CLUSTER_NAME, or its CLUSTERS_FILE entry): what an
-    audited event records, so the logs of several clusters' portals read together."""
-    return str(settings.CLUSTER_NAME)
 
 
 class AuditEventQuerySet(models.QuerySet["AuditEvent"]):

@@ -86,6 +86,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     # After the login check, which has loaded the user: the user joins the log context.
     "portal.middleware.UserLogContextMiddleware",
+    # Which cluster's pools and nodes the request reads and changes (?cluster=).
+    "portal.cluster_scope.ClusterScopeMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -371,6 +373,9 @@ if CLUSTERS_FILE:
         PROMETHEUS_CLUSTER_VALUE = _cluster.metrics.cluster_value
 if PROMETHEUS_CLUSTER_LABEL and not PROMETHEUS_CLUSTER_VALUE:
     PROMETHEUS_CLUSTER_VALUE = CLUSTER_NAME
+# The clusters whose pools and nodes this portal serves; a request names one with
+# ?cluster= (portal.cluster_scope), the portal's own otherwise.
+CLUSTER_NAMES = (CLUSTER_NAME,)
 
 # Where the lack-of-resources drill makes its probe pod (the chart's Role lets the portal
 # create and delete pods there, and nowhere else).

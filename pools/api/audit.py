@@ -11,6 +11,7 @@ from rest_framework import serializers, viewsets
 
 from pools.api.base import READ_ERRORS, BaseView, Newest, error_responses
 from pools.audit.filters import AuditFilter
+from pools.core.cluster_scope import any_cluster
 from pools.models import AuditEvent
 
 
@@ -42,6 +43,7 @@ class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
         responses={200: AuditEventSerializer, **READ_ERRORS, **error_responses(404)}
     ),
 )
+@any_cluster
 class AuditEventViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
     queryset = AuditEvent.objects.all()
     serializer_class = AuditEventSerializer

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from pools import bookings
 from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, Newest, error_responses, validated
-from pools.api.fields import StrictCharField, StrictIntegerField
+from pools.api.fields import ActivePoolField, StrictCharField, StrictIntegerField
 from pools.api.idempotency import idempotent
 from pools.bookings.calendar import pool_calendar
 from pools.common.roles import Capability
@@ -73,12 +73,7 @@ class BookingSerializer(S.ModelSerializer):  # type: ignore[type-arg]
 
 
 def _pool_field(**options: Any) -> S.SlugRelatedField:  # type: ignore[type-arg]
-    return S.SlugRelatedField(
-        slug_field="name",
-        queryset=Pool.objects.active(),
-        error_messages={"does_not_exist": "No active pool is named {value}."},
-        **options,
-    )
+    return ActivePoolField(**options)
 
 
 class BookingAskSerializer(S.Serializer):  # type: ignore[type-arg]

@@ -14,11 +14,11 @@ from rest_framework.response import Response
 
 from pools import drills
 from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, Newest, error_responses, validated
-from pools.api.fields import StrictCharField, StrictIntegerField
+from pools.api.fields import ActivePoolField, StrictCharField, StrictIntegerField
 from pools.api.idempotency import idempotent
 from pools.api.permissions import HasCapability
 from pools.core.drills import MAX_HOLD_SECONDS
-from pools.models import Drill, Pool
+from pools.models import Drill
 
 DEFAULT_HOLD_SECONDS = 60
 
@@ -61,11 +61,7 @@ class DrillSerializer(S.ModelSerializer):  # type: ignore[type-arg]
 
 class DrillStartSerializer(S.Serializer):  # type: ignore[type-arg]
     kind = S.ChoiceField(choices=Drill.Kind.choices)
-    pool = S.SlugRelatedField(
-        slug_field="name",
-        queryset=Pool.objects.active(),
-        error_messages={"does_not_exist": "No active pool is named {value}."},
-    )
+    pool = ActivePoolField()
     node = StrictCharField(
         max_length=253,
         required=False,

@@ -14,6 +14,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from pools.models import Pool
+
 # What a JSON value is called, by the Python type json.loads makes of it.
 JSON_KINDS = {
     bool: "a boolean",
@@ -48,3 +50,16 @@ def _integer_kind(data: Any) -> str:
     if isinstance(data, float):
         return f"a number with a fraction part ({data!r}): send it without a decimal point"
     return JSON_KINDS.get(type(data), type(data).__name__)
+
+
+class ActivePoolField(serializers.SlugRelatedField):  # type: ignore[type-arg]
+    """An active pool, by name, of the request's cluster. The pools are read when the field
+    is, not when the serializer class is made: a queryset built at import would keep the
+    cluster of that moment (pools.models.ClusterManager)."""
+
+    def __init__(self, **options: Any) -> None:
+        options.setdefault("error_messages", {"does_not_exist": "No active pool is named {value}."})
+        super().__init__(slug_field="name", queryset=Pool.objects.none(), **options)
+
+    def get_queryset(self) -> Any:
+        return Pool.objects.active()

@@ -61,11 +61,21 @@ class PoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         help_text="whole, shared, mig-<profile> (e.g. mig-1g.10gb); empty accepts any.",
     )
     node_count = serializers.SerializerMethodField(help_text="GPU nodes in the pool now.")
+    cluster = serializers.CharField(
+        read_only=True, help_text="The cluster the pool belongs to: its nodes are that cluster's."
+    )
 
     class Meta:
         model = Pool
-        fields = [*Pool.EDITABLE_FIELDS, "node_count", "created_at", "updated_at", "retired_at"]
-        read_only_fields = ["created_at", "updated_at", "retired_at"]
+        fields = [
+            "cluster",
+            *Pool.EDITABLE_FIELDS,
+            "node_count",
+            "created_at",
+            "updated_at",
+            "retired_at",
+        ]
+        read_only_fields = ["cluster", "created_at", "updated_at", "retired_at"]
         # Uniqueness and every other rule are checked by the model (pools.models), so the
         # API and the pages refuse the same definitions with the same messages.
         extra_kwargs = {"name": {"validators": []}}
@@ -93,6 +103,7 @@ class NodeMetricsSerializer(serializers.Serializer):  # type: ignore[type-arg]
 # by the serializer). The declared fields, the list's row query (NODE_ROW_FIELDS) and the
 # fast path below all read this one list.
 NODE_FIELDS: dict[str, str | None] = {
+    "cluster": "cluster",
     "name": "name",
     "pool": "pool__name",
     "pool_label": "pool_label",

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, Newest, error_responses, validated
-from pools.api.fields import StrictCharField, StrictIntegerField
+from pools.api.fields import ActivePoolField, StrictCharField, StrictIntegerField
 from pools.api.idempotency import idempotent
 from pools.api.permissions import HasCapability
 from pools.core.headroom import BUDGET, DOWN, FLOOR, GANG, SHARED_BUDGETS
@@ -133,11 +133,7 @@ class MaintenanceSerializer(S.ModelSerializer):  # type: ignore[type-arg]
 
 
 class MaintenanceStartSerializer(S.Serializer):  # type: ignore[type-arg]
-    pool = S.SlugRelatedField(
-        slug_field="name",
-        queryset=Pool.objects.active(),
-        error_messages={"does_not_exist": "No active pool is named {value}."},
-    )
+    pool = ActivePoolField()
     nodes = S.ListField(
         child=StrictCharField(max_length=253),
         required=False,

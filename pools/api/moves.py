@@ -19,11 +19,11 @@ from rest_framework.response import Response
 
 from pools import moves
 from pools.api.base import READ_ERRORS, WRITE_ERRORS, BaseView, Newest, error_responses, validated
-from pools.api.fields import StrictCharField, StrictIntegerField
+from pools.api.fields import ActivePoolField, StrictCharField, StrictIntegerField
 from pools.api.fleet import PodSerializer, UnitFiguresSerializer
 from pools.api.idempotency import idempotent
 from pools.common.roles import Capability
-from pools.models import FREE_TEXT_MAX_LENGTH, MoveItem, MoveRequest, Pool
+from pools.models import FREE_TEXT_MAX_LENGTH, MoveItem, MoveRequest
 from pools.moves import BULK_LIMIT
 from pools.moves.filters import MoveFilter
 from pools.moves.impact import move_impact
@@ -33,7 +33,7 @@ class MoveCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     nodes = serializers.ListField(
         child=StrictCharField(max_length=253), min_length=1, max_length=5000
     )
-    destination = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.active())
+    destination = ActivePoolField(error_messages={})
     reason = StrictCharField(max_length=FREE_TEXT_MAX_LENGTH)
     drain_policy = serializers.ChoiceField(
         choices=MoveRequest.DrainPolicy.choices, default=MoveRequest.DrainPolicy.LEAVE_RUNNING

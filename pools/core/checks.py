@@ -29,6 +29,8 @@ class NodeFacts:
     has_metrics: bool | None = None  # None: Prometheus unavailable
     layouts: tuple[str, ...] = ()  # how it offers its GPUs (pools.core.devices.node_layouts)
     mig_capable: bool = False  # GFD's nvidia.com/mig.capable
+    # Not present in the destination's cluster, but in these: a node never changes clusters.
+    other_clusters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class PoolFacts:
     present_nodes: int = 0
     leaving: int = 0  # nodes already on their way out in other active moves
     accepted_layouts: tuple[str, ...] = ()  # empty: any
+    cluster: str = ""
 
 
 @dataclass(frozen=True)
@@ -269,6 +272,19 @@ def _reconfigure_failures(
     return []
 
 
+def _other_cluster(node: NodeFacts, destination: PoolFacts) -> CheckFailure:
+    # A node's cluster is where its kubelet registered: no label moves it, so the move is
+    # refused whole rather than left to fail on an API server that has no such node.
+    theirs = " and ".join(node.other_clusters)
+    return CheckFailure(
+        node.name,
+        "other_cluster",
+        f"{node.name} is a node of cluster {theirs}, and pool {destination.name} is in cluster "
+        f"{destination.cluster}: a move stays inside its cluster. Move it to a pool of "
+        f"{theirs}, or send the work to cluster {theirs} instead.",
+    )
+
+
 def _node_failures(
     node: NodeFacts,
     destination: PoolFacts,
@@ -277,6 +293,8 @@ def _node_failures(
     health_override: str,
     reconfiguration: Reconfiguration | None = None,
 ) -> list[CheckFailure]:
+    if not node.present and node.other_clusters:
+        return [_other_cluster(node, destination)]
     if not node.present:
         return [CheckFailure(node.name, "node_not_found", f"{node.name} is not a known GPU node.")]
     failures = []

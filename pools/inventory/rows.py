@@ -34,7 +34,7 @@ from pools.core.pod_record import PodLabels, PodRecord, pod_record
 from pools.core.snapshot import NodeSnapshot, PodSummary
 from pools.inventory.version import inventory_version_bump
 from pools.membership.stays import stays_follow
-from pools.models import GpuPod, MoveItem, Node, Pool
+from pools.models import GpuPod, MoveItem, Node, Pool, current_cluster
 
 Raw = dict[str, Any]
 
@@ -48,6 +48,8 @@ NODE_KEPT = ("dra_units",)
 # (its image could not be pulled) ends with the pod's deadline, and its last status no
 # longer says why.
 KEPT_UNLESS_EMPTY = ("waiting_reason",)
+# A node is its name in its cluster (pools.models.Node's constraint).
+NODE_KEY = ("cluster", "name")
 
 
 def pod_labels() -> PodLabels:
@@ -110,6 +112,7 @@ def node_row(
         pool_key=settings.POOL_LABEL_KEY,
     )
     return {
+        "cluster": current_cluster(),
         "name": snapshot.name,
         "pool_id": pool_ids.get(label),
         "pool_label": label,
@@ -192,7 +195,7 @@ def _adapter(field: models.Field[Any, Any], tz: tzinfo | None) -> Callable[[Any]
 @cache
 def _upsert_statement(
     model: type[models.Model],
-    unique: str,
+    unique: tuple[str, ...],
     keep: tuple[str, ...],
     keep_unless_empty: tuple[str, ...],
     vendor: str,
@@ -200,8 +203,9 @@ def _upsert_statement(
 ) -> tuple[
     str, Callable[[dict[str, Any]], tuple[Any, ...]], list[tuple[int, Callable[[Any], Any]]]
 ]:
-    """The upsert of `model` keyed on `unique`, updating every field but `keep` on conflict
-    (and `keep_unless_empty` when the new value is ''); a getter of a row's values in column
+    """The upsert of `model` keyed on the fields `unique` (a unique constraint's), updating
+    every field but `keep` on conflict (and `keep_unless_empty` when the new value is ''); a
+    getter of a row's values in column
     order, and the adapter of each column that needs one."""
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
@@ -214,12 +218,15 @@ def _upsert_statement(
         return f"{column} = EXCLUDED.{column}"
 
     updates = ", ".join(
-        update(quote(f.column), f.name) for f in fields if f.name != unique and f.name not in keep
+        update(quote(f.column), f.name)
+        for f in fields
+        if f.name not in unique and f.name not in keep
     )
     # Identifiers from the model's own metadata, quoted; every value is a parameter.
     head = f"INSERT INTO {table} ({', '.join(columns)})"
     values = f"VALUES ({', '.join(['%s'] * len(columns))})"
-    conflict = f"ON CONFLICT ({quote(unique)}) DO UPDATE SET {updates}"
+    key = ", ".join(quote(model._meta.get_field(name).column) for name in unique)
+    conflict = f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
     sql = f"{head} {values} {conflict}"
     adapters = [(i, a) for i, f in enumerate(fields) if (a := _adapter(f, tz)) is not None]
     return sql, operator.itemgetter(*(f.attname for f in fields)), adapters
@@ -249,7 +256,7 @@ def upsert(
     model: type[models.Model],
     rows: Iterable[dict[str, Any]],
     *,
-    unique: str,
+    unique: tuple[str, ...],
     keep: tuple[str, ...] = (),
     keep_unless_empty: tuple[str, ...] = (),
 ) -> int:
@@ -269,14 +276,14 @@ def node_values(node: Node) -> dict[str, Any]:
 
 
 def nodes_upsert(rows: list[Node]) -> None:
-    if upsert(Node, (node_values(n) for n in rows), unique="name", keep=NODE_KEPT):
+    if upsert(Node, (node_values(n) for n in rows), unique=NODE_KEY, keep=NODE_KEPT):
         inventory_version_bump()
         stays_follow([n.name for n in rows], rows[0].last_seen)
 
 
 def node_rows_upsert(rows: list[dict[str, Any]]) -> None:
     """Write node rows made by node_row (one statement)."""
-    if upsert(Node, rows, unique="name", keep=NODE_KEPT):
+    if upsert(Node, rows, unique=NODE_KEY, keep=NODE_KEPT):
         inventory_version_bump()
         stays_follow([r["name"] for r in rows], rows[0]["last_seen"])
 
@@ -352,7 +359,7 @@ def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> 
     upsert(
         GpuPod,
         ({**row, "updated_at": stamp} for row in rows),
-        unique="uid",
+        unique=("uid",),
         keep=KEPT,
         keep_unless_empty=KEPT_UNLESS_EMPTY,
     )

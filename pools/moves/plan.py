@@ -63,45 +63,70 @@ class MovePlan:
 def pool_facts(pools: Sequence[Pool]) -> dict[str, PoolFacts]:
     """Each pool's rules and numbers: nodes present, and nodes already on their way out in
     active moves (counted against the pool's minimum)."""
+    # Counted by pool id: pools of two clusters may share a name.
+    ids = [p.pk for p in pools]
     present = dict(
-        Node.objects.present()
-        .filter(pool__isnull=False)
-        .values_list("pool__name")
-        .annotate(n=Count("id"))
+        Node.objects.present().filter(pool__in=ids).values_list("pool_id").annotate(n=Count("id"))
     )
     leaving_qs = (
-        MoveItem.objects.filter(active=True)
+        MoveItem.objects.filter(active=True, source_pool__in=ids)
         .exclude(state__in=MoveItem.FINISHED)
-        .exclude(source_pool=None)
         .exclude(source_pool_id=F("request__destination_id"))
     )
-    leaving = dict(leaving_qs.values_list("source_pool__name").annotate(n=Count("id")))
+    leaving = dict(leaving_qs.values_list("source_pool_id").annotate(n=Count("id")))
     return {
         p.name: PoolFacts(
             p.name,
             p.min_nodes,
             tuple(p.accepted_gpu_models),
             p.requires_healthy_nodes,
-            present.get(p.name, 0),
-            leaving.get(p.name, 0),
+            present.get(p.pk, 0),
+            leaving.get(p.pk, 0),
             tuple(p.accepted_gpu_layouts or ()),
+            p.cluster,
         )
         for p in pools
     }
 
 
+def _other_clusters(names: Sequence[str], cluster: str) -> dict[str, tuple[str, ...]]:
+    """The clusters other than `cluster` that have a present node of each name (asked only
+    for names the destination's cluster lacks: no query in the usual case)."""
+    if not names:
+        return {}
+    found: dict[str, list[str]] = {}
+    rows = (
+        Node.everywhere.present()
+        .filter(name__in=names)
+        .exclude(cluster=cluster)
+        .order_by("cluster")
+        .values_list("name", "cluster")
+    )
+    for name, other in rows:
+        found.setdefault(name, []).append(other)
+    return {name: tuple(clusters) for name, clusters in found.items()}
+
+
 def node_facts(names: Sequence[str], destination: Pool) -> tuple[list[NodeFacts], dict[str, Node]]:
-    """The facts about each named node (in the order given), and the rows found."""
-    rows = {n.name: n for n in Node.objects.present().select_related("pool").filter(name__in=names)}
+    """The facts about each named node of the destination's cluster (in the order given),
+    and the rows found."""
+    rows = {
+        n.name: n
+        for n in Node.objects.present()
+        .select_related("pool")
+        .filter(cluster=destination.cluster, name__in=names)
+    }
+    elsewhere = _other_clusters([n for n in names if n not in rows], destination.cluster)
     holders = dict(
-        MoveItem.objects.filter(active=True, node__name__in=names).values_list(
-            "node__name", "request_id"
-        )
+        MoveItem.objects.filter(
+            active=True, node__cluster=destination.cluster, node__name__in=names
+        ).values_list("node__name", "request_id")
     )
     maintained = dict(
         MaintenanceNode.objects.filter(
             maintenance__state__in=Maintenance.ACTIVE_STATES,
             state__in=MaintenanceNode.UNFINISHED,
+            node__cluster=destination.cluster,
             node__name__in=names,
         ).values_list("node__name", "maintenance_id")
     )
@@ -114,7 +139,9 @@ def node_facts(names: Sequence[str], destination: Pool) -> tuple[list[NodeFacts]
     for name in names:
         node = rows.get(name)
         if node is None:
-            facts.append(NodeFacts(name, present=False, pool=None))
+            facts.append(
+                NodeFacts(name, present=False, pool=None, other_clusters=elsewhere.get(name, ()))
+            )
             continue
         m = metrics.get(name)
         facts.append(
@@ -210,7 +237,7 @@ def move_plan(*, ask: MoveAsk, now: datetime) -> MovePlan:
     anything is submitted, and the request refuses exactly what it lists."""
     destination = ask.destination
     facts, rows = node_facts(ask.node_names, destination)
-    pools = list(Pool.objects.active())
+    pools = list(Pool.objects.active().filter(cluster=destination.cluster))
     facts_by_pool = pool_facts(pools)
     failures = ask_failures(ask_facts(ask, now))
     failures += move_checks(

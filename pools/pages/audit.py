@@ -11,6 +11,7 @@ from pools.audit.filters import AuditFilter
 from pools.audit.selectors import audit_event_types
 from pools.common.filtering import page_queryset
 from pools.common.roles import Capability, require
+from pools.core.cluster_scope import any_cluster
 from pools.models import AuditEvent
 
 
@@ -25,6 +26,7 @@ def _audit_filter_values(filterset: AuditFilter) -> dict[str, str]:
     return values
 
 
+@any_cluster
 @require(Capability.VIEW)
 def audit_log(request: HttpRequest) -> HttpResponse:
     filterset = AuditFilter(request.GET, queryset=AuditEvent.objects.all())

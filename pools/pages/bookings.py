@@ -5,6 +5,7 @@ as bars) with its iCalendar feed. Thin: they call pools.bookings."""
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from django import forms
 from django.contrib import messages
@@ -32,9 +33,10 @@ ICS_AHEAD = timedelta(days=366)
 
 
 class BookingForm(forms.Form):
-    source = forms.ModelChoiceField(Pool.objects.active(), to_field_name="name", label="From pool")
+    # The pools are set per form: a queryset made at import keeps that moment's cluster.
+    source = forms.ModelChoiceField(Pool.objects.none(), to_field_name="name", label="From pool")
     destination = forms.ModelChoiceField(
-        Pool.objects.active(), to_field_name="name", label="Lent to pool"
+        Pool.objects.none(), to_field_name="name", label="Lent to pool"
     )
     team = forms.CharField(max_length=63, required=False)
     nodes = forms.CharField(
@@ -53,6 +55,11 @@ class BookingForm(forms.Form):
     reason = forms.CharField(
         max_length=FREE_TEXT_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("source", "destination"):
+            self.fields[name].queryset = Pool.objects.active()  # type: ignore[attr-defined]
 
     def clean_starts_at(self) -> datetime:
         return self.cleaned_data["starts_at"].replace(tzinfo=UTC)

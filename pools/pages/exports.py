@@ -15,6 +15,7 @@ from django.utils import timezone
 from pools.audit.exports import audit_rows
 from pools.audit.filters import AuditFilter
 from pools.common.roles import Capability, require
+from pools.core.cluster_scope import any_cluster
 from pools.fleet import exports
 from pools.fleet.filters import NodeFilter
 from pools.models import AuditEvent, MoveRequest, Node
@@ -75,6 +76,7 @@ def moves_csv(request: HttpRequest) -> HttpResponse:
     return _export(request, "moves", filterset, move_rows)
 
 
+@any_cluster
 @require(Capability.VIEW)
 def audit_csv(request: HttpRequest) -> HttpResponse:
     filterset = AuditFilter(request.GET, queryset=AuditEvent.objects.all(), request=request)

@@ -59,7 +59,7 @@ def _rows(model: type) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("model", [GpuPod, Node])
 def test_the_upsert_adapts_values_as_each_field_does(model: type) -> None:
     tz = connection.timezone if connection.vendor == "sqlite" else None
-    _, getter, adapters = _upsert_statement(model, "name", (), (), connection.vendor, tz)
+    _, getter, adapters = _upsert_statement(model, ("name",), (), (), connection.vendor, tz)
     assert len(adapters) >= 4  # the datetime and JSON columns
     for row in _rows(model):
         assert _parameters(row, getter, adapters) == _django_parameters(model, row)

@@ -1,0 +1,171 @@
+"""Pools and nodes belong to a cluster: two clusters may each have a `training` pool and a
+node of the same name, every lookup by name finds the current cluster's (?cluster= on pages
+and the API, pools.core.cluster_scope elsewhere), and a move never crosses clusters."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.checks import run_checks
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from pools.core.cluster_scope import cluster_scope
+from pools.fleet import services
+from pools.models import AuditEvent, MoveRequest, Node, Pool
+from pools.moves.plan import pool_facts
+from tests.api.conftest import api
+from tests.factories import demo_inventory, gpu_node
+from tests.moves_helpers import user_in
+
+pytestmark = pytest.mark.django_db
+JSON = "application/json"
+EAST = "us-east"
+B200 = ("NVIDIA-B200", 8, 183359)
+
+
+@pytest.fixture
+def two_clusters(settings) -> None:  # type: ignore[no-untyped-def]
+    """The portal's own cluster with the demo inventory, and us-east with a `training` pool
+    and a node named like one of the demo's."""
+    settings.CLUSTER_NAMES = (EAST,)
+    demo_inventory()
+    with cluster_scope(EAST):
+        services.pool_save(
+            pool=Pool(name="training", display_name="Training (east)", labels={"team": "east"})
+        )
+        services.pool_save(pool=Pool(name="spare", display_name="Spare", labels={"s": "1"}))
+        gpu_node("a100-train-000", "training", gpu=B200)
+        gpu_node("b200-east-000", "training", gpu=B200)
+        gpu_node("b200-east-001", None, gpu=B200)
+
+
+def post(client: Client, path: str, body: object):  # type: ignore[no-untyped-def]
+    return client.post(path, json.dumps(body), content_type=JSON)
+
+
+def test_each_cluster_finds_its_own_pool_and_node_by_name(two_clusters, settings) -> None:  # type: ignore[no-untyped-def]
+    home = settings.CLUSTER_NAME
+    assert Pool.everywhere.filter(name="training").count() == 2
+    assert Node.everywhere.filter(name="a100-train-000").count() == 2
+    assert Pool.objects.get(name="training").cluster == home
+    assert Node.objects.get(name="a100-train-000").gpu_model != "NVIDIA-B200"
+    with cluster_scope(EAST):
+        assert Pool.objects.get(name="training").display_name == "Training (east)"
+        east = Node.objects.get(name="a100-train-000")
+        assert (east.cluster, east.gpu_model, east.pool.cluster) == (EAST, "NVIDIA-B200", EAST)
+        assert sorted(Node.objects.values_list("name", flat=True)) == [
+            "a100-train-000",
+            "b200-east-000",
+            "b200-east-001",
+        ]
+    # Writing one cluster's node left the other's as it was.
+    assert Node.objects.get(name="a100-train-000").pool.display_name != "Training (east)"
+
+
+def test_a_pool_name_is_unique_in_its_cluster_only(two_clusters) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValidationError) as refused:
+        services.pool_save(pool=Pool(name="training", display_name="Again", labels={"t": "x"}))
+    assert refused.value.message_dict["name"] == ["A pool named 'training' exists already."]
+    assert Pool.everywhere.filter(name="training").count() == 2
+
+
+def test_the_api_answers_for_the_cluster_a_request_names(two_clusters, token_for, settings) -> None:  # type: ignore[no-untyped-def]
+    client = api(token_for("viewers"))
+    east = client.get(f"/api/v1/nodes/?cluster={EAST}").json()
+    assert [(n["name"], n["cluster"]) for n in east["results"]] == [
+        ("a100-train-000", EAST),
+        ("b200-east-000", EAST),
+        ("b200-east-001", EAST),
+    ]
+    home = client.get("/api/v1/nodes/?pool=training").json()["results"]
+    assert home and {n["cluster"] for n in home} == {settings.CLUSTER_NAME}
+    pools = client.get(f"/api/v1/pools/?cluster={EAST}").json()
+    assert [(p["name"], p["cluster"], p["node_count"]) for p in pools] == [
+        ("spare", EAST, 0),
+        ("training", EAST, 2),
+    ]
+    detail = client.get(f"/api/v1/nodes/a100-train-000/?cluster={EAST}").json()
+    assert (detail["cluster"], detail["gpu_model"]) == (EAST, "NVIDIA-B200")
+
+
+def test_a_cluster_not_served_is_a_404_naming_it(two_clusters, token_for) -> None:  # type: ignore[no-untyped-def]
+    response = api(token_for("viewers")).get("/api/v1/nodes/?cluster=nowhere")
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert error["code"] == "unknown_cluster"
+    assert error["fields"] == {"cluster": "No cluster named 'nowhere' is served here."}
+    page = Client()
+    page.force_login(user_in("viewers", "vera"))
+    assert page.get("/nodes/a100-train-000/?cluster=nowhere").status_code == 404
+    # The audit log reads every cluster's events, and names even one no longer served.
+    assert page.get("/audit/?cluster=nowhere").status_code == 200
+
+
+def test_a_move_across_clusters_is_refused_and_writes_nothing(two_clusters, token_for) -> None:  # type: ignore[no-untyped-def]
+    moves, events = MoveRequest.objects.count(), AuditEvent.objects.count()
+    requester = api(token_for("requesters"))
+    body = {"nodes": ["b200-east-001"], "destination": "mixed", "reason": "more room"}
+    refused = post(requester, "/api/v1/moves/", body)
+    assert refused.status_code in (400, 409), refused.json()
+    checks = refused.json()["error"]["fields"]["checks"]
+    assert [c["code"] for c in checks] == ["other_cluster"]
+    assert checks[0]["message"] == (
+        f"b200-east-001 is a node of cluster {EAST}, and pool mixed is in cluster default: a "
+        f"move stays inside its cluster. Move it to a pool of {EAST}, or send the work to "
+        f"cluster {EAST} instead."
+    )
+    assert (MoveRequest.objects.count(), AuditEvent.objects.count()) == (moves, events)
+    # In its own cluster the same node moves: the check is about clusters, not the node.
+    east = post(requester, f"/api/v1/moves/?cluster={EAST}", {**body, "destination": "spare"})
+    assert east.status_code == 201, east.json()
+    move = MoveRequest.objects.get(pk=east.json()["id"])
+    assert (move.destination.cluster, move.items.get().node.cluster) == (EAST, EAST)
+
+
+def test_a_pools_minimum_counts_its_own_clusters_nodes(two_clusters) -> None:  # type: ignore[no-untyped-def]
+    home_members = Node.objects.present().filter(pool__name="training").count()
+    home = pool_facts(list(Pool.objects.filter(name="training")))["training"]
+    with cluster_scope(EAST):
+        east = pool_facts(list(Pool.objects.filter(name="training")))["training"]
+    assert (east.present_nodes, east.cluster) == (2, EAST)
+    assert home_members != 2 and home.present_nodes == home_members
+
+
+def test_a_renamed_cluster_is_reported_and_carried_over(settings) -> None:  # type: ignore[no-untyped-def]
+    demo_inventory()
+    before = (Pool.objects.count(), Node.objects.count())
+    settings.CLUSTER_NAME, settings.CLUSTER_NAMES = "eu-west", ()
+    assert (Pool.objects.count(), Node.objects.count()) == (0, 0)  # kept under "default"
+    warnings = [m for m in run_checks(include_deployment_checks=True) if m.id == "pools.W002"]
+    assert [w.msg for w in warnings] == [
+        f"{before[0]} pools and {before[1]} nodes are kept for cluster 'default', which this "
+        "portal does not serve (it serves eu-west)."
+    ]
+    assert "manage.py rename_cluster default <its name>" in warnings[0].hint
+
+    with pytest.raises(CommandError, match="'Eu West' is not a DNS label"):
+        call_command("rename_cluster", "default", "Eu West")
+    assert Pool.objects.count() == 0  # nothing carried over
+    out = io.StringIO()
+    call_command("rename_cluster", "default", "eu-west", stdout=out)
+    assert out.getvalue() == f"default → eu-west: {before[0]} pools, {before[1]} nodes.\n"
+    assert (Pool.objects.count(), Node.objects.count()) == before
+    assert not [m for m in run_checks(include_deployment_checks=True) if m.id == "pools.W002"]
+    event = AuditEvent.objects.get(action="cluster.renamed")
+    assert (event.before, event.after) == ({"cluster": "default"}, {"cluster": "eu-west"})
+
+
+def test_a_rename_onto_names_taken_changes_nothing(two_clusters, settings) -> None:  # type: ignore[no-untyped-def]
+    home = settings.CLUSTER_NAME
+    with pytest.raises(CommandError) as refused:
+        call_command("rename_cluster", EAST, home)
+    assert str(refused.value) == (
+        f"Cluster {home!r} already has pool training, node a100-train-000: rename nothing, "
+        "and retire or rename those first."
+    )
+    assert Pool.everywhere.filter(cluster=EAST).count() == 2
+    assert Node.everywhere.filter(cluster=EAST).count() == 3
