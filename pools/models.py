@@ -11,8 +11,13 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+# current_cluster stays importable from here: migrations 0031 and 0033 name it as a default.
+from pools.common.cluster_access import (  # noqa: F401
+    current_cluster,
+    pool_label_key,
+    served_clusters,
+)
 from pools.core import names
-from pools.core.cluster_scope import scoped_cluster
 from pools.core.desired import PoolSpec, Target
 from pools.core.devices import DEVICE_COLUMNS, NodeDevices, devices_of_row, units_asked
 from pools.core.pool_definition import definition_errors
@@ -24,27 +29,23 @@ from pools.core.taints import Taint
 FREE_TEXT_MAX_LENGTH = 2000
 
 
-def current_cluster() -> str:
-    """The cluster the work at hand is about (pools.core.cluster_scope), else the portal's
-    own (CLUSTER_NAME, or its CLUSTERS_FILE entry): the one a new pool, node or audited
-    event belongs to, and the one `Pool.objects` and `Node.objects` read."""
-    return scoped_cluster() or str(settings.CLUSTER_NAME)
-
-
-def served_clusters() -> tuple[str, ...]:
-    """The clusters whose pools and nodes this portal serves: its own first."""
-    home = str(settings.CLUSTER_NAME)
-    return (home, *(name for name in settings.CLUSTER_NAMES if name != home))
-
-
 class ClusterManager(models.Manager[Any]):
     """Reads the current cluster's rows only (current_cluster): lookups by name find the one
-    meant when two clusters use the same names. `everywhere` reads every cluster's; it is
-    also each model's default manager, so that a relation (a pool's nodes, a move's node)
-    is followed whatever the scope."""
+    meant when two clusters use the same names, and a sweep run for one cluster sees its
+    moves, drills and maintenances only. `everywhere` reads every cluster's; it is also each
+    model's default manager, so that a relation (a pool's nodes, a move's node) is followed
+    whatever the scope. `cluster_path` leads from the model to the cluster's name."""
+
+    cluster_path = "cluster"
 
     def get_queryset(self) -> models.QuerySet[Any]:
-        return super().get_queryset().filter(cluster=current_cluster())
+        return super().get_queryset().filter(**{self.cluster_path: current_cluster()})
+
+
+def in_cluster(path: str, queryset: type[models.QuerySet[Any]] = models.QuerySet) -> Any:
+    """A ClusterManager over `queryset` whose rows belong to the cluster at `path`."""
+    base = ClusterManager.from_queryset(queryset)
+    return type(f"{queryset.__name__}In{path.title()}", (base,), {"cluster_path": path})()
 
 
 class PoolQuerySet(models.QuerySet["Pool"]):
@@ -109,7 +110,7 @@ class Pool(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     everywhere = PoolQuerySet.as_manager()
-    objects = ClusterManager.from_queryset(PoolQuerySet)()
+    objects = in_cluster("cluster", PoolQuerySet)
 
     # What a pool admin defines, in the pool form and the API alike.
     EDITABLE_FIELDS = (
@@ -182,7 +183,7 @@ class Pool(models.Model):
         errors = definition_errors(
             self,
             Pool.objects.active().filter(cluster=self.cluster).exclude(pk=self.pk),
-            pool_key=settings.POOL_LABEL_KEY,
+            pool_key=pool_label_key(),
         )
         if errors:
             raise ValidationError(errors)
@@ -250,7 +251,7 @@ class Node(models.Model):
     gone_at = models.DateTimeField(null=True, blank=True)
 
     everywhere = NodeQuerySet.as_manager()
-    objects = ClusterManager.from_queryset(NodeQuerySet)()
+    objects = in_cluster("cluster", NodeQuerySet)
 
     class Meta:
         ordering = ["name"]
@@ -285,13 +286,18 @@ class PoolStay(models.Model):
         MOVES = "moves", "rebuilt from the moves' records"
 
     node_name = models.CharField(max_length=253)
+    cluster = models.CharField(max_length=63, default=current_cluster)
     pool_label = models.CharField(max_length=63, blank=True)  # '' : no pool
     since = models.DateTimeField()
     until = models.DateTimeField(null=True, blank=True)
     earliest = models.BooleanField(default=False)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.OBSERVED)
 
+    everywhere = models.Manager()
+    objects = in_cluster("cluster")
+
     class Meta:
+        default_manager_name = "everywhere"
         ordering = ["node_name", "since"]
         indexes = [
             models.Index(fields=["node_name", "until"]),
@@ -299,7 +305,7 @@ class PoolStay(models.Model):
         ]
         constraints = [
             models.UniqueConstraint(
-                fields=["node_name"],
+                fields=["cluster", "node_name"],
                 condition=models.Q(until__isnull=True),
                 name="one_open_stay_per_node",
             ),
@@ -333,6 +339,7 @@ class GpuPod(models.Model):
         UNKNOWN = "Unknown"
 
     uid = models.CharField(max_length=64, unique=True)
+    cluster = models.CharField(max_length=63, default=current_cluster)
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
     node_name = models.CharField(max_length=253, blank=True)
@@ -373,9 +380,11 @@ class GpuPod(models.Model):
     resource_version = models.CharField(max_length=64, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = GpuPodQuerySet.as_manager()
+    everywhere = GpuPodQuerySet.as_manager()
+    objects = in_cluster("cluster", GpuPodQuerySet)
 
     class Meta:
+        default_manager_name = "everywhere"
         ordering = ["namespace", "name"]
         indexes = [
             models.Index(fields=["node_name"]),
@@ -473,7 +482,11 @@ class MoveRequest(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    everywhere = models.Manager()
+    objects = in_cluster("destination__cluster")
+
     class Meta:
+        default_manager_name = "everywhere"
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["state", "created_at"])]
 
@@ -522,7 +535,11 @@ class MoveItem(models.Model):
     lease_until = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    everywhere = models.Manager()
+    objects = in_cluster("node__cluster")
+
     class Meta:
+        default_manager_name = "everywhere"
         ordering = ["node__name"]
         constraints = [
             models.UniqueConstraint(
@@ -677,7 +694,11 @@ class Drill(models.Model):
     checks = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
 
+    everywhere = models.Manager()
+    objects = in_cluster("pool__cluster")
+
     class Meta:
+        default_manager_name = "everywhere"
         ordering = ["-started_at", "-id"]
         constraints = [
             models.UniqueConstraint(
@@ -732,7 +753,11 @@ class Maintenance(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    everywhere = models.Manager()
+    objects = in_cluster("pool__cluster")
+
     class Meta:
+        default_manager_name = "everywhere"
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(
@@ -770,7 +795,11 @@ class MaintenanceNode(models.Model):
     drained_at = models.DateTimeField(null=True, blank=True)
     done_at = models.DateTimeField(null=True, blank=True)
 
+    everywhere = models.Manager()
+    objects = in_cluster("node__cluster")
+
     class Meta:
+        default_manager_name = "everywhere"
         ordering = ["maintenance", "wave", "node__name"]
         constraints = [
             models.UniqueConstraint(fields=["maintenance", "node"], name="one_row_per_node")
@@ -826,7 +855,11 @@ class Booking(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    everywhere = models.Manager()
+    objects = in_cluster("destination__cluster")
+
     class Meta:
+        default_manager_name = "everywhere"
         ordering = ["starts_at", "id"]
         indexes = [models.Index(fields=["state", "starts_at"])]
 
@@ -890,6 +923,12 @@ class ReclaimPolicy(models.Model):
     )
     updated_at = models.DateTimeField(auto_now=True)
 
+    everywhere = models.Manager()
+    objects = in_cluster("pool__cluster")
+
+    class Meta:
+        default_manager_name = "everywhere"
+
     def __str__(self) -> str:
         return f"reclaim policy of {self.pool_id}"
 
@@ -949,7 +988,11 @@ class Reclaim(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     outcome = models.TextField(blank=True)  # how it ended, in words
 
+    everywhere = models.Manager()
+    objects = in_cluster("pool__cluster")
+
     class Meta:
+        default_manager_name = "everywhere"
         ordering = ["-noticed_at", "-id"]
         constraints = [
             models.UniqueConstraint(
@@ -1014,9 +1057,10 @@ class InventoryLease(models.Model):
 
     The watcher holds it for as long as it runs, renewing it; a second watcher waits and
     takes it over once it expires (the first died or hung). The periodic full sync takes it
-    for one sync, or, while a watcher holds it, asks the watcher to re-list instead."""
+    for one sync, or, while a watcher holds it, asks the watcher to re-list instead. Each
+    cluster has its own (pools.inventory.lease.lease_name)."""
 
-    name = models.CharField(max_length=63, unique=True)
+    name = models.CharField(max_length=127, unique=True)
     holder = models.CharField(max_length=255, blank=True)
     acquired_at = models.DateTimeField(null=True, blank=True)
     renewed_at = models.DateTimeField(null=True, blank=True)
@@ -1050,9 +1094,9 @@ class DraSnapshot(models.Model):
     The fit check reads it from the database, as it reads nodes (the web pods have no API
     access). The objects are kept as the API serves them, trimmed to what the allocator
     reads: ResourceSlices' spec, DeviceClasses' selectors, ResourceClaims' spec and
-    allocation, ResourceClaimTemplates' spec."""
+    allocation, ResourceClaimTemplates' spec. One row per cluster (pools.inventory.dra)."""
 
-    name = models.CharField(max_length=63, unique=True, default="cluster")
+    name = models.CharField(max_length=127, unique=True, default="cluster")
     served = models.BooleanField(default=False)  # the API server serves resource.k8s.io/v1
     slices = models.JSONField(default=list)
     classes = models.JSONField(default=list)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from celery import shared_task
 from django.conf import settings
@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from pools import bookings, drills, moves
 from pools.bookings import notifications as booking_notifications
+from pools.common.cluster_access import served_clusters
 from pools.common.events import (
     booking_event,
     drill_wanted,
@@ -28,6 +29,7 @@ from pools.common.events import (
     reclaim_wanted,
 )
 from pools.common.idempotency import idempotency_records_purge
+from pools.core.cluster_scope import cluster_scope, scoped_cluster
 from pools.insights import gather
 from pools.inventory.sync import inventory_safety_net
 from pools.maintenance import advance as maintenance
@@ -42,11 +44,33 @@ from pools.reclaim.sweep import reclaims_advance
 from portal.celery import NODE_CHANGING_TASK_OPTIONS
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def each_cluster(step: Callable[[], T]) -> list[T]:
+    """A periodic step, for every cluster served, each in its own scope (its pools, nodes
+    and moves; its API server and Prometheus); or for the one cluster the task was sent
+    for (a sync asked from a page of that cluster)."""
+    if scoped_cluster() is not None:
+        return [step()]
+    done = []
+    for cluster in served_clusters():
+        with cluster_scope(cluster):
+            done.append(step())
+    return done
+
+
+def _counts(found: list[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for counts in found:
+        for key, count in counts.items():
+            total[key] = total.get(key, 0) + count
+    return total
 
 
 @shared_task(ignore_result=True)
 def sync_inventory() -> str:
-    return inventory_safety_net()
+    return "; ".join(each_cluster(inventory_safety_net))
 
 
 def queue_inventory_sync() -> None:
@@ -83,22 +107,25 @@ def execute_move_item(self, item_id: int) -> int:  # type: ignore[no-untyped-def
 
 @shared_task(ignore_result=True)
 def sweep_moves() -> dict[str, int]:
-    found = run.sweep(now=timezone.now())
-    for request_id in found["requests"]:
-        execute_move.delay(request_id)
-    for item_id in found["items"]:
-        execute_move_item.delay(item_id)
-    return {k: len(v) for k, v in found.items()}
+    def step() -> dict[str, int]:
+        found = run.sweep(now=timezone.now())
+        for request_id in found["requests"]:
+            execute_move.delay(request_id)
+        for item_id in found["items"]:
+            execute_move_item.delay(item_id)
+        return {k: len(v) for k, v in found.items()}
+
+    return _counts(each_cluster(step))
 
 
 @shared_task(ignore_result=True)
 def return_loans() -> int:
-    return len(moves.loans_return_due(now=timezone.now()))
+    return sum(each_cluster(lambda: len(moves.loans_return_due(now=timezone.now()))))
 
 
 @shared_task(ignore_result=True)
 def expire_moves() -> int:
-    return moves.moves_expire(now=timezone.now())
+    return sum(each_cluster(lambda: moves.moves_expire(now=timezone.now())))
 
 
 @shared_task(ignore_result=True)
@@ -115,12 +142,14 @@ def finish_drill(drill_id: int) -> None:
 
 @shared_task(ignore_result=True)
 def end_overdue_drills() -> int:
-    return len(drills.drills_end_overdue(now=timezone.now()))
+    return sum(each_cluster(lambda: len(drills.drills_end_overdue(now=timezone.now()))))
 
 
 @shared_task(ignore_result=True)
 def refresh_insights() -> int:
-    return gather.insights_refresh(days=gather.DEFAULT_DAYS, now=timezone.now())
+    return sum(
+        each_cluster(lambda: gather.insights_refresh(days=gather.DEFAULT_DAYS, now=timezone.now()))
+    )
 
 
 @shared_task(ignore_result=True)
@@ -139,7 +168,7 @@ def enqueue_execution(sender: Any, request_id: int, **kwargs: Any) -> None:
 
 @shared_task(ignore_result=True)
 def announce_loans_ending() -> int:
-    return len(moves.loans_ending_announce(now=timezone.now()))
+    return sum(each_cluster(lambda: len(moves.loans_ending_announce(now=timezone.now()))))
 
 
 def _deliver(
@@ -193,7 +222,7 @@ def enqueue_drill(sender: Any, drill_id: int, **kwargs: Any) -> None:
 
 @shared_task(ignore_result=True)
 def advance_maintenances() -> int:
-    return len(maintenance.maintenances_advance(now=timezone.now()))
+    return sum(each_cluster(lambda: len(maintenance.maintenances_advance(now=timezone.now()))))
 
 
 @shared_task(ignore_result=True)
@@ -241,7 +270,10 @@ def enqueue_maintenance_notifications(
 
 @shared_task(ignore_result=True)
 def advance_bookings() -> dict[str, int]:
-    return {k: len(v) for k, v in bookings.bookings_advance(now=timezone.now()).items()}
+    def step() -> dict[str, int]:
+        return {k: len(v) for k, v in bookings.bookings_advance(now=timezone.now()).items()}
+
+    return _counts(each_cluster(step))
 
 
 @shared_task(bind=True, ignore_result=True, max_retries=None)
@@ -265,7 +297,10 @@ def enqueue_booking_notifications(sender: Any, booking_id: int, event: str, **kw
 
 @shared_task(ignore_result=True)
 def advance_reclaims() -> dict[str, int]:
-    return {k: len(v) for k, v in reclaims_advance(now=timezone.now()).items()}
+    def step() -> dict[str, int]:
+        return {k: len(v) for k, v in reclaims_advance(now=timezone.now()).items()}
+
+    return _counts(each_cluster(step))
 
 
 @shared_task(ignore_result=True)

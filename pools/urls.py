@@ -3,6 +3,7 @@ from django.urls import path
 from pools.pages import (
     audit,
     bookings,
+    clusters,
     drills,
     exports,
     fit,
@@ -18,6 +19,7 @@ from pools.pages import (
 urlpatterns = [
     path("", fleet.home, name="home"),
     path("pools/", fleet.pool_list, name="pool-list"),
+    path("fleet/", clusters.fleet, name="fleet"),
     path("pool-colours.css", fleet.pool_colours, name="pool-colours"),
     path("pools/new/", fleet.pool_create, name="pool-create"),
     path("pools/<str:name>/", fleet.pool_detail, name="pool-detail"),

@@ -146,6 +146,47 @@ def _task_log_context_end(**_: object) -> None:
     log_context.clear()
 
 
+# The cluster a task is about travels with it: a task sent inside a cluster's scope (a page
+# or API call with ?cluster=, a task of that cluster) runs in that scope, so the pools,
+# nodes and moves it reads and the API server and Prometheus it asks are that cluster's.
+CLUSTER_HEADER = "portal_cluster"
+
+
+@signals.before_task_publish.connect
+def _task_cluster_sent(headers: dict[str, Any] | None = None, **_: object) -> None:
+    from pools.core.cluster_scope import scoped_cluster
+
+    if headers is not None and (cluster := scoped_cluster()) is not None:
+        headers[CLUSTER_HEADER] = cluster
+
+
+def task_cluster(request: Any) -> str | None:
+    """The cluster a task's message names, if any."""
+    found = request.get(CLUSTER_HEADER)
+    if found is None:
+        found = (getattr(request, "headers", None) or {}).get(CLUSTER_HEADER)
+    return str(found) if found else None
+
+
+@signals.task_prerun.connect
+def _task_cluster_scope(task: Any, **_: object) -> None:
+    from pools.core.cluster_scope import cluster_enter
+
+    # Run in place (eager), a task has its caller's scope already, and its message none.
+    if (cluster := task_cluster(task.request)) is not None:
+        task.request.cluster_token = cluster_enter(cluster)
+
+
+@signals.task_postrun.connect
+def _task_cluster_scope_end(task: Any, **_: object) -> None:
+    from pools.core.cluster_scope import cluster_leave
+
+    token = getattr(task.request, "cluster_token", None)
+    if token is not None:
+        task.request.cluster_token = None
+        cluster_leave(token)
+
+
 @signals.worker_process_init.connect
 def _long_lived_objects_left_alone(**_: object) -> None:
     # Everything a pool process holds when it starts (Django, the Kubernetes client's model

@@ -1,5 +1,6 @@
-"""Which cluster a request is about: `?cluster=<name>` on any page or API call, the portal's
-own cluster without it.
+"""Which cluster a request is about: `?cluster=<name>` on any page or API call; without it,
+the cluster last named on a page in this session (the pages' links then stay in it, and the
+header says which it is); else the portal's own cluster.
 
 The whole request, and a streamed response's body after it, runs inside that cluster's scope
 (pools.core.cluster_scope), so every lookup of a pool or node by name finds that cluster's.
@@ -43,15 +44,36 @@ def _scoped(content: Iterable[bytes], name: str) -> Iterator[bytes]:
         yield from content
 
 
+SESSION_KEY = "cluster"
+
+
+def _remembered(request: HttpRequest) -> str | None:
+    """The cluster last named on a page of this session, while it is still served (one
+    dropped from CLUSTERS_FILE is forgotten, not a 404 on every page)."""
+    session = getattr(request, "session", None)
+    name = session.get(SESSION_KEY) if session is not None else None
+    return name if name in served_clusters() else None
+
+
+def _remember(request: HttpRequest, name: str) -> None:
+    # Pages only: an API call names its cluster each time, and a token client has no session.
+    session = getattr(request, "session", None)
+    if session is None or request.path_info.startswith("/api/"):
+        return
+    if "cluster" in request.GET and session.get(SESSION_KEY) != name:
+        session[SESSION_KEY] = name
+
+
 class ClusterScopeMiddleware:
     def __init__(self, get_response: Handler) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        name = request.GET.get("cluster") or current_cluster()
+        name = request.GET.get("cluster") or _remembered(request) or current_cluster()
         if name not in served_clusters():
             request.unserved_cluster = name  # type: ignore[attr-defined]
             return self.get_response(request)  # refused by process_view, unless fleet-wide
+        _remember(request, name)
         with cluster_scope(name):
             response = self.get_response(request)
         if response.streaming:

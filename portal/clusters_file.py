@@ -2,10 +2,11 @@
 the field (pools.core.clusters), every file an entry names checked readable, and the secrets
 read from their files. The settings take the cluster's connection from it.
 
-This version serves one cluster per portal: a file naming several is refused, saying so. A
-shared querier's `cluster_label` makes every query select the cluster's series
-(pools.metrics.scope). The same cluster described by CLUSTERS_FILE and by the variables
-(KUBECONFIG, PROMETHEUS_URL, …) is refused too: one of them would be silently ignored.
+The first entry is the portal's own cluster (the flat settings take it); each further one is
+served too (OTHER_CLUSTERS, pools.common.cluster_access). A shared querier's `cluster_label`
+makes every query select the cluster's series (pools.metrics.scope). The first cluster described
+by CLUSTERS_FILE and by the variables (KUBECONFIG, PROMETHEUS_URL, …) is refused: one of them
+would be silently ignored.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from pools.core.clusters import ClusterConfig, clusters_read
+from pools.core.clusters import ClusterAccess, ClusterConfig, PrometheusAccess, clusters_read
 from portal.env import EnvError
 
 # The variables that describe the one cluster when there is no CLUSTERS_FILE.
@@ -47,6 +48,8 @@ class ClusterSettings:
     bearer_token: str | None = None
     password: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    # Every further cluster of the file, served too.
+    others: tuple[ClusterAccess, ...] = ()
 
 
 def _read_secret(path: str, where: str) -> str:
@@ -89,8 +92,8 @@ def clusters_file_load(path: str) -> list[ClusterConfig]:
 
 
 def cluster_settings(path: str, environ: Mapping[str, str]) -> ClusterSettings:
-    """The one cluster of the file, with its secrets read; EnvError when the file is
-    malformed, names several clusters, or the variables describe the cluster too."""
+    """The clusters of the file, the first with its secrets read for the flat settings;
+    EnvError when the file is malformed or the variables describe the first cluster too."""
     twice = [name for name in CLUSTER_VARIABLES if environ.get(name, "").strip()]
     if twice:
         raise EnvError(
@@ -98,26 +101,63 @@ def cluster_settings(path: str, environ: Mapping[str, str]) -> ClusterSettings:
             f"the cluster is described by CLUSTERS_FILE and by {', '.join(twice)}: "
             "describe it one way only",
         )
-    clusters = clusters_file_load(path)
-    if len(clusters) > 1:
-        names = ", ".join(c.name for c in clusters)
-        raise EnvError(
-            "CLUSTERS_FILE",
-            f"names {len(clusters)} clusters ({names}); this version serves one cluster per "
-            "portal (several clusters in one portal are not built yet): run one portal each",
-        )
-    (cluster,) = clusters
+    first, *rest = clusters_file_load(path)
+    bearer_token, password = _secrets(first, 0)
+    others = tuple(_access(cluster, index) for index, cluster in enumerate(rest, start=1))
+    return ClusterSettings(
+        first,
+        bearer_token=bearer_token,
+        password=password,
+        headers=dict(first.metrics.headers) if first.metrics else {},
+        others=others,
+    )
+
+
+def _secrets(cluster: ClusterConfig, index: int) -> tuple[str | None, str | None]:
+    """The bearer token and the password the entry's files hold."""
     metrics = cluster.metrics
     if metrics is None:
-        return ClusterSettings(cluster)
-    where = f"clusters[0] ({cluster.name}).prometheus"
-    return ClusterSettings(
-        cluster,
-        bearer_token=_read_secret(metrics.bearer_token_file, f"{where}.bearer_token_file")
+        return None, None
+    where = f"clusters[{index}] ({cluster.name}).prometheus"
+    token = (
+        _read_secret(metrics.bearer_token_file, f"{where}.bearer_token_file")
         if metrics.bearer_token_file
-        else None,
-        password=_read_secret(metrics.password_file, f"{where}.password_file")
+        else None
+    )
+    password = (
+        _read_secret(metrics.password_file, f"{where}.password_file")
         if metrics.password_file
-        else None,
-        headers=dict(metrics.headers),
+        else None
+    )
+    return token, password
+
+
+def _access(cluster: ClusterConfig, index: int) -> ClusterAccess:
+    """A further cluster's access, its secrets read."""
+    metrics = cluster.metrics
+    prometheus = PrometheusAccess()
+    if metrics is not None:
+        # A bearer token file is read again at each change by the session
+        # (pools.metrics.http), and checked here; a password is read once.
+        _, password = _secrets(cluster, index)
+        prometheus = PrometheusAccess(
+            url=metrics.url,
+            bearer_token_file=metrics.bearer_token_file,
+            username=metrics.username,
+            password=password or "",
+            ca_bundle=metrics.ca_file,
+            client_cert=metrics.cert_file,
+            client_key=metrics.key_file,
+            headers=tuple(sorted(metrics.headers)),
+            cluster_label=metrics.cluster_label,
+            cluster_value=metrics.cluster_value,
+        )
+    return ClusterAccess(
+        name=cluster.name,
+        colour=cluster.colour,
+        kubeconfig=cluster.kubeconfig,
+        context=cluster.context,
+        in_cluster=cluster.in_cluster,
+        pool_label_key=cluster.pool_label_key,
+        prometheus=prometheus,
     )

@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import connection
 from django.db.utils import Error as DatabaseError
 
+from pools.common.cluster_access import current_cluster, prometheus_access, served_clusters
+from pools.core.cluster_scope import cluster_scope
 from pools.core.redact import redact_url
 from pools.fleet.selectors import pools_claiming_owned_keys
 from pools.inventory.freshness import inventory_freshness, writer_gone_after
@@ -72,14 +74,38 @@ def check_broker() -> str:
     return "redis ping ok"
 
 
+def each_cluster(check: Callable[[], str], *, named: bool) -> str:
+    """`check` for every cluster served, each in its scope; it fails when one does, naming
+    each cluster's answer. With one cluster, its answer as it is (named by `check` itself
+    when `named`)."""
+    clusters = served_clusters()
+    answers, failed = [], False
+    for name in clusters:
+        with cluster_scope(name):
+            try:
+                answer = check()
+            except CheckFailed as exc:
+                answer, failed = str(exc), True
+        prefix = "" if named or len(clusters) == 1 else f"cluster {name}: "
+        answers.append(prefix + answer)
+    if failed:
+        raise CheckFailed("; ".join(answers))
+    return "; ".join(answers)
+
+
 def check_prometheus() -> str:
-    if not settings.PROMETHEUS_URL:
+    return each_cluster(_prometheus_one, named=False)
+
+
+def _prometheus_one() -> str:
+    url = prometheus_access().url
+    if not url:
         raise CheckFailed("PROMETHEUS_URL is not set: metrics are unavailable")
     try:
         prometheus_ready()
     except MetricsError as exc:
         raise CheckFailed(str(exc)) from exc
-    return f"{settings.PROMETHEUS_URL} ready; {figures_detail()}"
+    return f"{url} ready; {figures_detail()}"
 
 
 def figures_detail() -> str:
@@ -100,13 +126,19 @@ def figures_detail() -> str:
 
 
 def check_kubernetes() -> str:
+    return each_cluster(_kubernetes_one, named=True)
+
+
+def _kubernetes_one() -> str:
+    cluster = current_cluster()
     if not kube_configured():
-        return _kubernetes_through_the_inventory()
+        inventory = _kubernetes_through_the_inventory()
+        return inventory if len(served_clusters()) == 1 else f"cluster {cluster}: {inventory}"
     try:
         version = kube_version()
     except KubeError as exc:
-        raise CheckFailed(f"cluster {settings.CLUSTER_NAME}: {exc}") from exc
-    return f"cluster {settings.CLUSTER_NAME}: API server {version}"
+        raise CheckFailed(f"cluster {cluster}: {exc}") from exc
+    return f"cluster {cluster}: API server {version}"
 
 
 def _kubernetes_through_the_inventory() -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pools.common.guarded_cache import caches_setting
-from pools.core.clusters import DEFAULT_COLOUR
+from pools.core.clusters import DEFAULT_COLOUR, ClusterAccess
 from pools.core.names import dns_label_problem, label_key_problem
 from portal.clusters_file import cluster_settings
 from portal.env import (
@@ -344,10 +344,13 @@ if PROMETHEUS_CLUSTER_VALUE and not PROMETHEUS_CLUSTER_LABEL:
     raise EnvError("PROMETHEUS_CLUSTER_VALUE", "needs PROMETHEUS_CLUSTER_LABEL, its label")
 # The cluster's colour beside its name at the top of every page (CLUSTERS_FILE's `colour`).
 CLUSTER_COLOUR = DEFAULT_COLOUR
+# The further clusters this portal serves (CLUSTERS_FILE's entries after the first), by name.
+OTHER_CLUSTERS: dict[str, ClusterAccess] = {}
 CLUSTERS_FILE = env_str("CLUSTERS_FILE", "")
 if CLUSTERS_FILE:
     _from_file = cluster_settings(CLUSTERS_FILE, os.environ)
     _cluster = _from_file.cluster
+    OTHER_CLUSTERS = {other.name: other for other in _from_file.others}
     CLUSTER_NAME = _cluster.name
     CLUSTER_COLOUR = _cluster.colour
     KUBECONFIG, KUBE_CONTEXT, KUBE_IN_CLUSTER = (
@@ -373,9 +376,6 @@ if CLUSTERS_FILE:
         PROMETHEUS_CLUSTER_VALUE = _cluster.metrics.cluster_value
 if PROMETHEUS_CLUSTER_LABEL and not PROMETHEUS_CLUSTER_VALUE:
     PROMETHEUS_CLUSTER_VALUE = CLUSTER_NAME
-# The clusters whose pools and nodes this portal serves; a request names one with
-# ?cluster= (portal.cluster_scope), the portal's own otherwise.
-CLUSTER_NAMES = (CLUSTER_NAME,)
 
 # Where the lack-of-resources drill makes its probe pod (the chart's Role lets the portal
 # create and delete pods there, and nowhere else).

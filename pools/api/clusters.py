@@ -1,10 +1,9 @@
-"""GET /api/v1/clusters/: the clusters this portal serves (one in this version), each with how
-fresh its inventory is: when its writer last had an answer from the API server, and why the
-nodes shown may be stale."""
+"""GET /api/v1/clusters/: the clusters this portal serves, its own first, each with how fresh
+its inventory is: when its writer last had an answer from the API server, and why the nodes
+shown may be stale."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers as S
 from rest_framework.request import Request
@@ -12,6 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools.api.base import READ_ERRORS, BaseView
+from pools.common.cluster_access import cluster_access, served_clusters
+from pools.core.cluster_scope import any_cluster, cluster_scope
+from pools.fleet.across import fleet_summary
 from pools.inventory.freshness import Freshness, inventory_freshness
 
 
@@ -53,21 +55,72 @@ def _inventory(found: Freshness | None) -> dict[str, object] | None:
     }
 
 
+def _cluster(name: str) -> dict[str, object]:
+    """One cluster's entry, read in its own scope (its lease, its Prometheus)."""
+    with cluster_scope(name):
+        access = cluster_access()
+        return {
+            "name": name,
+            "colour": access.colour,
+            "inventory": _inventory(inventory_freshness()),
+            "metrics": {
+                "configured": bool(access.prometheus.url),
+                "cluster_label": access.prometheus.cluster_label,
+                "cluster_value": access.prometheus.cluster_value,
+            },
+        }
+
+
+@any_cluster
 class ClustersView(BaseView, APIView):
     @extend_schema(
         responses={200: ClusterSerializer(many=True), **READ_ERRORS},
-        description="The clusters this portal serves (one in this version), and whether "
-        "each one's inventory is stale.",
+        description="The clusters this portal serves, its own first, and whether each one's "
+        "inventory is stale.",
     )
     def get(self, request: Request) -> Response:
-        cluster = {
-            "name": settings.CLUSTER_NAME,
-            "colour": settings.CLUSTER_COLOUR,
-            "inventory": _inventory(inventory_freshness()),
-            "metrics": {
-                "configured": bool(settings.PROMETHEUS_URL),
-                "cluster_label": settings.PROMETHEUS_CLUSTER_LABEL,
-                "cluster_value": settings.PROMETHEUS_CLUSTER_VALUE,
-            },
-        }
-        return Response(ClusterSerializer([cluster], many=True).data)
+        clusters = [_cluster(name) for name in served_clusters()]
+        return Response(ClusterSerializer(clusters, many=True).data)
+
+
+class TallySerializer(S.Serializer):  # type: ignore[type-arg]
+    nodes = S.IntegerField()
+    gpus = S.IntegerField(help_text="Physical GPUs.")
+    allocated = S.IntegerField(help_text="Units pods hold: whole GPUs, MIG instances, replicas.")
+
+
+class FleetPoolSerializer(S.Serializer):  # type: ignore[type-arg]
+    name = S.CharField(help_text="Empty for the cluster's unassigned nodes.")
+    display_name = S.CharField()
+    tally = TallySerializer()
+
+
+class FleetClusterSerializer(S.Serializer):  # type: ignore[type-arg]
+    name = S.CharField()
+    colour = S.CharField()
+    stale = S.CharField(help_text="Why its inventory may be stale; empty otherwise.")
+    pools = FleetPoolSerializer(many=True)
+    tally = TallySerializer()
+
+
+class FleetModelSerializer(S.Serializer):  # type: ignore[type-arg]
+    gpu_model = S.CharField()
+    tally = TallySerializer()
+    gpus_by_cluster = S.DictField(child=S.IntegerField())
+
+
+class FleetSerializer(S.Serializer):  # type: ignore[type-arg]
+    clusters = FleetClusterSerializer(many=True)
+    models = FleetModelSerializer(many=True)
+    total = TallySerializer()
+
+
+@any_cluster
+class FleetView(BaseView, APIView):
+    @extend_schema(
+        responses={200: FleetSerializer, **READ_ERRORS},
+        description="Every cluster served with its pools, and GPU totals by model across "
+        "them (the fleet page).",
+    )
+    def get(self, request: Request) -> Response:
+        return Response(FleetSerializer(fleet_summary()).data)

@@ -39,6 +39,7 @@ def unknown(request, rest):  # type: ignore[no-untyped-def]
 urlpatterns = [
     path("summary/", fleet.SummaryView.as_view(), name="pool-summary"),
     path("clusters/", clusters.ClustersView.as_view(), name="api-clusters"),
+    path("fleet/", clusters.FleetView.as_view(), name="api-fleet"),
     path("search/", search.SearchView.as_view(), name="search"),
     path("fit/", fit.FitView.as_view(), name="fit-api"),
     path("inventory/sync/", inventory.InventorySyncView.as_view(), name="inventory-sync"),

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.urls import reverse
 
+from pools.common.cluster_access import cluster_path
 from pools.common.events import announce_booking_event_after_commit
 from pools.common.roles import Capability, emails_of_those_who
 from pools.models import Booking
@@ -40,7 +41,7 @@ def announce_booking_after_commit(booking_id: int, event: str) -> None:
 
 
 def _text(event: str, booking: Booking) -> tuple[str, str]:
-    path = reverse("booking-detail", args=[booking.pk])
+    path = cluster_path(reverse("booking-detail", args=[booking.pk]), booking.destination.cluster)
     url = f"{settings.PORTAL_URL}{path}" if settings.PORTAL_URL else path
     subject = f"Booking #{booking.pk} of {booking.source.name}: {EVENTS[event][0]}"
     lines = [

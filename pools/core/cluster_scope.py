@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, TypeVar
 
 _cluster: ContextVar[str | None] = ContextVar("cluster", default=None)
@@ -46,3 +46,13 @@ def any_cluster(view: View) -> View:
 
 def reads_any_cluster(view: Any) -> bool:
     return bool(getattr(view, "any_cluster", False))
+
+
+def cluster_enter(name: str) -> Token[str | None]:
+    """Enter `name`'s scope until `cluster_leave` (for a task, between the worker's signals
+    before and after it runs, where no `with` block spans both)."""
+    return _cluster.set(name)
+
+
+def cluster_leave(token: Token[str | None]) -> None:
+    _cluster.reset(token)

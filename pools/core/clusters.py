@@ -233,3 +233,34 @@ def _headers(value: Any, at: Any, problems: Problems) -> tuple[tuple[str, str], 
         else:
             headers.append((header, content))
     return tuple(headers)
+
+
+@dataclass(frozen=True)
+class PrometheusAccess:
+    """How the portal asks one cluster's metrics, its secrets read (empty url: none)."""
+
+    url: str = ""
+    bearer_token: str = ""
+    bearer_token_file: str = ""
+    username: str = ""
+    password: str = ""
+    ca_bundle: str = ""
+    client_cert: str = ""
+    client_key: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    cluster_label: str = ""
+    cluster_value: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    """Everything the portal needs to serve one cluster: its API server, its metrics and its
+    pool label key."""
+
+    name: str
+    colour: str = DEFAULT_COLOUR
+    kubeconfig: str = ""
+    context: str = ""
+    in_cluster: bool = False
+    pool_label_key: str = ""
+    prometheus: PrometheusAccess = PrometheusAccess()

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import F, Max
 
+from pools.common.cluster_access import pool_label_key
 from pools.core.insights.readiness import Check
 from pools.drills.steps import DrillSteps
 from pools.kube.pods import pod_delete
@@ -48,7 +49,7 @@ def probe(drill: Drill, gpus: int) -> dict[str, Any]:
             "labels": {"app.kubernetes.io/managed-by": "gpu-pool-portal", "drill": str(drill.pk)},
         },
         "spec": {
-            "nodeSelector": {settings.POOL_LABEL_KEY: pool.name},
+            "nodeSelector": {pool_label_key(): pool.name},
             "tolerations": tolerations,
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 0,

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-
+from pools.common.cluster_access import pool_label_key
 from pools.core.insights.readiness import Check
 from pools.core.insights.scheduling import wanted_pool
 from pools.models import Drill, GpuPod, Node, Pool
@@ -38,7 +37,7 @@ class DrillSteps:
 
 def pending_for(pool: Pool) -> int:
     """GPU pods waiting, unbound, that ask for the pool."""
-    key = settings.POOL_LABEL_KEY
+    key = pool_label_key()
     return sum(
         wanted_pool(selector, affinity, key) == pool.name
         for selector, affinity in GpuPod.objects.pending()

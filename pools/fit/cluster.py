@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.db.models import F, Sum
 
+from pools.common.cluster_access import pool_label_key
 from pools.core.devices import units_held
 from pools.core.fit.claims import NO_DRA
 from pools.core.fit.cluster import ClusterSnapshot, FitNode, FitPool, NodePod
@@ -116,7 +116,7 @@ def fit_cluster(*, dra: bool = False) -> FitCluster:
     nodes = [_fit_node(row, held.get(row[0], []), totals.get(row[0], ZERO)) for row in rows]
     state = dra_kept() if dra else NO_DRA
     snapshot = ClusterSnapshot(nodes, [fit_pool(p) for p in pools.values()], state)
-    return FitCluster(snapshot, pools, classes, settings.POOL_LABEL_KEY)
+    return FitCluster(snapshot, pools, classes, pool_label_key())
 
 
 def gpu_node_pod(pod: GpuPod) -> NodePod:

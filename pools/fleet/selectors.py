@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import Count, F, Q, QuerySet
 from django.db.models.functions import Greatest
 
+from pools.common.cluster_access import pool_label_key
 from pools.core import charts, figures
 from pools.core.desired import drift
 from pools.core.devices import WHOLE, NodeDevices, devices_from_record
@@ -385,7 +385,7 @@ def pool_change_impact(candidate: Pool) -> PoolImpact:
     The definition replaces the saved one of the same pool, if any."""
     others = [p.spec() for p in Pool.objects.active().exclude(pk=candidate.pk)]
     specs_after = [*others, candidate.spec()]
-    key = settings.POOL_LABEL_KEY
+    key = pool_label_key()
     newly, fixed = [], []
     in_pool = 0
     for name, labels, taints, was_drifted, pool_label in Node.objects.present().values_list(

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from django.conf import settings
-
+from pools.common.cluster_access import pool_label_key
 from pools.core.desired import PoolSpec, Target, move_target
 from pools.models import Pool
 
@@ -21,4 +20,4 @@ def pool_target(pool: PoolSpec | None, specs: Sequence[PoolSpec] | None = None) 
     """The target for `pool` (None: out of every pool) under `specs`, the active pools'
     definitions unless given (a caller working through many nodes reads them once)."""
     specs = active_pool_specs() if specs is None else specs
-    return move_target(pool, specs, pool_key=settings.POOL_LABEL_KEY)
+    return move_target(pool, specs, pool_key=pool_label_key())

@@ -17,6 +17,7 @@ from django.db import connection
 from django.db.models import Count, F, FloatField, Func, Q, QuerySet
 from django.db.models.functions import Coalesce
 
+from pools.common.cluster_access import pool_label_key
 from pools.core import charts
 from pools.core.desired import managed_label_keys, managed_taint_keys
 from pools.core.devices import exporter_devices, record_units, units_held
@@ -134,7 +135,7 @@ def _alive_in(window: Window) -> Q:
 
 def _wanted_pools(alive: QuerySet[GpuPod]) -> dict[int, str]:
     """The pool each unbound pod asks for, by pk."""
-    key = settings.POOL_LABEL_KEY
+    key = pool_label_key()
     return {
         pk: wanted_pool(selector, affinity, key)
         for pk, selector, affinity in alive.filter(node_name="").values_list(
@@ -485,7 +486,7 @@ def indicators(gathered: Gathered, pool: Pool) -> PoolInsights:
         failures=failure_report(mine, window, xids=gathered.xids),
         replacement=replacement_report(
             nodes,
-            managed_labels=managed_label_keys(specs, settings.POOL_LABEL_KEY),
+            managed_labels=managed_label_keys(specs, pool_label_key()),
             managed_taints=managed_taint_keys(specs),
         ),
         members=_window_members(gathered, pool.name, members),
@@ -668,7 +669,7 @@ def pool_readiness(
     taint = pool.taint
     rules = readiness.PoolRules(
         pool.name,
-        settings.POOL_LABEL_KEY,
+        pool_label_key(),
         (taint.key, taint.value, taint.effect) if taint is not None else None,
     )
     stale_after = now - timedelta(seconds=2 * settings.INVENTORY_SYNC_SECONDS)

@@ -17,10 +17,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from kubernetes import client
 
+from pools.common.cluster_access import current_cluster
 from pools.core.dra.inventory import allocated_devices, node_units, read_inventory
 from pools.core.fit.claims import NO_DRA, DraState, dra_state
 from pools.inventory.version import inventory_version_bump
@@ -32,6 +34,12 @@ from pools.models import DraSnapshot, Node
 log = logging.getLogger(__name__)
 PAGE_SIZE = 500
 ROW = "cluster"
+
+
+def _row() -> str:
+    """The current cluster's snapshot row: the portal's own keeps the name it had."""
+    cluster = current_cluster()
+    return ROW if cluster == settings.CLUSTER_NAME else f"{ROW}@{cluster}"
 
 
 @dataclass(frozen=True)
@@ -89,11 +97,11 @@ def dra_sync() -> DraListing:
     """List DRA's objects and keep them (one row, one statement); write the DRA units of the
     nodes that have or had some (none in a cluster without DRA: no statement)."""
     listing = dra_list()
-    before = DraSnapshot.objects.filter(name=ROW).values_list("unit_nodes", flat=True).first()
+    before = DraSnapshot.objects.filter(name=_row()).values_list("unit_nodes", flat=True).first()
     units = node_units(read_inventory(listing.slices), allocated_devices(listing.claims))
     _units_write(units, set(before or ()) - set(units))
     row = DraSnapshot(
-        name=ROW,
+        name=_row(),
         served=listing.served,
         slices=listing.slices,
         classes=listing.classes,
@@ -154,17 +162,17 @@ def dra_kept() -> DraState:
     """The DRA state as last listed (nothing when never listed). Read once per listing and
     process: one small query says whether the listing is the one read before (at 15,000
     nodes the slices are 120,000 devices, a second of decoding and reading)."""
-    stamp = DraSnapshot.objects.filter(name=ROW).values_list("listed_at", flat=True).first()
+    stamp = DraSnapshot.objects.filter(name=_row()).values_list("listed_at", flat=True).first()
     if stamp is None:
         return NO_DRA
-    cached = _kept.get(ROW)
+    cached = _kept.get(_row())
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    row = DraSnapshot.objects.filter(name=ROW).first()
+    row = DraSnapshot.objects.filter(name=_row()).first()
     if row is None:
         return NO_DRA
     state = NO_DRA
     if row.served:
         state = dra_state(row.slices, row.classes, row.claims, row.templates)
-    _kept[ROW] = (row.listed_at, state)
+    _kept[_row()] = (row.listed_at, state)
     return state

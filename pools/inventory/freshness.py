@@ -17,8 +17,9 @@ from django.conf import settings
 from django.db.models import F
 from django.db.models.functions import Now
 
+from pools.common.cluster_access import current_cluster
 from pools.core.redact import redact_url
-from pools.inventory.lease import NAME
+from pools.inventory.lease import lease_name
 from pools.models import InventoryLease
 
 
@@ -54,7 +55,7 @@ def inventory_freshness() -> Freshness | None:
     """The inventory's freshness, or None when no watcher or sync ever took the lease (the
     rows, if any, came from elsewhere: a command, a test). One query."""
     row = (
-        InventoryLease.objects.filter(name=NAME, renewed_at__isnull=False)
+        InventoryLease.objects.filter(name=lease_name(), renewed_at__isnull=False)
         .annotate(written=Now() - F("renewed_at"), heard=Now() - F("heard_at"))
         .values_list("written", "heard", "trouble")
         .first()
@@ -65,7 +66,7 @@ def inventory_freshness() -> Freshness | None:
     written_ago = max(0.0, written.total_seconds())
     heard_ago = max(0.0, heard.total_seconds()) if heard is not None else None
     trouble = redact_url(trouble)
-    cluster = settings.CLUSTER_NAME
+    cluster = current_cluster()
     why = ""
     if written_ago > writer_gone_after():
         why = (

@@ -13,13 +13,24 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
+from pools.common.cluster_access import current_cluster
 from pools.models import InventoryLease
 
 NAME = "inventory"
+
+
+def lease_name() -> str:
+    """The current cluster's lease: each cluster has its writer. The portal's own cluster
+    keeps the name its lease had before there were several."""
+    cluster = current_cluster()
+    return NAME if cluster == settings.CLUSTER_NAME else f"{NAME}@{cluster}"
+
+
 # An expiry in the past that is never reached again: a released lease.
 _RELEASED = timedelta(days=1)
 
@@ -31,7 +42,7 @@ def holder_name(role: str) -> str:
 
 def _taken(holder: str, seconds: float) -> int:
     free_or_mine = Q(holder=holder) | Q(expires_at__lt=Now())
-    return InventoryLease.objects.filter(free_or_mine, name=NAME).update(
+    return InventoryLease.objects.filter(free_or_mine, name=lease_name()).update(
         holder=holder,
         renewed_at=Now(),
         expires_at=Now() + timedelta(seconds=seconds),
@@ -41,14 +52,14 @@ def _taken(holder: str, seconds: float) -> int:
 def lease_acquire(holder: str, seconds: float) -> bool:
     """Take the lease if it is free or expired, or renew it if `holder` has it."""
     if _taken(holder, seconds):
-        InventoryLease.objects.filter(name=NAME, holder=holder, acquired_at__isnull=True).update(
-            acquired_at=Now()
-        )
+        InventoryLease.objects.filter(
+            name=lease_name(), holder=holder, acquired_at__isnull=True
+        ).update(acquired_at=Now())
         return True
     try:
         with transaction.atomic():
             InventoryLease.objects.create(
-                name=NAME,
+                name=lease_name(),
                 holder=holder,
                 acquired_at=Now(),
                 renewed_at=Now(),
@@ -83,7 +94,7 @@ def lease_renew(holder: str, seconds: float, contact: Contact | None = None) -> 
     # writing by itself once it has not renewed for a whole lease (the watcher's guard).
     fields = _contact_fields(contact) if contact is not None else {}
     return bool(
-        InventoryLease.objects.filter(name=NAME, holder=holder).update(
+        InventoryLease.objects.filter(name=lease_name(), holder=holder).update(
             renewed_at=Now(), expires_at=Now() + timedelta(seconds=seconds), **fields
         )
     )
@@ -91,19 +102,21 @@ def lease_renew(holder: str, seconds: float, contact: Contact | None = None) -> 
 
 def lease_contact(holder: str, contact: Contact) -> None:
     """Note how a one-off writer (the periodic sync) fared with the API server."""
-    InventoryLease.objects.filter(name=NAME, holder=holder).update(**_contact_fields(contact))
+    InventoryLease.objects.filter(name=lease_name(), holder=holder).update(
+        **_contact_fields(contact)
+    )
 
 
 def lease_release(holder: str) -> None:
     """Give the lease up at once (a clean shutdown): the next writer need not wait."""
-    InventoryLease.objects.filter(name=NAME, holder=holder).update(
+    InventoryLease.objects.filter(name=lease_name(), holder=holder).update(
         holder="", acquired_at=None, expires_at=Now() - _RELEASED
     )
 
 
 def lease_holder() -> str | None:
     """Who holds the lease now, or None."""
-    row = InventoryLease.objects.filter(name=NAME, expires_at__gte=Now()).first()
+    row = InventoryLease.objects.filter(name=lease_name(), expires_at__gte=Now()).first()
     return row.holder if row and row.holder else None
 
 
@@ -111,7 +124,7 @@ def lease_last_renewed() -> tuple[str, float] | None:
     """Who last held the lease and how many seconds ago they last renewed it (by the
     database's clock), or None when it was never taken."""
     row = (
-        InventoryLease.objects.filter(name=NAME, renewed_at__isnull=False)
+        InventoryLease.objects.filter(name=lease_name(), renewed_at__isnull=False)
         .annotate(age=Now() - F("renewed_at"))
         .values_list("holder", "age")
         .first()
@@ -126,7 +139,7 @@ def relist_request() -> str | None:
     """Ask the watcher holding the lease to list everything again; its name, or None when
     no watcher holds it."""
     held = InventoryLease.objects.filter(
-        name=NAME, expires_at__gte=Now(), holder__startswith="watcher:"
+        name=lease_name(), expires_at__gte=Now(), holder__startswith="watcher:"
     )
     if held.update(relist_requested_at=Now()):
         return lease_holder()
@@ -137,6 +150,6 @@ def relist_taken(holder: str) -> bool:
     """For the watcher: whether a re-list was asked for since it last looked (and forget it)."""
     return bool(
         InventoryLease.objects.filter(
-            name=NAME, holder=holder, relist_requested_at__isnull=False
+            name=lease_name(), holder=holder, relist_requested_at__isnull=False
         ).update(relist_requested_at=None)
     )

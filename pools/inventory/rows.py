@@ -27,6 +27,7 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from pools.common.cluster_access import pool_label_key
 from pools.core.desired import PoolSpec, drift_record
 from pools.core.devices import devices_record, is_gpu_unit
 from pools.core.fit.resources import Resources
@@ -103,13 +104,13 @@ def node_row(
     seen_at: object,
 ) -> dict[str, Any]:
     """The node's row as attribute names and values (every column but the id)."""
-    label = snapshot.labels.get(settings.POOL_LABEL_KEY, "")
+    label = snapshot.labels.get(pool_label_key(), "")
     node_drift = drift_record(
         snapshot.labels,
         snapshot.taints,
         pools,
         known_pools=pool_ids.keys(),
-        pool_key=settings.POOL_LABEL_KEY,
+        pool_key=pool_label_key(),
     )
     return {
         "cluster": current_cluster(),
@@ -313,8 +314,10 @@ def nodes_pods_update(pods_by_node: dict[str, Iterable[PodSummary]], seen_at: da
     # Identifiers from the model's own metadata, quoted; every value is a parameter.
     sql = (
         f"UPDATE {quote(Node._meta.db_table)} "  # noqa: S608
-        f"SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} WHERE name = %s"
+        f"SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "
+        "WHERE cluster = %s AND name = %s"
     )
+    cluster = current_cluster()
     params = []
     for name, pods in pods_by_node.items():
         columns = node_pod_columns(pods)
@@ -322,6 +325,7 @@ def nodes_pods_update(pods_by_node: dict[str, Iterable[PodSummary]], seen_at: da
             [
                 *(adapt(columns[c]) for c, adapt in zip(POD_COLUMNS, adapters, strict=True)),
                 seen,
+                cluster,
                 name,
             ]
         )
@@ -356,9 +360,10 @@ def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> 
     """Write GPU pod rows; pool_label is kept on conflict: where the pod was bound. Returns
     the rows' updated_at."""
     stamp = now or timezone.now()
+    cluster = current_cluster()
     upsert(
         GpuPod,
-        ({**row, "updated_at": stamp} for row in rows),
+        ({**row, "cluster": cluster, "updated_at": stamp} for row in rows),
         unique=("uid",),
         keep=KEPT,
         keep_unless_empty=KEPT_UNLESS_EMPTY,

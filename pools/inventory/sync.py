@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.common import observability
+from pools.common.cluster_access import pool_label_key
 from pools.core.desired import drift_record
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import pod_requests
@@ -197,7 +198,7 @@ def drift_recompute() -> int:
     """Recompute every present node's drift against the current pool definitions (after a
     pool is edited: saving a pool never touches nodes, the nodes show as drifted)."""
     specs, pool_ids = active_pools()
-    pool_key = settings.POOL_LABEL_KEY
+    pool_key = pool_label_key()
     present = list(Node.objects.present().only("id", "labels", "taints", "pool_label"))
     for row in present:
         row.drift = drift_record(

@@ -33,6 +33,7 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from pools.common import observability
+from pools.common.cluster_access import pool_label_key
 from pools.common.heartbeat import Heartbeat
 from pools.core.fit.resources import Resources
 from pools.core.gc_pause import collector_paused
@@ -221,7 +222,7 @@ class WatchState:
 
     def _pod_row(self, raw: Raw, requests: Resources, now: datetime) -> dict[str, Any]:
         node_pools = {
-            name: snap.labels.get(settings.POOL_LABEL_KEY, "") for name, snap in self._node_of(raw)
+            name: snap.labels.get(pool_label_key(), "") for name, snap in self._node_of(raw)
         }
         return gpu_pod_from_raw(
             raw, requests, labels=pod_labels(), node_pools=node_pools, observed=now
@@ -310,7 +311,7 @@ def pods_relist(state: WatchState, leading: threading.Event) -> None:
     written again: a re-list of an unchanged cluster writes no pod row."""
     since = timezone.now()
     labels = pod_labels()
-    node_pools = {n: s.labels.get(settings.POOL_LABEL_KEY, "") for n, s in state.nodes.items()}
+    node_pools = {n: s.labels.get(pool_label_key(), "") for n, s in state.nodes.items()}
     by_node: dict[str, dict[str, PodSummary]] = collections.defaultdict(dict)
     version, written = "", 0
     with state.lock:

@@ -11,18 +11,23 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from pools.common.cluster_access import cluster_access
 from pools.kube.errors import KubeError, KubeNotConfigured, KubeRefused, KubeUnavailable
 
 
 def api_client() -> client.ApiClient:
-    """One ApiClient per process and configuration (it holds a connection pool)."""
-    return _api_client(settings.KUBE_IN_CLUSTER, settings.KUBECONFIG, settings.KUBE_CONTEXT)
+    """The current cluster's ApiClient (pools.common.cluster_access): one per process and
+    configuration, since it holds a connection pool."""
+    access = cluster_access()
+    return _api_client(access.in_cluster, access.kubeconfig, access.context)
 
 
 def kube_configured() -> bool:
-    """Whether this process has a cluster to talk to (KUBECONFIG or in-cluster credentials).
-    The chart gives the web pods none: only the worker and the watcher call the API."""
-    return bool(settings.KUBE_IN_CLUSTER or settings.KUBECONFIG)
+    """Whether this process has the current cluster to talk to (a kubeconfig or in-cluster
+    credentials). The chart gives the web pods none: only the worker and the watcher call
+    the API."""
+    access = cluster_access()
+    return bool(access.in_cluster or access.kubeconfig)
 
 
 @functools.cache

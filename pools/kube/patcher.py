@@ -16,6 +16,7 @@ from django.conf import settings
 from kubernetes.client.exceptions import ApiException
 
 from pools.common import observability
+from pools.common.cluster_access import pool_label_key
 from pools.core.desired import (
     NodeDiff,
     NodeState,
@@ -66,15 +67,15 @@ def plan(
     (with today's definitions in `pools`) or a Target fixed earlier."""
     current = node_state(raw)
     if not isinstance(target, Target):
-        target = move_target(target, pools, pool_key=settings.POOL_LABEL_KEY)
-    desired = target_state(current.labels, current.taints, target, pool_key=settings.POOL_LABEL_KEY)
+        target = move_target(target, pools, pool_key=pool_label_key())
+    desired = target_state(current.labels, current.taints, target, pool_key=pool_label_key())
     return current, desired, node_diff(current, desired)
 
 
 def apply_pool(name: str, target: PoolSpec | None, pools: Sequence[PoolSpec]) -> PatchResult:
     """Bring node `name` to `target`'s desired state (None: out of every pool) under today's
     pool definitions."""
-    return apply_target(name, move_target(target, pools, pool_key=settings.POOL_LABEL_KEY))
+    return apply_target(name, move_target(target, pools, pool_key=pool_label_key()))
 
 
 def apply_target(name: str, target: Target, *, raw: Raw | None = None) -> PatchResult:

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.urls import reverse
 
+from pools.common.cluster_access import cluster_path
 from pools.common.roles import ROLE_CAPABILITIES, Capability
 from pools.models import Maintenance
 from pools.notify.mail import mail_send
@@ -29,7 +30,9 @@ EVENTS = {
 
 
 def _text(event: str, maintenance: Maintenance) -> tuple[str, str]:
-    path = reverse("maintenance-detail", args=[maintenance.pk])
+    path = cluster_path(
+        reverse("maintenance-detail", args=[maintenance.pk]), maintenance.pool.cluster
+    )
     url = f"{settings.PORTAL_URL}{path}" if settings.PORTAL_URL else path
     subject = f"Maintenance #{maintenance.pk} of {maintenance.pool.name}: {EVENTS[event]}"
     lines = [subject + ".", f"Why: {maintenance.reason}"]

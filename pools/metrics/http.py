@@ -11,9 +11,10 @@ import os
 import threading
 
 import requests
-from django.conf import settings
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
+
+from pools.common.cluster_access import prometheus_access
 
 # Queries a page sends at once (pools.metrics.source's thread pool).
 POOL_SIZE = 16
@@ -50,21 +51,23 @@ class BearerToken(requests.auth.AuthBase):
 
 
 def _options() -> tuple[object, ...]:
+    access = prometheus_access()
     return (
-        (settings.PROMETHEUS_URL or "").rstrip("/"),
-        settings.PROMETHEUS_BEARER_TOKEN or "",
-        settings.PROMETHEUS_BEARER_TOKEN_FILE,
-        settings.PROMETHEUS_USERNAME,
-        settings.PROMETHEUS_PASSWORD or "",
-        settings.PROMETHEUS_CA_BUNDLE,
-        settings.PROMETHEUS_CLIENT_CERT,
-        settings.PROMETHEUS_CLIENT_KEY,
-        tuple(sorted(settings.PROMETHEUS_HEADERS.items())),
+        access.url.rstrip("/"),
+        access.bearer_token,
+        access.bearer_token_file,
+        access.username,
+        access.password,
+        access.ca_bundle,
+        access.client_cert,
+        access.client_key,
+        access.headers,
     )
 
 
 def prometheus_session() -> requests.Session:
-    """The keep-alive session for the configured Prometheus (one per process and settings)."""
+    """The keep-alive session for the current cluster's Prometheus (one per process and
+    access: pools.common.cluster_access)."""
     return _session(*_options())
 
 

@@ -35,6 +35,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from pools.common import guarded_cache, observability
+from pools.common.cluster_access import current_cluster
 from pools.core.figures import NodeMetrics, node_metric_rows
 from pools.core.gc_pause import collector_paused
 from pools.metrics import queries, source
@@ -135,7 +136,7 @@ class NodeFigureCache:
         )
         key = source.cache_key(
             "node-figures",
-            settings.PROMETHEUS_URL,
+            source.querier(),
             settings.DCGM_NODE_LABEL,
             sorted(plan.raw.items()),
             sorted(plan.recorded.items()),
@@ -268,19 +269,28 @@ class NodeFigureCache:
         return dict(entry[3]) if entry is not None and entry[1] is None else None
 
 
-_node_figures = NodeFigureCache()
+# One per cluster: each keeps its own cluster's last entry in memory.
+_by_cluster: dict[str, NodeFigureCache] = {}
+
+
+def _figures() -> NodeFigureCache:
+    cluster = current_cluster()
+    found = _by_cluster.get(cluster)
+    if found is None:
+        found = _by_cluster.setdefault(cluster, NodeFigureCache())
+    return found
 
 
 def latest_node_metrics() -> tuple[InstantResult, Mapping[str, NodeMetrics]]:
     """Every node's current DCGM figures (by node name; a node absent has no DCGM series),
     and the result's error when Prometheus could not answer."""
-    return _node_figures.get()
+    return _figures().get()
 
 
 def latest_node_metrics_versioned() -> tuple[InstantResult, Mapping[str, NodeMetrics], float]:
     """As `latest_node_metrics`, with the version of the figures: it changes whenever the
     figures do, so what is made of them can be kept under it."""
-    return _node_figures.get_versioned()
+    return _figures().get_versioned()
 
 
 def derived_figures(
@@ -292,13 +302,13 @@ def derived_figures(
     from them and data at `version` (the caller's inventory version, read before its rows),
     cached with the node figures: the same entry and version answer from the cache without
     calling `compute`."""
-    return _node_figures.derived(name, version, compute)
+    return _figures().derived(name, version, compute)
 
 
 def figure_sources() -> dict[str, str] | None:
     """Where the current per-node figures came from ("recorded" or "raw", per figure), or
     None before any were fetched."""
-    return _node_figures.sources()
+    return _figures().sources()
 
 
 def reads_recorded(figure: str) -> bool:

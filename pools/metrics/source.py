@@ -29,6 +29,8 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 from urllib3.util.retry import Retry
 
 from pools.common import observability
+from pools.common.cluster_access import current_cluster, prometheus_access
+from pools.core.cluster_scope import cluster_scope
 from pools.core.gc_pause import collector_paused
 from pools.core.redact import redact_url
 from pools.metrics import queries
@@ -112,18 +114,22 @@ def not_asked() -> str:
     return f"not asked: {reason} earlier on this page"
 
 
+def _url() -> str:
+    """The current cluster's Prometheus (pools.common.cluster_access); "" when none."""
+    return prometheus_access().url.rstrip("/")
+
+
 def prometheus() -> PrometheusConnect:
-    if not settings.PROMETHEUS_URL:
+    if not (url := _url()):
         raise MetricsError("PROMETHEUS_URL is not set")
-    return _connect(prometheus_session(), settings.PROMETHEUS_TIMEOUT)
+    return _connect(prometheus_session(), url, settings.PROMETHEUS_TIMEOUT)
 
 
 @functools.cache
-def _connect(session: requests.Session, timeout: float) -> PrometheusConnect:
+def _connect(session: requests.Session, url: str, timeout: float) -> PrometheusConnect:
     # The library retries with backoff by default; a page must answer within its timeout,
     # so a failure is reported at once and the page says metrics are unavailable. The
     # session carries the authentication, TLS and headers (pools.metrics.http).
-    url = settings.PROMETHEUS_URL.rstrip("/")
     client = PrometheusConnect(url=url, timeout=timeout, retry=Retry(total=0), session=session)
     session.mount(url, http_adapter())  # the library's own adapter keeps ten connections
     return client
@@ -132,9 +138,7 @@ def _connect(session: requests.Session, timeout: float) -> PrometheusConnect:
 def prometheus_ready() -> None:
     """Raise MetricsError unless Prometheus answers."""
     try:
-        response = prometheus_session().get(
-            f"{settings.PROMETHEUS_URL.rstrip('/')}/", timeout=settings.PROMETHEUS_TIMEOUT
-        )
+        response = prometheus_session().get(f"{_url()}/", timeout=settings.PROMETHEUS_TIMEOUT)
     except requests.RequestException as exc:
         raise MetricsError(f"{_explain(exc)}: {exc}") from exc
     if not response.ok:
@@ -163,11 +167,11 @@ def _explain(exc: Exception) -> str:
         return _timed_out()
     if isinstance(exc, requests.exceptions.SSLError):
         return (
-            f"TLS with Prometheus at {settings.PROMETHEUS_URL} failed (check "
+            f"TLS with Prometheus at {_url()} failed (check "
             f"PROMETHEUS_CA_BUNDLE and PROMETHEUS_CLIENT_CERT): {_ssl_reason(exc)}"
         )
     if isinstance(exc, requests.ConnectionError):
-        return f"Prometheus unreachable at {settings.PROMETHEUS_URL}"
+        return f"Prometheus unreachable at {_url()}"
     if isinstance(exc, PrometheusApiClientException):
         status = re.match(r"HTTP Status Code (\d+)", str(exc))
         if status and int(status.group(1)) in (401, 403):
@@ -186,29 +190,27 @@ def _ssl_reason(exc: Exception) -> str:
 def _refused(status: int, content: bytes) -> str:
     if status in (401, 403):
         return (
-            f"Prometheus at {settings.PROMETHEUS_URL} refused the portal's credentials "
+            f"Prometheus at {_url()} refused the portal's credentials "
             f"(HTTP {status}): check PROMETHEUS_BEARER_TOKEN (or its _FILE), or "
             "PROMETHEUS_USERNAME and PROMETHEUS_PASSWORD"
         )
-    return f"Prometheus at {settings.PROMETHEUS_URL} answered HTTP {status}: {content[:200]!r}"
+    return f"Prometheus at {_url()} answered HTTP {status}: {content[:200]!r}"
 
 
 def querier() -> tuple[str | None, str, str]:
     """Where the queries go, and whose series they select there: part of every cache key,
     so that the portals of two clusters sharing a querier and a cache never share answers."""
-    return (
-        settings.PROMETHEUS_URL,
-        settings.PROMETHEUS_CLUSTER_LABEL,
-        settings.PROMETHEUS_CLUSTER_VALUE,
-    )
+    access = prometheus_access()
+    return (access.url or None, access.cluster_label, access.cluster_value)
 
 
 def scoped(promql: str) -> str:
     """`promql` as sent: on a querier holding several clusters (PROMETHEUS_CLUSTER_LABEL), its
     every selector narrowed to this portal's cluster. Callers write their queries for one
     cluster; this is the one place they are narrowed, just before they are sent."""
-    label = settings.PROMETHEUS_CLUSTER_LABEL
-    return selecting(promql, label, settings.PROMETHEUS_CLUSTER_VALUE) if label else promql
+    access = prometheus_access()
+    label = access.cluster_label
+    return selecting(promql, label, access.cluster_value) if label else promql
 
 
 def cache_key(kind: str, *parts: object) -> str:
@@ -230,9 +232,8 @@ def _run_instant(promql: str, wait: float) -> list[Sample]:
 def _instant_body(promql: str, wait: float) -> bytes:
     """Prometheus' answer to an instant query, undecoded; a non-200 answer raises as
     prometheus-api-client's would, so that pages say the same."""
-    if not settings.PROMETHEUS_URL:
+    if not (url := _url()):
         raise MetricsError("PROMETHEUS_URL is not set")
-    url = settings.PROMETHEUS_URL.rstrip("/")
     # The same session as prometheus-api-client's: one pool, one authentication.
     response = prometheus_session().get(
         f"{url}/api/v1/query",
@@ -260,7 +261,7 @@ def instant_node_values(
     not every core of a machine it may share with the portal), each answer as (node,
     value) pairs by `node_label` (pools.metrics.vectors), uncached; or the reason there
     are none."""
-    if not settings.PROMETHEUS_URL:
+    if not _url():
         return {}, "PROMETHEUS_URL is not set"
     wait = time_left()
     if wait is None:
@@ -292,9 +293,9 @@ def _in_turn(
 def instant(queries: Mapping[str, str], *, use_cache: bool = True) -> InstantResult:
     """Run named instant queries in parallel, within one timeout, through the cache (a caller
     that caches a smaller derived form of the result passes use_cache=False)."""
-    if not settings.PROMETHEUS_URL:
+    if not _url():
         return InstantResult(error="PROMETHEUS_URL is not set")
-    key = cache_key("instant", settings.PROMETHEUS_URL, sorted(queries.items()))
+    key = cache_key("instant", _url(), sorted(queries.items()))
     cached = cache.get(key) if use_cache else None
     if use_cache:
         observability.cache_lookup("instant", hit=cached is not None)
@@ -317,7 +318,15 @@ def _gather(
 ) -> tuple[dict[str, Answer], str | None]:
     """Every query at once, through `run`, all within `wait` seconds; the first failure is
     the answer."""
-    futures = {name: _POOL.submit(run, q, wait) for name, q in queries.items()}
+    # The pool's threads do not inherit the caller's context: each query is asked of the
+    # caller's cluster explicitly.
+    cluster = current_cluster()
+
+    def in_cluster(promql: str, seconds: float) -> Answer:
+        with cluster_scope(cluster):
+            return run(promql, seconds)
+
+    futures = {name: _POOL.submit(in_cluster, q, wait) for name, q in queries.items()}
     deadline = time.monotonic() + wait
     series: dict[str, Answer] = {}
     error = None
@@ -360,11 +369,11 @@ def history(
 ) -> RangeResult:
     """The query's first series as `points`, or with `by`, every series by that label's value
     (queries.DEVICE: by GPU and MIG instance; one query either way)."""
-    if not settings.PROMETHEUS_URL:
+    if not _url():
         return RangeResult(error="PROMETHEUS_URL is not set")
     end = now or datetime.now().astimezone()
     # A range that ends at a given moment is another answer than the one ending now.
-    key = cache_key("range", settings.PROMETHEUS_URL, promql, span, step, by, now)
+    key = cache_key("range", _url(), promql, span, step, by, now)
     cached = cache.get(key)
     observability.cache_lookup("range", hit=cached is not None)
     if cached is not None:
@@ -396,11 +405,11 @@ def history_series(
     promql: str, *, span: timedelta, step: timedelta, now: datetime | None = None
 ) -> RangeSeries:
     """Every series of a range query (history() keeps the first only), through the cache."""
-    if not settings.PROMETHEUS_URL:
+    if not _url():
         return RangeSeries(error="PROMETHEUS_URL is not set")
     end = now or datetime.now().astimezone()
     # A range that ends at a given moment is another answer than the one ending now.
-    key = cache_key("range-series", settings.PROMETHEUS_URL, promql, span, step, now)
+    key = cache_key("range-series", _url(), promql, span, step, now)
     cached = cache.get(key)
     observability.cache_lookup("range", hit=cached is not None)
     if cached is not None:

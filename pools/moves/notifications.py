@@ -13,6 +13,7 @@ from datetime import UTC
 from django.conf import settings
 from django.urls import reverse
 
+from pools.common.cluster_access import cluster_path
 from pools.common.roles import Capability, emails_of_those_who
 from pools.core.notices import Audience, Event, MoveFacts, Notice, notice
 from pools.models import MoveRequest
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def move_facts(move: MoveRequest) -> MoveFacts:
-    path = reverse("move-detail", args=[move.pk])
+    path = cluster_path(reverse("move-detail", args=[move.pk]), move.destination.cluster)
     rejection = move.events.filter(action="move.rejected").values_list("message", flat=True)
     return MoveFacts(
         id=move.pk,

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, F
 
+from pools.common.cluster_access import pool_label_key
 from pools.core.checks import (
     AskFacts,
     CheckFailure,
@@ -165,7 +166,7 @@ def node_facts(names: Sequence[str], destination: Pool) -> tuple[list[NodeFacts]
 def _planned(node: Node, destination: PoolSpec, pools: Sequence[PoolSpec]) -> PlannedNode:
     current = NodeState(node.labels, tuple(Taint.from_api(t) for t in node.taints))
     desired = desired_state(
-        current.labels, current.taints, destination, pools, pool_key=settings.POOL_LABEL_KEY
+        current.labels, current.taints, destination, pools, pool_key=pool_label_key()
     )
     diff = node_diff(current, desired)
     pods = sorted(node.pods, key=lambda p: (-p["gpus"], p["namespace"], p["name"]))

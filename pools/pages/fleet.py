@@ -23,6 +23,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from pools import moves
+from pools.common.cluster_access import pool_label_key
 from pools.common.errors import MetricsUnavailable, Refused
 from pools.common.filtering import page_queryset
 from pools.common.roles import Capability, has_capability, require
@@ -165,11 +166,11 @@ def _pool_parts(request: HttpRequest, pool: Pool) -> dict[str, object]:
     pending = pending_pods(now=timezone.now(), pool=pool)
     return {
         "grafana_url": _grafana(settings.GRAFANA_POOL_URL, "pool", pool.name),
-        "pool_key_label": f"{settings.POOL_LABEL_KEY}={pool.name}",
+        "pool_key_label": f"{pool_label_key()}={pool.name}",
         "snippet_model": model,
         "snippet": scheduling_block(
             pool.spec(),
-            pool_key=settings.POOL_LABEL_KEY,
+            pool_key=pool_label_key(),
             gpu_models=[model] if model else None,
             resource=selectors.pool_gpu_resource(pool),
         ),

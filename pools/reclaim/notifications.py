@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.urls import reverse
 
+from pools.common.cluster_access import cluster_path
 from pools.common.roles import Capability, emails_of_those_who
 from pools.models import Reclaim
 from pools.notify.mail import mail_send
@@ -67,7 +68,7 @@ def recipients(event: str, reclaim: Reclaim) -> list[str]:
 
 
 def _text(event: str, reclaim: Reclaim) -> tuple[str, str]:
-    path = reverse("reclaim-detail", args=[reclaim.pk])
+    path = cluster_path(reverse("reclaim-detail", args=[reclaim.pk]), reclaim.pool.cluster)
     url = f"{settings.PORTAL_URL}{path}" if settings.PORTAL_URL else path
     pod = f"{reclaim.namespace}/{reclaim.pod}"
     subject = f"Reclaim #{reclaim.pk}, {pod} in {reclaim.pool.name}: {EVENTS[event][0]}"

@@ -43,6 +43,7 @@ PAGES: tuple[tuple[str, Capability], ...] = (
     ("/", Capability.VIEW),
     ("/pools/", Capability.VIEW),
     ("/pools/?retired=1", Capability.VIEW),
+    ("/fleet/", Capability.VIEW),
     ("/pools/training/", Capability.VIEW),
     ("/pools/unassigned/", Capability.VIEW),
     ("/pools/training/insights/", Capability.VIEW),

@@ -13,7 +13,9 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from pools.common.cluster_access import current_cluster
 from pools.core.cluster_scope import cluster_scope
+from pools.core.clusters import ClusterAccess
 from pools.fleet import services
 from pools.models import AuditEvent, MoveRequest, Node, Pool
 from pools.moves.plan import pool_facts
@@ -31,7 +33,7 @@ B200 = ("NVIDIA-B200", 8, 183359)
 def two_clusters(settings) -> None:  # type: ignore[no-untyped-def]
     """The portal's own cluster with the demo inventory, and us-east with a `training` pool
     and a node named like one of the demo's."""
-    settings.CLUSTER_NAMES = (EAST,)
+    settings.OTHER_CLUSTERS = {EAST: ClusterAccess(EAST, colour="#2ca02c")}
     demo_inventory()
     with cluster_scope(EAST):
         services.pool_save(
@@ -122,7 +124,7 @@ def test_a_move_across_clusters_is_refused_and_writes_nothing(two_clusters, toke
     # In its own cluster the same node moves: the check is about clusters, not the node.
     east = post(requester, f"/api/v1/moves/?cluster={EAST}", {**body, "destination": "spare"})
     assert east.status_code == 201, east.json()
-    move = MoveRequest.objects.get(pk=east.json()["id"])
+    move = MoveRequest.everywhere.get(pk=east.json()["id"])  # east's, not in this scope
     assert (move.destination.cluster, move.items.get().node.cluster) == (EAST, EAST)
 
 
@@ -138,7 +140,7 @@ def test_a_pools_minimum_counts_its_own_clusters_nodes(two_clusters) -> None:  #
 def test_a_renamed_cluster_is_reported_and_carried_over(settings) -> None:  # type: ignore[no-untyped-def]
     demo_inventory()
     before = (Pool.objects.count(), Node.objects.count())
-    settings.CLUSTER_NAME, settings.CLUSTER_NAMES = "eu-west", ()
+    settings.CLUSTER_NAME = "eu-west"
     assert (Pool.objects.count(), Node.objects.count()) == (0, 0)  # kept under "default"
     warnings = [m for m in run_checks(include_deployment_checks=True) if m.id == "pools.W002"]
     assert [w.msg for w in warnings] == [
@@ -169,3 +171,59 @@ def test_a_rename_onto_names_taken_changes_nothing(two_clusters, settings) -> No
     )
     assert Pool.everywhere.filter(cluster=EAST).count() == 2
     assert Node.everywhere.filter(cluster=EAST).count() == 3
+
+
+def test_the_fleet_shows_every_cluster_with_its_pools_in_constant_queries(  # type: ignore[no-untyped-def]
+    two_clusters, token_for, settings, django_assert_max_num_queries
+) -> None:
+    client = api(token_for("viewers"))
+    client.get("/api/v1/fleet/")  # the token and its user remembered
+    with django_assert_max_num_queries(6):  # nodes, pools, one lease a cluster, the token
+        fleet = client.get("/api/v1/fleet/").json()
+    clusters = {c["name"]: c for c in fleet["clusters"]}
+    assert list(clusters) == [settings.CLUSTER_NAME, EAST]
+    east = clusters[EAST]
+    assert [(p["name"], p["tally"]["nodes"], p["tally"]["gpus"]) for p in east["pools"]] == [
+        ("spare", 0, 0),
+        ("training", 2, 16),
+        ("", 1, 8),
+    ]
+    home_nodes = Node.objects.present().count()
+    assert clusters[settings.CLUSTER_NAME]["tally"]["nodes"] == home_nodes
+    assert fleet["total"]["nodes"] == home_nodes + 3
+    b200 = next(m for m in fleet["models"] if m["gpu_model"] == "NVIDIA-B200")
+    assert b200["gpus_by_cluster"] == {settings.CLUSTER_NAME: 0, EAST: 24}
+
+    page = Client()
+    page.force_login(user_in("viewers", "vera"))
+    html = page.get("/fleet/").content.decode()
+    assert f'data-fleet-cluster="{EAST}"' in html and 'data-fleet-pool="us-east/training"' in html
+
+
+def test_a_page_named_for_a_cluster_keeps_to_it_and_says_so(two_clusters, settings) -> None:  # type: ignore[no-untyped-def]
+    page = Client()
+    page.force_login(user_in("viewers", "vera"))
+    home = page.get("/pools/").content.decode()
+    assert f'data-cluster="{settings.CLUSTER_NAME}"' in home
+    assert f'data-cluster-link="{EAST}"' in home  # the switch to the other cluster
+    east = page.get(f"/pools/?cluster={EAST}").content.decode()
+    assert f'data-cluster="{EAST}"' in east and 'data-pool-row="spare"' in east
+    # The session remembers it: the next page without ?cluster= is still east's.
+    after = page.get("/pools/").content.decode()
+    assert 'data-pool-row="spare"' in after and 'data-pool-row="inference"' not in after
+    back = page.get(f"/pools/?cluster={settings.CLUSTER_NAME}").content.decode()
+    assert 'data-pool-row="inference"' in back
+    # A cluster no longer served is forgotten, not a 404 on every page.
+    page.get(f"/pools/?cluster={EAST}")
+    settings.OTHER_CLUSTERS = {}
+    assert page.get("/pools/").status_code == 200
+
+
+def test_a_periodic_step_runs_once_in_each_clusters_scope(two_clusters, settings) -> None:  # type: ignore[no-untyped-def]
+    from pools.tasks import each_cluster
+
+    seen = each_cluster(lambda: (current_cluster(), Pool.objects.count()))
+    assert [name for name, _ in seen] == [settings.CLUSTER_NAME, EAST]
+    assert seen[1][1] == 2
+    with cluster_scope(EAST):  # a task sent for one cluster runs for it alone
+        assert each_cluster(current_cluster) == [EAST]

@@ -1,7 +1,8 @@
 """CLUSTERS_FILE at start: the one cluster's connection taken from it (kubeconfig, context,
 Prometheus with its secrets read from files, its pool label key), and a start refused, naming
-the entry and the field, for a malformed file, a file it names that cannot be read, several
-clusters (one per portal in this version), or the cluster described by the variables as well.
+the entry and the field, for a malformed file, a file it names that cannot be read, or the
+first cluster described by the variables as well. Every further entry is served, with its own
+access.
 A shared querier's cluster label reaches the settings the queries are narrowed by, from the
 file or from the variables."""
 
@@ -97,11 +98,51 @@ def test_not_yaml_says_where(tmp_path: Path) -> None:
         clusters_file_load(str(path))
 
 
-def test_several_clusters_are_refused_saying_why(tmp_path: Path, files) -> None:  # type: ignore[no-untyped-def]
-    path = write(tmp_path, [eu_west(files), eu_west(files, name="us-east")])
+def test_every_further_cluster_is_served_with_its_own_access(tmp_path: Path, files) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "password").write_text("east-pass\n")
+    east = eu_west(
+        files,
+        name="us-east",
+        colour="#2ca02c",
+        context="us-east-admin",
+        prometheus={
+            "url": "https://prom-us.example.com",
+            "username": "portal",
+            "password_file": str(tmp_path / "password"),
+            "cluster_label": "cluster",
+        },
+    )
+    path = write(tmp_path, [eu_west(files), east])
+    shown = (
+        "from django.conf import settings as s; print(s.CLUSTER_NAME, list(s.OTHER_CLUSTERS)); "
+        "o = s.OTHER_CLUSTERS['us-east']; p = o.prometheus; "
+        "print(o.context, o.colour, o.pool_label_key, p.url, p.username, p.password, "
+        "p.cluster_label, p.cluster_value)"
+    )
+    result = run_django(
+        ["shell", "-v", "0", "-c", shown], {**PRODUCTION_ENV, "CLUSTERS_FILE": str(path)}
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "eu-west ['us-east']",
+        "us-east-admin #2ca02c example.com/pool https://prom-us.example.com portal east-pass "
+        "cluster us-east",
+    ]
+
+
+def test_a_further_clusters_unreadable_secret_stops_the_start(tmp_path: Path, files) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "empty").write_text("")
+    prometheus = {
+        "url": "https://p.example.com",
+        "username": "u",
+        "password_file": str(tmp_path / "empty"),
+    }
+    path = write(tmp_path, [eu_west(files), eu_west(files, name="us-east", prometheus=prometheus)])
     with pytest.raises(EnvError) as refused:
         cluster_settings(str(path), without_cluster_variables())
-    assert "names 2 clusters (eu-west, us-east); this version serves one" in str(refused.value)
+    assert f"clusters[1] (us-east).prometheus.password_file: {tmp_path / 'empty'} is empty" in str(
+        refused.value
+    )
 
 
 SHOW_SCOPE = (

@@ -10,8 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
+from pools.common.cluster_access import pool_label_key
 from pools.common.errors import CapacityFloorReached, NodeMovedSinceRequest
 from pools.core.checks import where_asked
 from pools.core.desired import Target
@@ -101,7 +100,7 @@ def node_outcome(work: NodeWork, hooks: DrainHooks | None = None) -> Outcome:
     _, _, diff = plan(raw, work.target)
     if diff.is_empty:
         return _already(work, raw, hooks)
-    label = ((raw.get("metadata") or {}).get("labels") or {}).get(settings.POOL_LABEL_KEY, "")
+    label = ((raw.get("metadata") or {}).get("labels") or {}).get(pool_label_key(), "")
     if moved := where_asked(work.node, work.source_label, label):
         raise NodeMovedSinceRequest(moved[0].message)
     if work.capacity_failure:

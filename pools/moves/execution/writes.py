@@ -162,10 +162,13 @@ def update_nodes(rows: Sequence[Node], fields: Sequence[str]) -> None:
     columns = [Node._meta.get_field(f).attname for f in fields]
     sql = (
         f"UPDATE {connection.ops.quote_name(Node._meta.db_table)} "  # noqa: S608
-        f"SET {_columns(Node, fields)} WHERE name = %s"
+        f"SET {_columns(Node, fields)} WHERE cluster = %s AND name = %s"
     )
     db = _database()
     preparers = list(zip(columns, _preparers(Node, fields), strict=True))
-    params = [[*(prep(getattr(row, c), db) for c, prep in preparers), row.name] for row in rows]
+    params = [
+        [*(prep(getattr(row, c), db) for c, prep in preparers), row.cluster, row.name]
+        for row in rows
+    ]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)

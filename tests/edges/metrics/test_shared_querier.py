@@ -17,6 +17,7 @@ from django.core.cache import cache
 from django.test import Client
 
 from pools.inventory import inventory_sync
+from pools.models import Pool
 from portal.readiness import figures_detail
 from tests.edges.metrics.test_dashboard import promql
 from tests.kubesim_process import Kubesim, kubesim_server
@@ -88,6 +89,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
 def portal_of(fleet: Fleet, cluster: str, settings, *, label: str = "cluster") -> Client:  # type: ignore[no-untyped-def]
     """The portal of `cluster`, its metrics from the querier (label "": not narrowed)."""
     settings.CLUSTER_NAME = cluster
+    # Its own database: the default pools are its cluster's, as its migration made them.
+    Pool.everywhere.update(cluster=cluster)
     settings.KUBECONFIG = str(fleet.sims[cluster].kubeconfig)
     settings.PROMETHEUS_URL = fleet.querier.url
     settings.PROMETHEUS_CLUSTER_LABEL = label
