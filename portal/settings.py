@@ -570,4 +570,4 @@ CELERY_BEAT_SCHEDULE["announce-loans-ending"] = {
 from portal.sso.config import sso_settings  # noqa: E402 -- kept with the block it configures
 
 INSTALLED_APPS.append("portal.sso")
-globals().update(sso_settings(cluster=CLUSTER_NAME))
+globals().update(sso_settings(cluster=CLUSTER_NAME, others=tuple(OTHER_CLUSTERS)))

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from portal.env import EnvError, env_int, env_port, env_str  # noqa: E402 -- after the path is set
+from portal.env import EnvError, env_bool, env_int, env_port, env_str  # noqa: E402 -- after the path is set
 
 PYTHON = sys.executable
 RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
@@ -60,6 +60,11 @@ class DemoConfig:
     # The demo's cluster (kubesim/scenarios/): showcase is demo's with a MIG pool and DRA
     # nodes beside it.
     scenario: str = "showcase"
+    # A second cluster served by the same portal (on kubesim only): the demo scenario's
+    # whole GPUs, with its own simulator and Prometheus. 0 for the port: none.
+    east_kubesim: int = 0
+    east_exporter: int = 0
+    east_prometheus: int = 0
 
     @classmethod
     def from_environment(cls) -> DemoConfig:
@@ -74,17 +79,34 @@ class DemoConfig:
             cluster=demo_cluster(),
             history_days=env_int("DEMO_HISTORY_DAYS", 30, minimum=0, maximum=30),
             scenario=demo_scenario(),
+            **east_ports(),
         )
 
     @property
     def ports(self) -> dict[str, int]:
-        return {
+        ports = {
             "web": self.web,
             "redis": self.redis,
             "prometheus": self.prometheus,
             "kubesim": self.kubesim,
             "exporter": self.exporter,
         }
+        if self.east:
+            ports |= {
+                "east kubesim": self.east_kubesim,
+                "east exporter": self.east_exporter,
+                "east prometheus": self.east_prometheus,
+            }
+        return ports
+
+    @property
+    def east(self) -> bool:
+        """Whether the demo serves a second cluster."""
+        return bool(self.east_kubesim) and self.cluster == "kubesim"
+
+    @property
+    def east_state(self) -> Path:
+        return self.state / EAST
 
     @property
     def logs(self) -> Path:
@@ -104,6 +126,19 @@ class DemoConfig:
 
 
 CLUSTERS = ("kubesim", "kubernetes")
+# The names of the demo's two clusters, as its CLUSTERS_FILE gives them.
+HOME, EAST = "default", "east"
+
+
+def east_ports() -> dict[str, int]:
+    """The second cluster's ports; DEMO_EAST=0 serves one cluster."""
+    if not env_bool("DEMO_EAST", True):
+        return {}
+    return {
+        "east_kubesim": env_port("DEMO_EAST_KUBESIM_PORT", 6445),
+        "east_exporter": env_port("DEMO_EAST_EXPORTER_PORT", 9402),
+        "east_prometheus": env_port("DEMO_EAST_PROMETHEUS_PORT", 9093),
+    }
 
 
 SCENARIOS = ROOT / "kubesim" / "scenarios"
@@ -294,6 +329,49 @@ def demo_environment(config: DemoConfig) -> dict[str, str]:
     }
 
 
+def fleet_environment(config: DemoConfig, env: dict[str, str]) -> dict[str, str]:
+    """The portal's processes' environment when it serves the second cluster too: both
+    clusters described by a CLUSTERS_FILE (the variables then describe neither)."""
+    if not config.east:
+        return env
+    path = config.state / "clusters.yaml"
+    path.write_text(
+        "clusters:\n"
+        f"  - name: {HOME}\n"
+        f"    kubeconfig: {config.kubeconfig}\n"
+        f"    prometheus: {{url: 'http://127.0.0.1:{config.prometheus}'}}\n"
+        f"  - name: {EAST}\n"
+        "    colour: '#2ca02c'\n"
+        f"    kubeconfig: {config.east_state / 'kubeconfig'}\n"
+        f"    prometheus: {{url: 'http://127.0.0.1:{config.east_prometheus}'}}\n"
+    )
+    return {**env, "KUBECONFIG": "", "PROMETHEUS_URL": "", "CLUSTERS_FILE": str(path)}
+
+
+def start_east(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
+    """The second cluster: the demo scenario's whole GPUs on a simulator of their own,
+    live (no history), and a Prometheus scraping its exporter with the same rules."""
+    state = config.east_state
+    state.mkdir(parents=True, exist_ok=True)
+    kubeconfig = state / "kubeconfig"
+    kubeconfig.unlink(missing_ok=True)
+    argv = [PYTHON, "-m", "kubesim", "serve", "--scenario", "demo"]
+    argv += ["--port", str(config.east_kubesim), "--metrics-port", str(config.east_exporter)]
+    argv += ["--kubeconfig", str(kubeconfig), "--audit-log", str(config.logs / "east-audit.log")]
+    argv += ["--tls", "--workload", "demo", "--history-days", "0", "--retention-days", "1"]
+    children.start("east-kubesim", argv, env)
+    prom_config = state / "prometheus.yml"
+    prometheus_config(prom_config, config.east_exporter)
+    data = state / "prometheus-data"
+    shutil.rmtree(data, ignore_errors=True)
+    argv = ["prometheus", f"--config.file={prom_config}", f"--storage.tsdb.path={data}"]
+    argv += [f"--web.listen-address=127.0.0.1:{config.east_prometheus}", "--log.level=warn"]
+    children.start("east-prometheus", argv, env)
+    children.wait_until(kubeconfig.exists, "the east cluster's kubesim", timeout=180)
+    url = f"http://127.0.0.1:{config.east_prometheus}/-/ready"
+    children.wait_until(lambda: http_ok(url), "the east cluster's prometheus")
+
+
 def prometheus_config(path: Path, exporter_port: int) -> None:
     path.write_text(
         "global:\n  scrape_interval: 5s\n  evaluation_interval: 5s\n"
@@ -393,6 +471,9 @@ def start_portal(children: Children, config: DemoConfig, env: dict[str, str]) ->
     )
     # Keeps the inventory current within seconds: a kubectl label shows on the next page.
     children.start("watcher", [PYTHON, "manage.py", "watch_inventory"], env)
+    if config.east:  # one watcher a cluster
+        watch = [PYTHON, "manage.py", "watch_inventory", "--cluster", EAST]
+        children.start("east-watcher", watch, env)
     argv = [PYTHON, "-m", "gunicorn", "portal.wsgi:application"]
     argv += ["--bind", f"127.0.0.1:{config.web}", "--workers", "2", "--threads", "4"]
     # One demo's control socket must not collide with another's (or with a test's).
@@ -475,12 +556,19 @@ def start_everything(
         env["KUBECONFIG"] = ""
         say("demo: kubesim is not built yet; the portal starts without a cluster")
     start_prometheus(children, config, env)
+    if config.east:
+        start_east(children, config, env)
     if setup.wait() != 0:
         raise subprocess.CalledProcessError(setup.returncode, setup.args)
+    fleet = fleet_environment(config, env)
+    if config.east:
+        # The east cluster starts with the pools the first one has.
+        copy = [PYTHON, "manage.py", "copy_pools", HOME, EAST]
+        subprocess.run(copy, cwd=ROOT, env=fleet, check=True)
     if env["KUBECONFIG"]:
         # The watcher lists the cluster too once it starts; the first pages should not wait.
-        subprocess.run([PYTHON, "manage.py", "sync_inventory"], cwd=ROOT, env=env, check=True)
-    start_portal(children, config, env)
+        subprocess.run([PYTHON, "manage.py", "sync_inventory"], cwd=ROOT, env=fleet, check=True)
+    start_portal(children, config, fleet)
 
 
 def print_welcome(config: DemoConfig, env: dict[str, str]) -> None:
@@ -490,6 +578,9 @@ def print_welcome(config: DemoConfig, env: dict[str, str]) -> None:
     say(f"  Prometheus  {env['PROMETHEUS_URL']}/")
     if env["KUBECONFIG"]:
         say(f"  kubectl     KUBECONFIG={config.kubeconfig} kubectl get nodes")
+    if config.east:
+        say(f"  Fleet       http://127.0.0.1:{config.web}/fleet/ (clusters {HOME} and {EAST})")
+        say(f"  kubectl     KUBECONFIG={config.east_state / 'kubeconfig'} kubectl get nodes")
     say(f"  Logs        {config.logs}/")
     say("\nCtrl-C stops everything.")
 

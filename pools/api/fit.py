@@ -14,6 +14,8 @@ from rest_framework.views import APIView
 
 from pools.api.base import BaseView, error_responses, validated
 from pools.api.fields import StrictCharField
+from pools.core.cluster_scope import any_cluster
+from pools.fit.fleet import fleet_fit_run
 from pools.fit.service import PodName, fit_check_run
 
 
@@ -66,3 +68,33 @@ class FitView(BaseView, APIView):
             pod=PodName(pod["namespace"], pod["name"]) if pod else None,
         )
         return Response(check.as_dict())
+
+
+class FleetFitRequestSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    manifest = StrictCharField(trim_whitespace=False, max_length=1_000_000, allow_blank=False)
+
+
+class ClusterFitSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    cluster = serializers.CharField()
+    fits_now = serializers.BooleanField(help_text="Every workload finds room now in it.")
+    pools_fitting_now = serializers.ListField(child=serializers.CharField())
+    pools_with_a_fix = serializers.ListField(child=serializers.CharField())
+    report = FitResultSerializer(help_text="The cluster's own fit check, as POST /api/v1/fit/.")
+
+
+@any_cluster
+class FleetFitView(BaseView, APIView):
+    @extend_schema(
+        request=FleetFitRequestSerializer,
+        responses={
+            200: ClusterFitSerializer(many=True),
+            **error_responses(400, 401, 403, 415, 429),
+        },
+        description="Which cluster and pool will take this manifest: the fit check in every "
+        "cluster served, those where it lands now first, each with its pools and fixes. "
+        "Reads only.",
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(FleetFitRequestSerializer, request)
+        fits = fleet_fit_run(manifest=data["manifest"])
+        return Response([fit.as_dict() for fit in fits])

@@ -42,6 +42,7 @@ urlpatterns = [
     path("fleet/", clusters.FleetView.as_view(), name="api-fleet"),
     path("search/", search.SearchView.as_view(), name="search"),
     path("fit/", fit.FitView.as_view(), name="fit-api"),
+    path("fit/fleet/", fit.FleetFitView.as_view(), name="fit-fleet-api"),
     path("inventory/sync/", inventory.InventorySyncView.as_view(), name="inventory-sync"),
     path("profiles/", insights.ProfilesView.as_view(), name="api-profiles"),
     path("advice/", insights.AdviceView.as_view(), name="api-advice"),

@@ -2,6 +2,9 @@
 
 Roles are Django groups, created by the migration ``0001_roles``. A role grants a set of
 capabilities; a user's capabilities are the union over their groups (a superuser has all).
+A group named ``<role>@<cluster>`` grants its role in that cluster only: a portal serving
+several clusters checks the role against the cluster the request is about
+(pools.common.cluster_access).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from functools import wraps
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
+
+from pools.common.cluster_access import current_cluster
 
 
 class Capability(enum.StrEnum):
@@ -35,21 +40,33 @@ ROLE_CAPABILITIES: dict[Role, frozenset[Capability]] = {
 }
 
 
+def role_held(group: str, cluster: str) -> Role | None:
+    """The role a group grants in `cluster`: `<role>` everywhere, `<role>@<cluster>` there."""
+    name, at, where = group.partition("@")
+    if at and where != cluster:
+        return None
+    try:
+        return Role(name)
+    except ValueError:
+        return None
+
+
 def capabilities(user: AbstractBaseUser | AnonymousUser) -> frozenset[Capability]:
+    """What `user` may do in the cluster the request is about."""
     if not user.is_authenticated or not user.is_active:
         return frozenset()
     if getattr(user, "is_superuser", False):
         return frozenset(Capability)
-    cached = getattr(user, "_portal_capabilities", None)
-    if cached is None:
-        names = set(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
-        granted: set[Capability] = set()
-        for role in Role:
-            if role.value in names:
-                granted |= ROLE_CAPABILITIES[role]
-        cached = frozenset(granted)
-        user._portal_capabilities = cached  # type: ignore[union-attr]  -- one query a request
-    return cached
+    names = getattr(user, "_portal_groups", None)
+    if names is None:
+        names = frozenset(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
+        user._portal_groups = names  # type: ignore[union-attr]  -- one query a request
+    granted: set[Capability] = set()
+    cluster = current_cluster()
+    for group in names:
+        if (role := role_held(group, cluster)) is not None:
+            granted |= ROLE_CAPABILITIES[role]
+    return frozenset(granted)
 
 
 def has_capability(user: AbstractBaseUser | AnonymousUser, capability: Capability) -> bool:
@@ -79,13 +96,19 @@ def require(capability: Capability):  # type: ignore[no-untyped-def]
     return decorator
 
 
+def groups_granting(capability: Capability) -> list[str]:
+    """The group names that grant `capability` in the current cluster."""
+    roles = [r.value for r, caps in ROLE_CAPABILITIES.items() if capability in caps]
+    return [*roles, *(f"{role}@{current_cluster()}" for role in roles)]
+
+
 def emails_of_those_who(capability: Capability, *, but: int | None = None) -> list[str]:
     """The e-mail addresses of the active users holding `capability` (superusers included),
     except the user `but`: whom a notification to "the approvers" goes to."""
     from django.contrib.auth import get_user_model
     from django.db.models import Q
 
-    roles = [r.value for r, caps in ROLE_CAPABILITIES.items() if capability in caps]
+    roles = groups_granting(capability)
     users = (
         get_user_model()
         .objects.filter(Q(is_superuser=True) | Q(groups__name__in=roles), is_active=True)

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from pools.core.cluster_scope import cluster_scope
 from pools.core.palette import colour_pick
 from pools.inventory import drift_recompute
 from pools.models import Node, Pool
@@ -64,3 +65,18 @@ def pool_retire(*, pool: Pool) -> Pool:
         locked.save(update_fields=["retired_at", "updated_at"])
         drift_recompute()
     return locked
+
+
+def pools_copy(*, source: str, target: str) -> list[Pool]:
+    """Give cluster `target` the active pools of cluster `source` it lacks, with the same
+    definitions (a new cluster of the fleet starts with the pools the others have). Each is
+    checked and saved as any new pool is, inside `target`'s scope; nodes are not touched."""
+    made = []
+    with cluster_scope(target):
+        taken = set(Pool.objects.values_list("name", flat=True))
+        for pool in Pool.everywhere.active().filter(cluster=source).order_by("name"):
+            if pool.name in taken:
+                continue
+            copy = Pool(cluster=target, **{f: getattr(pool, f) for f in Pool.EDITABLE_FIELDS})
+            made.append(pool_save(pool=copy).pool)
+    return made

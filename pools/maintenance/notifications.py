@@ -14,7 +14,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from pools.common.cluster_access import cluster_path
-from pools.common.roles import ROLE_CAPABILITIES, Capability
+from pools.common.roles import Capability, groups_granting
 from pools.models import Maintenance
 from pools.notify.mail import mail_send
 from pools.notify.webhook import webhook_post
@@ -45,7 +45,7 @@ def _text(event: str, maintenance: Maintenance) -> tuple[str, str]:
 
 
 def recipients(maintenance: Maintenance) -> list[str]:
-    roles = [r.value for r, caps in ROLE_CAPABILITIES.items() if Capability.EDIT_POOLS in caps]
+    roles = groups_granting(Capability.EDIT_POOLS)
     admins = (
         get_user_model()
         .objects.filter(

@@ -26,6 +26,7 @@ from pools.bookings.calendar import (
 from pools.common.errors import InvalidInput, Refused
 from pools.common.roles import Capability, has_capability, require
 from pools.models import FREE_TEXT_MAX_LENGTH, Booking, Pool
+from pools.pages.cluster_links import opens_in_its_cluster
 
 WEEKS_SHOWN = 2
 ICS_PAST = timedelta(days=30)
@@ -115,6 +116,7 @@ def booking_new(request: HttpRequest) -> HttpResponse:
     return render(request, "pools/booking_new.html", {"form": form, "conflicts": conflicts})
 
 
+@opens_in_its_cluster(Booking, "destination__cluster")
 @require(Capability.VIEW)
 def booking_detail(request: HttpRequest, pk: int) -> HttpResponse:
     booking = get_object_or_404(

@@ -23,6 +23,7 @@ from pools.core.waves import (
 from pools.maintenance import waves
 from pools.maintenance.headroom import pool_headroom
 from pools.models import FREE_TEXT_MAX_LENGTH, Maintenance, MaintenanceNode, Node, Pool
+from pools.pages.cluster_links import opens_in_its_cluster
 
 EVENTS_SHOWN = 200
 
@@ -126,6 +127,7 @@ def _maintenance(pk: int) -> Maintenance:
     )
 
 
+@opens_in_its_cluster(Maintenance, "pool__cluster")
 @require(Capability.VIEW)
 def maintenance_detail(request: HttpRequest, pk: int) -> HttpResponse:
     maintenance = _maintenance(pk)

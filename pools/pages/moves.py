@@ -27,6 +27,7 @@ from pools.moves import ACTION_CAPABILITY, Action
 from pools.moves.filters import ACTIVE, ALL, MoveFilter
 from pools.moves.impact import move_impact
 from pools.moves.selectors import active_loans, ended_loans, moves_for_list
+from pools.pages.cluster_links import opens_in_its_cluster
 
 
 def _move_form_initial(request: HttpRequest) -> dict[str, object]:
@@ -156,6 +157,7 @@ def move_list(request: HttpRequest) -> HttpResponse:
 MOVE_LIVE_SECONDS = 2
 
 
+@opens_in_its_cluster(MoveRequest, "destination__cluster")
 @require(Capability.VIEW)
 def move_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return _move_detail_page(request, pk)

@@ -17,6 +17,7 @@ from pools.common.errors import InvalidInput, Refused
 from pools.common.roles import Capability, has_capability, refusal_reason, require
 from pools.core.reclaim import MAX_HOURS
 from pools.models import Pool, Reclaim
+from pools.pages.cluster_links import opens_in_its_cluster
 from pools.reclaim import requests as reclaim_requests
 
 RECENT_RECLAIMS = 50
@@ -75,6 +76,7 @@ def teams_idle(request: HttpRequest) -> HttpResponse:
     return render(request, "pools/teams_idle.html", {"teams": teams, "metrics_error": error})
 
 
+@opens_in_its_cluster(Reclaim, "pool__cluster")
 @require(Capability.VIEW)
 def reclaim_detail(request: HttpRequest, pk: int) -> HttpResponse:
     found = get_object_or_404(

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -63,10 +64,22 @@ def oidc_user_sign_on(
         user_roles_apply(user=user, groups=groups, role_map=role_map)
 
 
+def _is_role(name: str) -> bool:
+    """A portal role, everywhere or in one cluster (`<role>@<cluster>`)."""
+    return name.partition("@")[0] in set(Role)
+
+
 def user_roles_apply(*, user: User, groups: Iterable[str], role_map: RoleMap) -> None:
-    role_groups = {group.name: group for group in Group.objects.filter(name__in=list(Role))}
-    held = set(user.groups.filter(name__in=role_groups).values_list("name", flat=True))
-    target = roles_after_sign_on(held=held, groups=groups, role_map=role_map)
+    held = {name for name in user.groups.values_list("name", flat=True) if _is_role(name)}
+    target = roles_after_sign_on(
+        held=held, groups=groups, role_map=role_map, home=settings.CLUSTER_NAME
+    )
+    # A role scoped to a cluster is a group of its own, made at its first grant.
+    wanted = held | target
+    role_groups = {group.name: group for group in Group.objects.filter(name__in=wanted)}
+    for name in sorted(target - role_groups.keys()):
+        if "@" in name:
+            role_groups[name] = Group.objects.get_or_create(name=name)[0]
     removed, added = held - target, (target - held) & role_groups.keys()
     if removed:
         user.groups.remove(*(role_groups[name] for name in removed))

@@ -27,14 +27,17 @@ OIDC_TIMEOUT_SECONDS = 10
 
 
 def sso_settings(
-    environ_: dict[str, str] | None = None, *, cluster: str = "default"
+    environ_: dict[str, str] | None = None,
+    *,
+    cluster: str = "default",
+    others: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Django settings for sign-in: the backends, and mozilla-django-oidc's OIDC_* names;
     roles scoped to a cluster (`role@cluster`) are granted only by `cluster`'s portal."""
     local_login = env_bool("LOCAL_LOGIN_ENABLED", True, environ_)
     try:
         items = env_list("OIDC_ROLE_MAP", [], environ_)
-        role_map = parse_role_map(items, roles=PORTAL_ROLES, cluster=cluster)
+        role_map = parse_role_map(items, roles=PORTAL_ROLES, cluster=cluster, others=others)
     except RoleMapError as exc:
         raise EnvError("OIDC_ROLE_MAP", str(exc)) from None
     common: dict[str, Any] = {

@@ -15,8 +15,12 @@ different groups, as the provider means them).
 
 A role may be scoped to a cluster, ``gpu-admins-eu=pool-admins@eu-west``: it is granted only
 by the portal of that cluster (CLUSTER_NAME), so portals of several clusters can share one
-map. A role without ``@`` holds everywhere. An item scoped to another cluster grants nothing
-here, and the role it names is not owned here because of it.
+map. A role without ``@`` holds everywhere. An item scoped to a cluster the portal does not
+serve grants nothing here, and the role it names is not owned here because of it.
+
+A portal serving several clusters grants a scoped item as the group ``<role>@<cluster>``,
+which holds in that cluster only (pools.common.roles). Serving one, it grants the plain role,
+as it always did.
 """
 
 from __future__ import annotations
@@ -33,10 +37,15 @@ class RoleMapError(ValueError):
 
 
 def parse_role_map(
-    items: Iterable[str], *, roles: Collection[str], cluster: str = "default"
+    items: Iterable[str],
+    *,
+    roles: Collection[str],
+    cluster: str = "default",
+    others: Collection[str] = (),
 ) -> dict[str, frozenset[str]]:
     """``["gpu-admins=pool-admins", "ml-leads=approvers@eu-west"]`` -> group -> roles it
-    grants in `cluster` (every item is checked, whichever cluster it names)."""
+    grants by the portal of `cluster`, which also serves `others` (every item is checked,
+    whichever cluster it names)."""
     granted: dict[str, set[str]] = {}
     for item in items:
         group, sep, scoped = item.partition("=")
@@ -52,9 +61,9 @@ def parse_role_map(
             )
         if at and (problem := dns_label_problem(where)):
             raise RoleMapError(f"the cluster {where!r} in {item!r}: {problem}")
-        if at and where != cluster:
+        if at and where != cluster and where not in others:
             continue  # another cluster's portal grants it
-        granted.setdefault(group, set()).add(role)
+        granted.setdefault(group, set()).add(f"{role}@{where}" if at and others else role)
     return {group: frozenset(names) for group, names in granted.items()}
 
 
@@ -77,9 +86,14 @@ def groups_from_claim(value: object) -> frozenset[str]:
 
 
 def roles_after_sign_on(
-    *, held: Iterable[str], groups: Iterable[str], role_map: RoleMap
+    *, held: Iterable[str], groups: Iterable[str], role_map: RoleMap, home: str = ""
 ) -> frozenset[str]:
     """The roles a user holds after signing on: the unmanaged ones kept, the managed ones
-    exactly those the claim's groups grant."""
+    exactly those the claim's groups grant. An item scoped to the portal's own cluster
+    (`home`) also owns its plain role: the portal granted that while it served one cluster,
+    and left in place it would hold in every cluster."""
     from_claim = frozenset().union(*(role_map.get(group, frozenset()) for group in groups))
-    return (frozenset(held) - managed_roles(role_map)) | from_claim
+    managed = managed_roles(role_map)
+    if home:
+        managed |= {name.removesuffix(f"@{home}") for name in managed if name.endswith(f"@{home}")}
+    return (frozenset(held) - managed) | from_claim

@@ -5,11 +5,14 @@ port free, so the next `make demo` starts."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +28,9 @@ PORT_VARIABLES = (
     "DEMO_PROMETHEUS_PORT",
     "DEMO_KUBESIM_PORT",
     "DEMO_EXPORTER_PORT",
+    "DEMO_EAST_KUBESIM_PORT",
+    "DEMO_EAST_EXPORTER_PORT",
+    "DEMO_EAST_PROMETHEUS_PORT",
 )
 
 
@@ -228,6 +234,16 @@ def test_a_signal_to_the_group_stops_every_child_and_frees_every_port(
     kubesim = next(c for c in commands if c[1:4] == [b"-m", b"kubesim", b"serve"])
     assert kubesim[kubesim.index(b"--history-days") + 1] == b"0", kubesim
     assert b"--history-openmetrics" not in kubesim, kubesim
+    # The second cluster: its own simulator and watcher, and the portal reports both.
+    assert sum(c[1:4] == [b"-m", b"kubesim", b"serve"] for c in commands) == 2, commands
+    assert (state_dir / "logs" / "east-watcher.log").exists()
+    try:  # 503 while a check fails: the body says the same
+        with urllib.request.urlopen(f"http://127.0.0.1:{demo.ports['DEMO_PORT']}/readyz") as r:
+            body = r.read()
+    except urllib.error.HTTPError as error:
+        body = error.read()
+    kubernetes = json.loads(body)["checks"]["kubernetes"]
+    assert "cluster east: API server" in str(kubernetes), kubernetes
 
     os.killpg(demo.process.pid, signum)
     if again:

@@ -126,6 +126,13 @@ def test_a_move_across_clusters_is_refused_and_writes_nothing(two_clusters, toke
     assert east.status_code == 201, east.json()
     move = MoveRequest.everywhere.get(pk=east.json()["id"])  # east's, not in this scope
     assert (move.destination.cluster, move.items.get().node.cluster) == (EAST, EAST)
+    # Its page, opened from the portal's own cluster (a link in a message), opens in east.
+    page = Client()
+    page.force_login(user_in("viewers", "vera"))
+    opened = page.get(f"/moves/{move.pk}/")
+    assert (opened.status_code, opened["Location"]) == (302, f"/moves/{move.pk}/?cluster={EAST}")
+    assert page.get(opened["Location"]).status_code == 200
+    assert page.get("/moves/999999/").status_code == 404
 
 
 def test_a_pools_minimum_counts_its_own_clusters_nodes(two_clusters) -> None:  # type: ignore[no-untyped-def]
@@ -227,3 +234,77 @@ def test_a_periodic_step_runs_once_in_each_clusters_scope(two_clusters, settings
     assert seen[1][1] == 2
     with cluster_scope(EAST):  # a task sent for one cluster runs for it alone
         assert each_cluster(current_cluster) == [EAST]
+
+
+def test_a_role_scoped_to_a_cluster_holds_there_only_in_the_one_permission_check(  # type: ignore[no-untyped-def]
+    two_clusters, settings
+) -> None:
+    from django.contrib.auth.models import User
+
+    from portal.sso.accounts import user_roles_apply
+
+    user = User.objects.create_user("eve", password="x")
+    role_map = {"gpu-admins-east": frozenset({f"pool-admins@{EAST}"}), "all": {"viewers"}}
+    user_roles_apply(user=user, groups=["gpu-admins-east", "all"], role_map=role_map)
+    assert set(user.groups.values_list("name", flat=True)) == {f"pool-admins@{EAST}", "viewers"}
+    client = Client()
+    client.force_login(user)
+    body = json.dumps({"name": "batch", "display_name": "Batch", "labels": {"b": "1"}})
+    home = client.post("/api/v1/pools/", body, content_type=JSON)
+    assert home.status_code == 403  # a viewer in the portal's own cluster
+    east = client.post(f"/api/v1/pools/?cluster={EAST}", body, content_type=JSON)
+    assert east.status_code == 201, east.json()
+    assert Pool.everywhere.get(name="batch").cluster == EAST
+    # The pages ask the same function: the east pool form is open, the home one is not.
+    assert client.get(f"/pools/new/?cluster={EAST}").status_code == 200
+    assert client.get(f"/pools/new/?cluster={settings.CLUSTER_NAME}").status_code == 403
+
+
+def test_a_new_cluster_is_given_the_pools_another_has(two_clusters, settings) -> None:  # type: ignore[no-untyped-def]
+    out = io.StringIO()
+    call_command("copy_pools", settings.CLUSTER_NAME, EAST, stdout=out)
+    assert out.getvalue() == f"Pools copied from default to {EAST}: inference, mixed, shared.\n"
+    home = Pool.objects.get(name="inference")
+    with cluster_scope(EAST):
+        copy = Pool.objects.get(name="inference")
+        assert Pool.objects.get(name="training").display_name == "Training (east)"  # kept
+    assert (copy.labels, copy.taint, copy.min_nodes) == (home.labels, home.taint, home.min_nodes)
+    assert copy.pk != home.pk and copy.nodes.count() == 0
+    again = io.StringIO()
+    call_command("copy_pools", settings.CLUSTER_NAME, EAST, stdout=again)
+    assert again.getvalue().endswith("none (it has them all).\n")
+    with pytest.raises(CommandError, match="no cluster named 'nowhere' is served here"):
+        call_command("copy_pools", settings.CLUSTER_NAME, "nowhere")
+
+
+B200_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: big-b200, namespace: ml}
+spec:
+  nodeSelector: {nvidia.com/gpu.product: NVIDIA-B200}
+  containers:
+  - name: main
+    image: trainer
+    resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+
+def test_the_fleet_fit_check_names_the_cluster_and_pool_that_take_the_job(  # type: ignore[no-untyped-def]
+    two_clusters, token_for, settings
+) -> None:
+    client = api(token_for("viewers"))
+    answer = post(client, "/api/v1/fit/fleet/", {"manifest": B200_POD})
+    assert answer.status_code == 200, answer.json()
+    fits = answer.json()
+    assert [(f["cluster"], f["fits_now"]) for f in fits] == [
+        (EAST, True),
+        (settings.CLUSTER_NAME, False),
+    ]
+    assert fits[0]["pools_fitting_now"] == ["training"]  # east's, of B200 nodes
+    assert fits[1]["pools_fitting_now"] == []
+    # Each cluster's own check, as POST /api/v1/fit/ answers there.
+    alone = post(client, f"/api/v1/fit/?cluster={EAST}", {"manifest": B200_POD}).json()
+    assert alone["workloads"][0]["fits_now"] is True
+    bad = post(client, "/api/v1/fit/fleet/", {"manifest": "kind: [Pod"})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_manifest"

@@ -237,3 +237,23 @@ def test_the_settings_grant_the_scoped_roles_of_the_portals_cluster() -> None:
     assert sso_settings(env, cluster="us-east")["OIDC_ROLE_MAP"] == {"us": {"pool-admins"}}
     with pytest.raises(EnvError, match="OIDC_ROLE_MAP: the cluster 'EU' in"):
         sso_settings({**PROVIDER, "OIDC_ROLE_MAP": "eu=viewers@EU"}, cluster="us-east")
+
+
+def test_a_portal_serving_several_clusters_grants_scoped_roles_as_their_own_groups() -> None:
+    items = [
+        "gpu-admins-eu=pool-admins@eu-west",
+        "gpu-admins-us=pool-admins@us-east",
+        "gpu-admins-ap=pool-admins@ap-south",  # served by another portal
+        "ml-leads=approvers",
+    ]
+    served = parse_role_map(items, roles=PORTAL_ROLES, cluster="eu-west", others=("us-east",))
+    assert served == {
+        "gpu-admins-eu": {"pool-admins@eu-west"},
+        "gpu-admins-us": {"pool-admins@us-east"},
+        "ml-leads": {"approvers"},
+    }
+    # The plain role the portal granted for its own cluster's item while it served one
+    # cluster is owned too: left, it would hold in every cluster.
+    assert roles_after_sign_on(
+        held={"pool-admins", "viewers"}, groups=["gpu-admins-us"], role_map=served, home="eu-west"
+    ) == {"pool-admins@us-east", "viewers"}
