@@ -53,10 +53,17 @@ def each_cluster(step: Callable[[], T]) -> list[T]:
     for (a sync asked from a page of that cluster)."""
     if scoped_cluster() is not None:
         return [step()]
-    done = []
+    done, failed = [], []
     for cluster in served_clusters():
+        # One cluster's trouble (its API server away) must not keep the others waiting.
         with cluster_scope(cluster):
-            done.append(step())
+            try:
+                done.append(step())
+            except Exception as exc:
+                log.exception("cluster %s: a periodic step failed", cluster)
+                failed.append(exc)
+    if failed:
+        raise failed[0]  # the task is reported failed, after every cluster had its turn
     return done
 
 

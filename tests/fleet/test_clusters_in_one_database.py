@@ -234,6 +234,18 @@ def test_a_periodic_step_runs_once_in_each_clusters_scope(two_clusters, settings
     assert seen[1][1] == 2
     with cluster_scope(EAST):  # a task sent for one cluster runs for it alone
         assert each_cluster(current_cluster) == [EAST]
+    # One cluster's failure does not keep the next from its turn; the task still fails.
+    ran = []
+
+    def step() -> str:
+        ran.append(current_cluster())
+        if current_cluster() == settings.CLUSTER_NAME:
+            raise RuntimeError("API server unreachable")
+        return current_cluster()
+
+    with pytest.raises(RuntimeError, match="unreachable"):
+        each_cluster(step)
+    assert ran == [settings.CLUSTER_NAME, EAST]
 
 
 def test_a_role_scoped_to_a_cluster_holds_there_only_in_the_one_permission_check(  # type: ignore[no-untyped-def]
