@@ -39,7 +39,24 @@ class ClusterManager(models.Manager[Any]):
     cluster_path = "cluster"
 
     def get_queryset(self) -> models.QuerySet[Any]:
-        return super().get_queryset().filter(**{self.cluster_path: current_cluster()})
+        scope = cluster_filter(self.model, self.cluster_path, current_cluster())
+        return super().get_queryset().filter(scope)
+
+
+def cluster_filter(model: type[models.Model], path: str, cluster: str) -> models.Q:
+    """The rows of `model` whose `path` (`cluster`, or `fk__…__cluster`) is `cluster`, as a
+    filter on the model's own columns: a foreign key `IN` a subquery, never a join. A join
+    would turn a conditional UPDATE (a move approved only while still pending) into
+    `UPDATE … WHERE id IN (SELECT …)`, whose condition PostgreSQL does not check again
+    against the row a concurrent transaction just changed: two racing decisions would both
+    win."""
+    head, _, rest = path.partition("__")
+    if not rest:
+        return models.Q(**{head: cluster})
+    related = model._meta.get_field(head).related_model
+    assert isinstance(related, type)
+    inner = related._base_manager.filter(cluster_filter(related, rest, cluster))
+    return models.Q(**{f"{head}__in": inner.values("pk")})
 
 
 def in_cluster(path: str, queryset: type[models.QuerySet[Any]] = models.QuerySet) -> Any:
@@ -536,7 +553,7 @@ class MoveItem(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     everywhere = models.Manager()
-    objects = in_cluster("node__cluster")
+    objects = in_cluster("request__destination__cluster")
 
     class Meta:
         default_manager_name = "everywhere"
@@ -796,7 +813,7 @@ class MaintenanceNode(models.Model):
     done_at = models.DateTimeField(null=True, blank=True)
 
     everywhere = models.Manager()
-    objects = in_cluster("node__cluster")
+    objects = in_cluster("maintenance__pool__cluster")
 
     class Meta:
         default_manager_name = "everywhere"
