@@ -108,7 +108,7 @@ def _lost_a_port_race(state_dir: Path, sizes: dict[Path, int]) -> bool:
     return False
 
 
-def _start(argv: list[str], state_dir: Path, tmp_path: Path) -> Demo:
+def _start(argv: list[str], state_dir: Path, tmp_path: Path, *, east: bool = True) -> Demo:
     """The demo started with free ports, waited for until it serves or ends."""
     ports = {name: free_port() for name in PORT_VARIABLES}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PORTAL_"))}
@@ -117,6 +117,8 @@ def _start(argv: list[str], state_dir: Path, tmp_path: Path) -> Demo:
     # No history: these tests stop the demo once it serves, and a month's samples (about
     # 1 GB) would only keep kubesim and promtool busy on the cores the other tests share.
     env["DEMO_HISTORY_DAYS"] = "0"
+    if not east:  # one cluster: a test of how make passes signals has no use for two
+        env["DEMO_EAST"] = "false"
     log = tmp_path / "demo.out"
     with log.open("wb") as out:
         # Its own process group, as `make demo` has in a terminal.
@@ -156,16 +158,18 @@ def test_only_a_port_lost_since_the_start_counts_as_a_race(tmp_path: Path) -> No
 
 
 @contextlib.contextmanager
-def running(argv: list[str], state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
+def running(
+    argv: list[str], state_dir: Path, tmp_path: Path, *, east: bool = True
+) -> Iterator[Demo]:
     """`argv` (the demo, or a make that runs it) started, serving; and at the end nothing
     left behind, whatever the test did. A start that lost a port to another test's process
     is tried once more on other ports."""
     sizes = _log_sizes(state_dir)
-    running = _start(argv, state_dir, tmp_path)
+    running = _start(argv, state_dir, tmp_path, east=east)
     if running.process.poll() is not None and _lost_a_port_race(state_dir, sizes):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(running.process.pid, signal.SIGKILL)  # whatever it left running
-        running = _start(argv, state_dir, tmp_path)
+        running = _start(argv, state_dir, tmp_path, east=east)
     process, ports = running.process, running.ports
     try:
         assert process.poll() is None, running.output()
@@ -202,7 +206,7 @@ def make_demo(state_dir: Path, tmp_path: Path) -> Iterator[Demo]:
     make = require_program("make")
     makefile = tmp_path / "Makefile"
     makefile.write_text(f"demo:\n\t{sys.executable} {ROOT / 'scripts' / 'demo.py'}\n")
-    with running([make, "-f", str(makefile), "demo"], state_dir, tmp_path) as started:
+    with running([make, "-f", str(makefile), "demo"], state_dir, tmp_path, east=False) as started:
         yield started
 
 
