@@ -29,11 +29,11 @@ def scoped_cluster() -> str | None:
 
 @contextmanager
 def cluster_scope(name: str) -> Iterator[str]:
-    token = _cluster.set(name)
+    token = cluster_enter(name)
     try:
         yield name
     finally:
-        _cluster.reset(token)
+        cluster_leave(token)
 
 
 def any_cluster(view: View) -> View:
