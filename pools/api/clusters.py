@@ -83,10 +83,23 @@ class ClustersView(BaseView, APIView):
         return Response(ClusterSerializer(clusters, many=True).data)
 
 
+class KindTallySerializer(S.Serializer):  # type: ignore[type-arg]
+    kind = S.CharField(
+        help_text='The kind\'s label: "whole GPU", "MIG 1g.10gb", "shared GPU '
+        '(time-slicing, 4 per GPU)", "DRA GPU (gpu.nvidia.com)".'
+    )
+    units = S.IntegerField(help_text="Units of this kind the nodes offer.")
+    allocated = S.IntegerField(help_text="Units of this kind pods (or DRA claims) hold.")
+
+
 class TallySerializer(S.Serializer):  # type: ignore[type-arg]
     nodes = S.IntegerField()
-    gpus = S.IntegerField(help_text="Physical GPUs.")
-    allocated = S.IntegerField(help_text="Units pods hold: whole GPUs, MIG instances, replicas.")
+    gpus = S.IntegerField(help_text="Physical GPUs, whatever they are split or shared into.")
+    units = KindTallySerializer(
+        many=True,
+        help_text="Units by kind, whole GPUs first: a MIG instance or a shared replica is "
+        "never counted as a GPU.",
+    )
 
 
 class FleetPoolSerializer(S.Serializer):  # type: ignore[type-arg]
@@ -103,10 +116,15 @@ class FleetClusterSerializer(S.Serializer):  # type: ignore[type-arg]
     tally = TallySerializer()
 
 
+class FleetKindSerializer(KindTallySerializer):
+    units_by_cluster = S.DictField(child=S.IntegerField())
+
+
 class FleetModelSerializer(S.Serializer):  # type: ignore[type-arg]
-    gpu_model = S.CharField()
+    gpu_model = S.CharField(help_text="The physical GPU's model (a MIG or shared suffix cut).")
     tally = TallySerializer()
     gpus_by_cluster = S.DictField(child=S.IntegerField())
+    kinds = FleetKindSerializer(many=True, help_text="The model's units by kind.")
 
 
 class FleetSerializer(S.Serializer):  # type: ignore[type-arg]
@@ -119,8 +137,8 @@ class FleetSerializer(S.Serializer):  # type: ignore[type-arg]
 class FleetView(BaseView, APIView):
     @extend_schema(
         responses={200: FleetSerializer, **READ_ERRORS},
-        description="Every cluster served with its pools, and GPU totals by model across "
-        "them (the fleet page).",
+        description="Every cluster served with its pools, and GPU totals by model and by "
+        "kind of unit across them (the fleet page).",
     )
     def get(self, request: Request) -> Response:
         return Response(FleetSerializer(fleet_summary()).data)

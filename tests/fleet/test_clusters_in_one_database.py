@@ -180,12 +180,31 @@ def test_a_rename_onto_names_taken_changes_nothing(two_clusters, settings) -> No
     assert Node.everywhere.filter(cluster=EAST).count() == 3
 
 
+def mig_node(name: str) -> Node:
+    """An unassigned A100 node split into 56 MIG 1g.10gb instances, 5 of them held."""
+    node = gpu_node(name, None, gpu=("NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", 56, 9728))
+    node.gpu_allocatable, node.gpu_allocated = 0, 0
+    node.devices = {
+        "model": "NVIDIA-A100-SXM4-80GB",
+        "memory_mib": 81920,
+        "gpus": 8,
+        "mig_gpus": 8,
+        "units": [["mig", "nvidia.com/mig-1g.10gb", "1g.10gb", "", 1, 56]],
+    }
+    node.resources_requested = {"nvidia.com/mig-1g.10gb": 5}
+    node.save()
+    return node
+
+
 def test_the_fleet_shows_every_cluster_with_its_pools_in_constant_queries(  # type: ignore[no-untyped-def]
     two_clusters, token_for, settings, django_assert_max_num_queries
 ) -> None:
+    with cluster_scope(EAST):
+        mig_node("a100-mig-000")
     client = api(token_for("viewers"))
     client.get("/api/v1/fleet/")  # the token and its user remembered
-    with django_assert_max_num_queries(6):  # nodes, pools, one lease a cluster, the token
+    # Nodes of whole GPUs grouped, the others one by one, pools, one lease a cluster, the token.
+    with django_assert_max_num_queries(7):
         fleet = client.get("/api/v1/fleet/").json()
     clusters = {c["name"]: c for c in fleet["clusters"]}
     assert list(clusters) == [settings.CLUSTER_NAME, EAST]
@@ -193,18 +212,31 @@ def test_the_fleet_shows_every_cluster_with_its_pools_in_constant_queries(  # ty
     assert [(p["name"], p["tally"]["nodes"], p["tally"]["gpus"]) for p in east["pools"]] == [
         ("spare", 0, 0),
         ("training", 2, 16),
-        ("", 1, 8),
+        ("", 2, 16),  # the MIG node's 8 physical GPUs, not its 56 instances
+    ]
+    unassigned = east["pools"][-1]["tally"]["units"]
+    assert unassigned == [
+        {"kind": "whole GPU", "units": 8, "allocated": 0},
+        {"kind": "MIG 1g.10gb", "units": 56, "allocated": 5},
     ]
     home_nodes = Node.objects.present().count()
     assert clusters[settings.CLUSTER_NAME]["tally"]["nodes"] == home_nodes
-    assert fleet["total"]["nodes"] == home_nodes + 3
+    assert fleet["total"]["nodes"] == home_nodes + 4
     b200 = next(m for m in fleet["models"] if m["gpu_model"] == "NVIDIA-B200")
     assert b200["gpus_by_cluster"] == {settings.CLUSTER_NAME: 0, EAST: 24}
+    # The MIG node counts under its physical model, its instances as their own kind.
+    a100 = next(m for m in fleet["models"] if m["gpu_model"] == "NVIDIA-A100-SXM4-80GB")
+    mig = next(k for k in a100["kinds"] if k["kind"] == "MIG 1g.10gb")
+    assert (mig["units"], mig["allocated"], mig["units_by_cluster"][EAST]) == (56, 5, 56)
+    assert a100["gpus_by_cluster"][EAST] == 8
+    assert not any("MIG" in m["gpu_model"] for m in fleet["models"])
 
     page = Client()
     page.force_login(user_in("viewers", "vera"))
     html = page.get("/fleet/").content.decode()
     assert f'data-fleet-cluster="{EAST}"' in html and 'data-fleet-pool="us-east/training"' in html
+    assert 'data-fleet-kind="NVIDIA-A100-SXM4-80GB/MIG 1g.10gb"' in html
+    assert "5 of 56 MIG 1g.10gb" in html
 
 
 def test_a_page_named_for_a_cluster_keeps_to_it_and_says_so(two_clusters, settings) -> None:  # type: ignore[no-untyped-def]
