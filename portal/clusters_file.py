@@ -63,9 +63,10 @@ def _read_secret(path: str, where: str) -> str:
     return value
 
 
-def clusters_file_load(path: str) -> list[ClusterConfig]:
+def clusters_file_load(path: str, *, kube: bool = True) -> list[ClusterConfig]:
     """Every cluster the file describes; EnvError naming each malformed entry and field, or a
-    file an entry names that cannot be read."""
+    file an entry names that cannot be read. A process that calls no API server (`kube`
+    false: KUBE_API_ACCESS) is not given the kubeconfigs, and does not look for them."""
     try:
         with open(path, encoding="utf-8") as text:
             document = yaml.load(text, Loader=yaml.CSafeLoader)
@@ -80,6 +81,8 @@ def clusters_file_load(path: str) -> list[ClusterConfig]:
         raise EnvError("CLUSTERS_FILE", "; ".join(problems))
     for index, cluster in enumerate(clusters):
         for name, file_path in cluster.files():
+            if name == "kubeconfig" and not kube:
+                continue
             try:
                 with open(file_path, "rb"):
                     pass
@@ -91,7 +94,9 @@ def clusters_file_load(path: str) -> list[ClusterConfig]:
     return clusters
 
 
-def cluster_settings(path: str, environ: Mapping[str, str]) -> ClusterSettings:
+def cluster_settings(
+    path: str, environ: Mapping[str, str], *, kube: bool = True
+) -> ClusterSettings:
     """The clusters of the file, the first with its secrets read for the flat settings;
     EnvError when the file is malformed or the variables describe the first cluster too."""
     twice = [name for name in CLUSTER_VARIABLES if environ.get(name, "").strip()]
@@ -101,7 +106,7 @@ def cluster_settings(path: str, environ: Mapping[str, str]) -> ClusterSettings:
             f"the cluster is described by CLUSTERS_FILE and by {', '.join(twice)}: "
             "describe it one way only",
         )
-    first, *rest = clusters_file_load(path)
+    first, *rest = clusters_file_load(path, kube=kube)
     bearer_token, password = _secrets(first, 0)
     others = tuple(_access(cluster, index) for index, cluster in enumerate(rest, start=1))
     return ClusterSettings(

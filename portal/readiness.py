@@ -146,8 +146,8 @@ def _kubernetes_through_the_inventory() -> str:
     no Kubernetes API) cannot ask the API server itself; it says so, and what it can see:
     when the inventory was last written under its lease, by the watcher or the sync."""
     unseen = (
-        "no cluster configured in this process (no KUBECONFIG, KUBE_IN_CLUSTER=false), so it "
-        "cannot ask the API server itself"
+        "no cluster configured in this process (no KUBECONFIG, KUBE_IN_CLUSTER=false, or "
+        "KUBE_API_ACCESS=false), so it cannot ask the API server itself"
     )
     try:
         last = lease_last_renewed()

@@ -262,6 +262,9 @@ DCGM_NODE_LABEL = env_prometheus_label("DCGM_NODE_LABEL", "Hostname")
 KUBECONFIG = env_str("KUBECONFIG", "")
 KUBE_CONTEXT = env_str("KUBE_CONTEXT", "")
 KUBE_IN_CLUSTER = env_bool("KUBE_IN_CLUSTER", False)
+# False: this process calls no API server, of any cluster it serves (the chart's web pods,
+# which mount no credentials): its /readyz reports each inventory lease's age instead.
+KUBE_API_ACCESS = env_bool("KUBE_API_ACCESS", True)
 KUBE_TIMEOUT = env_float("KUBE_TIMEOUT", 5.0, minimum=0.1, maximum=300.0)
 
 # Links out to the team's dashboards, shown on the node and pool pages where set.
@@ -348,7 +351,7 @@ CLUSTER_COLOUR = DEFAULT_COLOUR
 OTHER_CLUSTERS: dict[str, ClusterAccess] = {}
 CLUSTERS_FILE = env_str("CLUSTERS_FILE", "")
 if CLUSTERS_FILE:
-    _from_file = cluster_settings(CLUSTERS_FILE, os.environ)
+    _from_file = cluster_settings(CLUSTERS_FILE, os.environ, kube=KUBE_API_ACCESS)
     _cluster = _from_file.cluster
     OTHER_CLUSTERS = {other.name: other for other in _from_file.others}
     CLUSTER_NAME = _cluster.name

@@ -10,6 +10,8 @@ each call: they are the one place it is configured.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.conf import settings
 
 from pools.core.cluster_scope import scoped_cluster
@@ -54,14 +56,19 @@ def _home() -> ClusterAccess:
 
 
 def cluster_access(name: str | None = None) -> ClusterAccess:
-    """How to reach cluster `name` (the current one by default)."""
+    """How to reach cluster `name` (the current one by default); with no way to its API
+    server in a process that calls none (KUBE_API_ACCESS false)."""
     name = name or current_cluster()
     if name == settings.CLUSTER_NAME:
-        return _home()
-    try:
-        return settings.OTHER_CLUSTERS[name]  # type: ignore[no-any-return]
-    except KeyError:
-        raise LookupError(f"no cluster named {name!r} is served here") from None
+        access = _home()
+    else:
+        try:
+            access = settings.OTHER_CLUSTERS[name]
+        except KeyError:
+            raise LookupError(f"no cluster named {name!r} is served here") from None
+    if not settings.KUBE_API_ACCESS:
+        return replace(access, kubeconfig="", context="", in_cluster=False)
+    return access
 
 
 def prometheus_access() -> PrometheusAccess:

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 
+from pools.common.cluster_access import current_cluster, served_clusters
 from pools.common.errors import Refused
 from pools.common.roles import Capability, require
+from pools.core.fit.cluster import NO_POOL
 from pools.core.fit.workloads import JSON
+from pools.fit.fleet import ClusterFit, fleet_fit_run
 from pools.fit.pending import (
     PENDING_SORT_LABELS,
     PENDING_SORTS,
@@ -26,22 +32,22 @@ from pools.fit.service import FitCheck, PodName, fit_check_run
 @require(Capability.VIEW)
 def fit_check(request: HttpRequest) -> HttpResponse:
     """GET ?pod=namespace/name checks that pod at once (the Pending lists link here); POST
-    checks the form's manifest, file or pod; `download=<pool>` answers with that pool's fix."""
+    checks the form's manifest, file or pod; `download=<pool>` answers with that pool's fix.
+    A manifest is checked in every cluster served, the page's own in detail."""
     data = request.POST if request.method == "POST" else request.GET
     form = (
         FitForm(data, request.FILES or None)
         if data.get("pod") or request.method == "POST"
         else FitForm()
     )
+    download = data.get("download", "")
     check: FitCheck | None = None
+    fleet: list[ClusterFit] = []
     status = 200
     if form.is_bound and form.is_valid():
         pod = form.cleaned_data["pod"]
         try:
-            check = fit_check_run(
-                manifest=form.cleaned_data["manifest"] or form.cleaned_data["upload"] or None,
-                pod=PodName(*pod) if pod else None,
-            )
+            check, fleet = _checked(form, across_fleet=not download)
         except Refused as error:
             for field, problems in error.fields.items():
                 if field in ("manifest", "pod"):
@@ -50,11 +56,57 @@ def fit_check(request: HttpRequest) -> HttpResponse:
             status = error.status
     elif form.is_bound:
         status = 400
-    download = data.get("download", "")
     if check is not None and download in check.report.fixes:
         return _download(check, download)
-    context = {"form": form, "check": check, "pending": pending_pod_names()}
+    context = {
+        "form": form,
+        "check": check,
+        "fleet": [FleetFitRow.of(fit) for fit in fleet],
+        "pending": pending_pod_names(),
+    }
     return render(request, "pools/fit.html", context, status=status)
+
+
+def _checked(form: FitForm, *, across_fleet: bool) -> tuple[FitCheck, list[ClusterFit]]:
+    """The page's cluster's check, and every cluster's when the form gave a manifest and the
+    portal serves several (a pod belongs to one cluster; a download wants one pool's fix).
+    The page's own check is taken from the fleet's run, not run twice."""
+    pod = form.cleaned_data["pod"]
+    manifest = form.cleaned_data["manifest"] or form.cleaned_data["upload"] or None
+    if manifest is None or not across_fleet or len(served_clusters()) < 2:
+        return fit_check_run(manifest=manifest, pod=PodName(*pod) if pod else None), []
+    fleet = fleet_fit_run(manifest=manifest)
+    here = current_cluster()
+    return next(fit.check for fit in fleet if fit.cluster == here), fleet
+
+
+@dataclass(frozen=True)
+class FleetFitRow:
+    """One cluster's line of "Across the fleet": its verdict, its pools named as the page
+    names them, and the page in that cluster, where the same manifest is checked in detail."""
+
+    cluster: str
+    fits_now: bool
+    pools_now: list[str]
+    pools_with_a_fix: list[str]
+    action: str
+    shown_below: bool  # the page's own cluster, whose detailed result follows
+
+    @classmethod
+    def of(cls, fit: ClusterFit) -> FleetFitRow:
+        return cls(
+            cluster=fit.cluster,
+            fits_now=fit.fits_now,
+            pools_now=[_pool_label(pool) for pool in fit.pools_now],
+            pools_with_a_fix=[_pool_label(pool) for pool in sorted(fit.check.report.fixes)],
+            # Always named, the portal's own too: without it the session's last cluster answers.
+            action=f"{reverse('fit-check')}?{urlencode({'cluster': fit.cluster})}",
+            shown_below=fit.cluster == current_cluster(),
+        )
+
+
+def _pool_label(pool: str) -> str:
+    return "nodes in no pool" if pool == NO_POOL else pool
 
 
 def _download(check: FitCheck, pool: str) -> HttpResponse:

@@ -352,3 +352,73 @@ def test_the_fleet_fit_check_names_the_cluster_and_pool_that_take_the_job(  # ty
     assert alone["workloads"][0]["fits_now"] is True
     bad = post(client, "/api/v1/fit/fleet/", {"manifest": "kind: [Pod"})
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_manifest"
+
+
+def fleet_fit_rows(html: str) -> dict[str, str]:
+    """The fit page's "Across the fleet" rows in their order: each cluster's row, as HTML."""
+    section = html.split('id="fleet-fit"', 1)[1].split("</section>", 1)[0]
+    return {row.split('"', 1)[0]: row for row in section.split('data-fleet-fit="')[1:]}
+
+
+def fit_result_row(html: str, pool: str) -> str:
+    """A pool's row of the fit page's detailed result."""
+    result = html.split('id="fit-result"', 1)[1]
+    return result.split(f'<tr data-pool="{pool}">', 1)[1].split("</tr>", 1)[0]
+
+
+def test_the_fit_page_answers_across_the_fleet_and_checks_in_the_cluster_chosen(  # type: ignore[no-untyped-def]
+    two_clusters, settings, django_assert_max_num_queries
+) -> None:
+    home = settings.CLUSTER_NAME
+    page = Client()
+    page.force_login(user_in("viewers", "vera"))
+    page.get("/fit/")
+    # The page checking a manifest in one cluster reads 8 (session, user, roles, the fit
+    # check's pools, nodes and the GPU pods on them, the Pending pods' names, the inventory
+    # lease); each further cluster adds its own fit check's 3, whatever its size.
+    with django_assert_max_num_queries(8 + 3 * (len(settings.OTHER_CLUSTERS))):
+        response = page.post("/fit/", {"manifest": B200_POD})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.index('id="fleet-fit"') < html.index('id="fit-result"')
+    rows = fleet_fit_rows(html)
+    assert list(rows) == [EAST, home]  # where it lands now first
+    assert '<span class="state-ok">fits now</span>' in rows[EAST]
+    assert '<td data-label="Fits now in">training</td>' in rows[EAST]
+    assert '<span class="state-bad">does not fit now</span>' in rows[home]
+    assert '<td data-label="Fits now in">—</td>' in rows[home]
+    for cluster, row in rows.items():
+        assert f'<form method="post" action="/fit/?cluster={cluster}"' in row
+        assert "metadata: {name: big-b200, namespace: ml}" in row  # the manifest, carried
+    # The detailed result is the page's own cluster's, where no node has a B200.
+    assert 'state-ok">fits now' not in fit_result_row(html, "training")
+
+    east = page.post(f"/fit/?cluster={EAST}", {"manifest": B200_POD})
+    assert east.status_code == 200
+    east_html = east.content.decode()
+    assert 'state-ok">fits now' in fit_result_row(east_html, "training")
+    assert "(detailed below)" in fleet_fit_rows(east_html)[EAST]
+    # Its fix downloads from there, one cluster's check alone.
+    download = page.post(f"/fit/?cluster={EAST}", {"manifest": B200_POD, "download": "training"})
+    assert download["Content-Disposition"] == 'attachment; filename="manifest-training.yaml"'
+
+    # A manifest that cannot be read is refused once, as in one cluster.
+    bad = page.post("/fit/", {"manifest": "kind: [Pod"})
+    assert bad.status_code == 400
+    assert len(bad.context["form"].errors["manifest"]) == 1
+    assert 'id="fleet-fit"' not in bad.content.decode()
+
+
+def test_the_fit_page_of_a_portal_serving_one_cluster_has_no_fleet_section(  # type: ignore[no-untyped-def]
+    settings, django_assert_max_num_queries
+) -> None:
+    assert not settings.OTHER_CLUSTERS
+    demo_inventory()
+    page = Client()
+    page.force_login(user_in("viewers", "vera"))
+    page.get("/fit/")
+    with django_assert_max_num_queries(8):  # as before the fleet section: one fit check
+        response = page.post("/fit/", {"manifest": B200_POD})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'id="fit-result"' in html and 'id="fleet-fit"' not in html

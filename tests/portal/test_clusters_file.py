@@ -130,6 +130,28 @@ def test_every_further_cluster_is_served_with_its_own_access(tmp_path: Path, fil
     ]
 
 
+def test_a_process_without_api_access_needs_no_kubeconfig_and_reaches_no_cluster(  # type: ignore[no-untyped-def]
+    tmp_path: Path, files
+) -> None:
+    """The chart's web pods mount no credentials: with KUBE_API_ACCESS=false they start on
+    the same file without its kubeconfigs, and have no API server in any cluster."""
+    east = eu_west(files, name="us-east", kubeconfig=str(tmp_path / "not-mounted"))
+    first = eu_west(files, kubeconfig=str(tmp_path / "not-mounted-either"))
+    path = write(tmp_path, [first, east])
+    shown = (
+        "from pools.core.cluster_scope import cluster_scope; "
+        "from pools.kube.client import kube_configured; print(kube_configured()); "
+        "exec('with cluster_scope(\"us-east\"): print(kube_configured())')"
+    )
+    env = {**PRODUCTION_ENV, "CLUSTERS_FILE": str(path), "KUBE_API_ACCESS": "false"}
+    result = run_django(["shell", "-v", "0", "-c", shown], env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False"]
+    # Without it, the start looks for the kubeconfig and names the entry.
+    refused = run_django(["check"], {**env, "KUBE_API_ACCESS": "true"})
+    assert "clusters[0] (eu-west).kubeconfig: cannot read" in refused.stderr
+
+
 def test_a_further_clusters_unreadable_secret_stops_the_start(tmp_path: Path, files) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "empty").write_text("")
     prometheus = {

@@ -118,8 +118,8 @@ def test_without_a_cluster_the_kubernetes_check_says_what_it_sees_through_the_in
     settings.INVENTORY_SYNC_SECONDS = 60
     settings.INVENTORY_LEASE_SECONDS = 15
     unseen = (
-        "no cluster configured in this process (no KUBECONFIG, KUBE_IN_CLUSTER=false), so it "
-        "cannot ask the API server itself"
+        "no cluster configured in this process (no KUBECONFIG, KUBE_IN_CLUSTER=false, or "
+        "KUBE_API_ACCESS=false), so it cannot ask the API server itself"
     )
     assert lease_acquire("watcher:portal-watcher-0:7", 15)
     status, body = readyz(client)

@@ -87,6 +87,19 @@ DJANGO_SECURE_SSL_REDIRECT: {{ $c.secureSslRedirect | toString | quote }}
 LOG_FORMAT: {{ $c.logFormat | quote }}
 LOG_LEVEL: {{ $c.logLevel | quote }}
 TIME_ZONE: {{ $c.timeZone | quote }}
+{{- with .Values.clusters.entries }}
+{{- /* The clusters are described by the file: the variables would describe the first twice. */}}
+{{- range $name := list "clusterName" "prometheusUrl" "prometheusClusterLabel" "prometheusClusterValue" }}
+{{- if index $c $name }}
+{{- fail (printf "config.%s: the clusters are described by clusters.entries; give it as the first entry's field instead" $name) }}
+{{- end }}
+{{- end }}
+CLUSTERS_FILE: {{ include "portal.clustersFilePath" $ | quote }}
+DCGM_NODE_LABEL: {{ $c.dcgmNodeLabel | quote }}
+{{- if not (index . 0).pool_label_key }}
+POOL_LABEL_KEY: {{ $c.poolLabelKey | quote }}
+{{- end }}
+{{- else }}
 KUBE_IN_CLUSTER: "true"
 PROMETHEUS_URL: {{ $c.prometheusUrl | quote }}
 DCGM_NODE_LABEL: {{ $c.dcgmNodeLabel | quote }}
@@ -99,6 +112,7 @@ PROMETHEUS_CLUSTER_LABEL: {{ . | quote }}
 {{- end }}
 {{- with $c.prometheusClusterValue }}
 PROMETHEUS_CLUSTER_VALUE: {{ . | quote }}
+{{- end }}
 {{- end }}
 DRILL_NAMESPACE: {{ .Release.Namespace | quote }}
 READYZ_REQUIRED: {{ join "," $c.readyzRequired | quote }}
@@ -161,10 +175,17 @@ env:
   - name: DJANGO_ALLOWED_HOSTS
     value: {{ printf "%s,%s,$(POD_IP)" (include "portal.ingressHosts" $root) (include "portal.serviceHost" $root) | trimPrefix "," | quote }}
   {{- if and (hasKey . "kubernetes") (not .kubernetes) }}
+  {{- if $root.Values.clusters.entries }}
+  # No token and no kubeconfig is mounted in this pod: the process calls no API server,
+  # in any cluster, and does not look for the kubeconfigs the clusters file names.
+  - name: KUBE_API_ACCESS
+    value: "false"
+  {{- else }}
   # No token is mounted in this pod: the process has no cluster (the ConfigMap's
   # KUBE_IN_CLUSTER is for the worker and the watcher).
   - name: KUBE_IN_CLUSTER
     value: "false"
+  {{- end }}
   {{- end }}
   {{- include "portal.secretEnv" (dict "name" "DJANGO_SECRET_KEY" "ref" $s.djangoSecretKey "path" "secrets.djangoSecretKey") | nindent 2 }}
   {{- include "portal.secretEnv" (dict "name" "DATABASE_URL" "ref" $s.databaseUrl "path" "secrets.databaseUrl") | nindent 2 }}
@@ -260,4 +281,68 @@ livenessProbe:
   periodSeconds: 30
   timeoutSeconds: 10
   failureThreshold: 2
+{{- end -}}
+
+
+{{/*
+Several clusters (docs/clusters.md): clusters.entries is CLUSTERS_FILE's list, mounted from a
+ConfigMap of its own. The further clusters' kubeconfigs (clusters.kubeconfigSecret) are
+mounted only where an API server is called (the worker and the watchers); the Prometheus
+credentials (clusters.prometheusSecret) wherever queries are sent, and where the start
+checks them (every portal pod).
+*/}}
+{{- define "portal.clustersFilePath" -}}
+/etc/portal/clusters/clusters.yaml
+{{- end -}}
+
+{{- define "portal.clustersFile" -}}
+{{ toYaml (dict "clusters" .Values.clusters.entries) }}
+{{- end -}}
+
+{{/* Call with (dict "root" $ "configMap" "<name>" "kubernetes" <bool>). */}}
+{{- define "portal.clustersVolumes" -}}
+{{- $c := .root.Values.clusters -}}
+{{- if $c.entries }}
+- name: clusters
+  configMap:
+    name: {{ .configMap }}
+{{- with $c.prometheusSecret }}
+- name: cluster-prometheus
+  secret:
+    secretName: {{ . }}
+{{- end }}
+{{- if and .kubernetes $c.kubeconfigSecret }}
+- name: cluster-kubeconfigs
+  secret:
+    secretName: {{ $c.kubeconfigSecret }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "portal.clustersVolumeMounts" -}}
+{{- $c := .root.Values.clusters -}}
+{{- if $c.entries }}
+- name: clusters
+  mountPath: /etc/portal/clusters
+  readOnly: true
+{{- if $c.prometheusSecret }}
+- name: cluster-prometheus
+  mountPath: /etc/portal/prometheus
+  readOnly: true
+{{- end }}
+{{- if and .kubernetes $c.kubeconfigSecret }}
+- name: cluster-kubeconfigs
+  mountPath: /etc/portal/kubeconfigs
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Rolls the pods when a setting changes: the ConfigMap's, and the clusters file's. */}}
+{{- define "portal.configChecksum" -}}
+{{- if .Values.clusters.entries -}}
+{{- print (include "portal.configData" .) (include "portal.clustersFile" .) | sha256sum -}}
+{{- else -}}
+{{- include "portal.configData" . | sha256sum -}}
+{{- end -}}
 {{- end -}}
