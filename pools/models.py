@@ -659,7 +659,11 @@ class AdviceDismissal(models.Model):
     """A suggestion of the advisor someone dismissed, with why, on which evidence: it stays
     hidden while the evidence (its fingerprint) is the same, and comes back when it changes."""
 
-    key = models.CharField(max_length=200, unique=True)  # rule and pools concerned
+    # Each cluster has its own advisor: two clusters' pools may share names, and a
+    # suggestion dismissed in one is not dismissed in the other.
+    cluster = models.CharField(max_length=63, default=current_cluster)
+    # Rule and pools concerned; a pool of another cluster as cluster/pool.
+    key = models.CharField(max_length=300)
     fingerprint = models.CharField(max_length=64)
     reason = models.TextField()
     dismissed_by = models.ForeignKey(
@@ -667,8 +671,15 @@ class AdviceDismissal(models.Model):
     )
     dismissed_at = models.DateTimeField(auto_now=True)
 
+    everywhere = models.Manager()
+    objects = in_cluster("cluster")
+
     class Meta:
         ordering = ["-dismissed_at"]
+        default_manager_name = "everywhere"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "key"], name="one_dismissal_per_key")
+        ]
 
     def __str__(self) -> str:
         return f"{self.key} dismissed"

@@ -17,11 +17,13 @@ from django.db import connection
 from django.db.models import Count, F, FloatField, Func, Q, QuerySet
 from django.db.models.functions import Coalesce
 
-from pools.common.cluster_access import pool_label_key
+from pools.common.cluster_access import current_cluster, pool_label_key, served_clusters
 from pools.core import charts
+from pools.core.cluster_scope import cluster_scope
 from pools.core.desired import managed_label_keys, managed_taint_keys
 from pools.core.devices import exporter_devices, record_units, units_held
 from pools.core.insights import advisor, readiness
+from pools.core.insights.elsewhere import IdlePool, idle_pools, send_elsewhere_advice
 from pools.core.insights.failures import (
     EVICTION_REASONS,
     IMAGE_REASONS,
@@ -579,16 +581,47 @@ def pool_utilisation_history(pool: Pool, span: str) -> PoolHistory:
 # --- the advisor ---
 
 
-def _advise(gathered: Gathered) -> tuple[list[advisor.Advice], dict[Pool, PoolInsights]]:
+def _idle_parts(days: int) -> tuple[object, ...]:
+    return (current_cluster(), *_advice_parts(days))
+
+
+def _idle_here(gathered: Gathered) -> list[IdlePool]:
+    return idle_pools(current_cluster(), [indicators(gathered, p) for p in gathered.pools])
+
+
+def _idle_elsewhere(days: int, now: datetime) -> list[IdlePool]:
+    """The under-used pools of every other cluster served, each read in its own scope and
+    kept as long as its advice (its insights refresh keeps them ahead): one reading of each
+    cluster's history at most, whatever the number of its pools or nodes."""
+    here, found = current_cluster(), []
+    for name in served_clusters():
+        if name != here:
+            with cluster_scope(name):
+                found += _kept(
+                    "idle", _idle_parts(days), lambda: _idle_here(gather(days=days, now=now))
+                )
+    return found
+
+
+def _advise(
+    gathered: Gathered, *, days: int, now: datetime
+) -> tuple[list[advisor.Advice], dict[Pool, PoolInsights]]:
     per_pool = {p: indicators(gathered, p) for p in gathered.pools}
     found = advisor.advise(list(per_pool.values()))
+    lent_to = {a.move.destination for a in found if a.move is not None}
+    found += send_elsewhere_advice(list(per_pool.values()), lent_to, _idle_elsewhere(days, now))
+    found.sort(key=lambda a: (-a.confidence, a.key))
     return previewed(found, now=_at(gathered.window.end)), per_pool
 
 
 def advice(*, days: int, now: datetime, dismissed: bool = False) -> list[advisor.Advice]:
     """The advisor's suggestions over every active pool, without those dismissed on the
     same evidence (`dismissed`: with them)."""
-    found = _kept("advice", _advice_parts(days), lambda: _advise(gather(days=days, now=now))[0])
+    found = _kept(
+        "advice",
+        _advice_parts(days),
+        lambda: _advise(gather(days=days, now=now), days=days, now=now)[0],
+    )
     if dismissed:
         return found
     return advisor.visible(found, dict(AdviceDismissal.objects.values_list("key", "fingerprint")))
@@ -601,8 +634,11 @@ def insights_refresh(*, days: int, now: datetime) -> int:
     seconds = settings.INSIGHTS_CACHE_SECONDS
     if not seconds:
         return 0
-    found, per_pool = _advise(gather(days=days, now=now))
+    found, per_pool = _advise(gather(days=days, now=now), days=days, now=now)
     cache.set(_cache_key("advice", _advice_parts(days)), found, seconds)
+    # What the other clusters' advisors read of this one (_idle_elsewhere), kept ahead too.
+    idle = idle_pools(current_cluster(), list(per_pool.values()))
+    cache.set(_cache_key("idle", _idle_parts(days)), idle, seconds)
     for pool, computed in per_pool.items():
         cache.set(_cache_key("pool", _pool_parts(pool, days)), computed, seconds)
     return len(per_pool)

@@ -38,6 +38,7 @@ class Rule(enum.StrEnum):
     KEEP_SHARED = "keep_shared"
     AUTOMATE = "automate"
     GPU_FAULTS = "gpu_faults"
+    SEND_ELSEWHERE = "send_elsewhere"  # to another cluster (pools.core.insights.elsewhere)
 
 
 @dataclass(frozen=True)
@@ -82,11 +83,11 @@ class Advice:
         return "high" if self.confidence >= 0.7 else "medium" if self.confidence >= 0.4 else "low"
 
 
-def _fingerprint(*parts: object) -> str:
+def fingerprint_of(*parts: object) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
-def _magnitude(n: float) -> int:
+def magnitude(n: float) -> int:
     """A coarse bucket (doubling): 3 and 3.5 are the same evidence, 3 and 7 are not."""
     return int(n).bit_length()
 
@@ -109,7 +110,7 @@ def _short(p: PoolInsights) -> bool:
     return count >= MIN_QUEUED and often and long_wait
 
 
-def _idle(p: PoolInsights) -> bool:
+def under_used(p: PoolInsights) -> bool:
     """Under-used: below its target (measured, else by allocation), with GPUs free now on
     nodes that could move: a whole node idle, or free GPUs in pieces across busy nodes (a
     pool at 10 % with every node running one small job lends as well as an empty one)."""
@@ -188,7 +189,7 @@ def _lend(receiver: PoolInsights, donor: PoolInsights) -> Advice | None:
         title=f"Lend {counted(len(nodes), 'node')} from {donor.pool.name} to {receiver.pool.name}",
         evidence=evidence,
         confidence=round(strength + 0.2 * _coverage(donor), 2),
-        fingerprint=_fingerprint(len(nodes), _magnitude(restricted.count)),
+        fingerprint=fingerprint_of(len(nodes), magnitude(restricted.count)),
         move=MoveSuggestion(
             donor.pool.name, receiver.pool.name, nodes, LOAN_DAYS, busy=busy, free_gpus=free
         ),
@@ -198,7 +199,7 @@ def _lend(receiver: PoolInsights, donor: PoolInsights) -> Advice | None:
 def lend_advice(pools: Sequence[PoolInsights]) -> list[Advice]:
     """Lend (a loan first) idle nodes of an under-used pool to one whose pods wait because
     their node selection keeps them out of the idle nodes."""
-    donors = sorted((p for p in pools if _idle(p)), key=_donor_order)
+    donors = sorted((p for p in pools if under_used(p)), key=_donor_order)
     found = []
     for receiver in pools:
         if not _short(receiver):
@@ -236,7 +237,7 @@ def split_advice(p: PoolInsights) -> Advice | None:
             "moves between pools only when node specs match: one pool per model and driver.",
         ],
         confidence=round(min(1.0, 0.5 + minority), 2),
-        fingerprint=_fingerprint(sorted((n, sorted(v)) for n, v in mixed.items())),
+        fingerprint=fingerprint_of(sorted((n, sorted(v)) for n, v in mixed.items())),
     )
 
 
@@ -259,7 +260,7 @@ def keep_shared_advice(p: PoolInsights) -> Advice | None:
         title=f"Keep {p.pool.name} shared rather than dedicated",
         evidence=evidence,
         confidence=round(0.4 + 0.3 * small + 0.3 * u.spiky * _coverage(p), 2),
-        fingerprint=_fingerprint(small, u.spiky),
+        fingerprint=fingerprint_of(small, u.spiky),
     )
 
 
@@ -278,7 +279,7 @@ def automate_advice(p: PoolInsights) -> Advice | None:
             *odd,
         ],
         confidence=round(min(1.0, r.hand_score / 50), 2),
-        fingerprint=_fingerprint(sorted(r.odd_nodes)),
+        fingerprint=fingerprint_of(sorted(r.odd_nodes)),
     )
 
 
@@ -299,7 +300,7 @@ def gpu_fault_advice(p: PoolInsights) -> Advice | None:
             f"Nodes in the latest examples: {', '.join(nodes) or 'none recorded'}.",
         ],
         confidence=round(min(1.0, f.share(Cause.GPU_FAULT) * min(1.0, faults / 10) + 0.3), 2),
-        fingerprint=_fingerprint(_magnitude(faults), nodes),
+        fingerprint=fingerprint_of(magnitude(faults), nodes),
     )
 
 
