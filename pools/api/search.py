@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools.api.base import READ_ERRORS, BaseView, error_responses
+from pools.common.roles import Capability, clusters_where
 from pools.search import search
 
 
@@ -24,12 +25,14 @@ class SearchQuerySerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class NodeHitSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    cluster = serializers.CharField()
     name = serializers.CharField()
     pool = serializers.CharField(allow_null=True)
     matched = serializers.ListField(child=serializers.CharField())
 
 
 class PodHitSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    cluster = serializers.CharField()
     name = serializers.CharField()
     namespace = serializers.CharField()
     node = serializers.CharField()
@@ -38,6 +41,7 @@ class PodHitSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class MoveHitSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    cluster = serializers.CharField()
     id = serializers.IntegerField()
     kind = serializers.CharField()
     state = serializers.CharField()
@@ -46,6 +50,7 @@ class MoveHitSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class PoolHitSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    cluster = serializers.CharField()
     name = serializers.CharField()
     display_name = serializers.CharField()
 
@@ -67,10 +72,16 @@ class SearchView(BaseView, APIView):
         parameters=[SearchQuerySerializer],
         responses={200: SearchSerializer, **READ_ERRORS, **error_responses(400)},
         description="What the search box finds: nodes, pods (with the node and pool holding "
-        "them), moves by number, pools; grouped, `limit` hits a group.",
+        "them), moves by number, pools; grouped, `limit` hits a group. Every cluster the "
+        "caller may view is searched, the one asked for (`?cluster=`) first; each hit names "
+        "its `cluster`.",
     )
     def get(self, request: Request) -> Response:
         query = SearchQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        found = search(text=query.validated_data["q"], limit=query.validated_data["limit"])
+        found = search(
+            text=query.validated_data["q"],
+            clusters=clusters_where(request.user, Capability.VIEW),
+            limit=query.validated_data["limit"],
+        )
         return Response(SearchSerializer(found).data)

@@ -15,7 +15,8 @@ from functools import wraps
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 
-from pools.common.cluster_access import current_cluster
+from pools.common.cluster_access import current_cluster, served_clusters
+from pools.core.cluster_scope import cluster_scope
 
 
 class Capability(enum.StrEnum):
@@ -71,6 +72,18 @@ def capabilities(user: AbstractBaseUser | AnonymousUser) -> frozenset[Capability
 
 def has_capability(user: AbstractBaseUser | AnonymousUser, capability: Capability) -> bool:
     return capability in capabilities(user)
+
+
+def clusters_where(user: AbstractBaseUser | AnonymousUser, capability: Capability) -> list[str]:
+    """The clusters served where `user` has `capability` (the search box reads them all,
+    and shows nothing of a cluster the user may not see), the current one first."""
+    here = current_cluster()
+    found = []
+    for name in sorted(served_clusters(), key=lambda name: name != here):
+        with cluster_scope(name):
+            if has_capability(user, capability):
+                found.append(name)
+    return found
 
 
 def refusal_reason(capability: Capability) -> str:

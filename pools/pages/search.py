@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from pools.common.roles import Capability, require
+from pools.common.cluster_access import served_clusters
+from pools.common.roles import Capability, clusters_where, require
 from pools.core.search import MAX_QUERY_LENGTH, query_problem
 from pools.search import search
 
@@ -16,4 +17,6 @@ def search_page(request: HttpRequest) -> HttpResponse:
     if problem := query_problem(text):
         context = {"q": text[:MAX_QUERY_LENGTH].replace("\x00", ""), "error": problem}
         return render(request, "pools/search.html", context, status=400)
-    return render(request, "pools/search.html", {"q": text, "results": search(text=text)})
+    found = search(text=text, clusters=clusters_where(request.user, Capability.VIEW))
+    context = {"q": text, "results": found, "several": len(served_clusters()) > 1}
+    return render(request, "pools/search.html", context)

@@ -1,14 +1,17 @@
-"""The search box behind every page and GET /api/v1/search/: nodes, pods, moves, pools.
+"""The search box behind every page and GET /api/v1/search/: nodes, pods, moves, pools, in
+every cluster the reader may see (each hit names its cluster), the page's own first.
 
-A constant number of SQL queries whatever the cluster's size: the database narrows the
-rows by a substring of the JSON text (labels, pods), the core decides what really matches.
+A constant number of SQL queries whatever the number of clusters and their size: the
+database narrows the rows by a substring of the JSON text (labels, pods), the core decides
+what really matches.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db.models import Q, TextField
+from django.db.models import Case, Q, QuerySet, TextField, Value, When
 from django.db.models.functions import Cast
 
 from pools.core.search import Query, label_matches, parse_query, pod_matches
@@ -20,6 +23,7 @@ _SCAN_LIMIT = 2000
 
 @dataclass(frozen=True)
 class NodeHit:
+    cluster: str
     name: str
     pool: str | None
     matched: list[str]  # "name", or the labels that matched as key=value
@@ -27,6 +31,7 @@ class NodeHit:
 
 @dataclass(frozen=True)
 class PodHit:
+    cluster: str
     name: str
     namespace: str
     node: str
@@ -36,6 +41,7 @@ class PodHit:
 
 @dataclass(frozen=True)
 class MoveHit:
+    cluster: str
     id: int
     kind: str
     state: str
@@ -45,6 +51,7 @@ class MoveHit:
 
 @dataclass(frozen=True)
 class PoolHit:
+    cluster: str
     name: str
     display_name: str
 
@@ -65,69 +72,83 @@ class SearchResults:
         return shown + sum(self.more.values())
 
 
-def _node_hits(query: Query) -> list[NodeHit]:
+def _first(clusters: Sequence[str]) -> Case:
+    """An ordering that puts the rows of the first cluster (the page's own) first."""
+    return Case(When(cluster=clusters[0], then=Value(0)), default=Value(1))
+
+
+def _nodes(clusters: Sequence[str]) -> QuerySet[Node]:
+    return Node.everywhere.present().filter(cluster__in=clusters).order_by(_first(clusters))
+
+
+def _node_hits(query: Query, clusters: Sequence[str]) -> list[NodeHit]:
     needle = query.needle
     rows = (
-        Node.objects.present()
+        _nodes(clusters)
         .annotate(labels_text=Cast("labels", TextField()))
         .filter(Q(name__icontains=needle) | Q(labels_text__icontains=needle))
-        .values_list("name", "pool__name", "labels")[:_SCAN_LIMIT]
+        .values_list("cluster", "name", "pool__name", "labels")[:_SCAN_LIMIT]
     )
     hits = []
-    for name, pool, labels in rows:
+    for cluster, name, pool, labels in rows:
         by_name = query.label_key is None and query.text.lower() in name.lower()
         matched = (["name"] if by_name else []) + label_matches(labels, query)
         if matched:
-            hits.append(NodeHit(name, pool, matched))
+            hits.append(NodeHit(cluster, name, pool, matched))
     return hits
 
 
-def _pod_hits(query: Query) -> list[PodHit]:
+def _pod_hits(query: Query, clusters: Sequence[str]) -> list[PodHit]:
     if query.label_key is not None:
         return []
     needle = query.text.rpartition("/")[2] or query.text
     rows = (
-        Node.objects.present()
+        _nodes(clusters)
         .annotate(pods_text=Cast("pods", TextField()))
         .filter(pods_text__icontains=needle)
-        .values_list("name", "pool__name", "pods")[:_SCAN_LIMIT]
+        .values_list("cluster", "name", "pool__name", "pods")[:_SCAN_LIMIT]
     )
     return [
-        PodHit(p["name"], p["namespace"], name, pool, int(p.get("gpus", 0)))
-        for name, pool, pods in rows
+        PodHit(cluster, p["name"], p["namespace"], name, pool, int(p.get("gpus", 0)))
+        for cluster, name, pool, pods in rows
         for p in pod_matches(pods, query)
     ]
 
 
-def _move_hits(query: Query) -> list[MoveHit]:
+def _move_hits(query: Query, clusters: Sequence[str]) -> list[MoveHit]:
     if query.move_id is None:
         return []
-    found = MoveRequest.objects.filter(pk=query.move_id).values_list(
-        "pk", "kind", "state", "destination__name", "reason"
-    )
+    # Move numbers are the portal's, across clusters: one move at most.
+    found = MoveRequest.everywhere.filter(
+        pk=query.move_id, destination__cluster__in=clusters
+    ).values_list("destination__cluster", "pk", "kind", "state", "destination__name", "reason")
     return [MoveHit(*row) for row in found]
 
 
-def _pool_hits(query: Query) -> list[PoolHit]:
+def _pool_hits(query: Query, clusters: Sequence[str]) -> list[PoolHit]:
     if query.label_key is not None:
         return []
-    found = Pool.objects.active().filter(
-        Q(name__icontains=query.text) | Q(display_name__icontains=query.text)
+    found = (
+        Pool.everywhere.active()
+        .filter(cluster__in=clusters)
+        .filter(Q(name__icontains=query.text) | Q(display_name__icontains=query.text))
+        .order_by(_first(clusters), "name")
     )
-    return [PoolHit(*row) for row in found.values_list("name", "display_name")]
+    return [PoolHit(*row) for row in found.values_list("cluster", "name", "display_name")]
 
 
-def search(*, text: str, limit: int = 20) -> SearchResults:
-    """Everything `text` finds, `limit` hits a group at most (the rest counted in `more`)."""
+def search(*, text: str, clusters: Sequence[str], limit: int = 20) -> SearchResults:
+    """Everything `text` finds in `clusters` (the page's own first), `limit` hits a group at
+    most (the rest counted in `more`)."""
     query = parse_query(text)
     results = SearchResults(query, limit)
-    if not query.text:
+    if not query.text or not clusters:
         return results
     for group, hits in (
-        ("nodes", _node_hits(query)),
-        ("pods", _pod_hits(query)),
-        ("moves", _move_hits(query)),
-        ("pools", _pool_hits(query)),
+        ("nodes", _node_hits(query, clusters)),
+        ("pods", _pod_hits(query, clusters)),
+        ("moves", _move_hits(query, clusters)),
+        ("pools", _pool_hits(query, clusters)),
     ):
         setattr(results, group, hits[:limit])
         if len(hits) > limit:

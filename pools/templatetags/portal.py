@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from urllib.parse import urlencode
 
 from django import template
+from django.conf import settings
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
@@ -50,6 +52,15 @@ def binary_size(size: float | None) -> str:
     if size >= 2**30:
         return f"{size / 2**30:,.1f} GiB"
     return f"{size / 2**20:,.1f} MiB"
+
+
+@register.filter
+def cluster_query(cluster: str) -> str:
+    """`?cluster=<name>` for a link to a row of `cluster` when the portal serves several (the
+    page then opens in the row's cluster, whatever the reader last chose), else nothing."""
+    if not settings.OTHER_CLUSTERS:
+        return ""
+    return "?" + urlencode({"cluster": cluster})
 
 
 @register.filter

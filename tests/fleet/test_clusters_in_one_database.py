@@ -304,6 +304,39 @@ def test_a_role_scoped_to_a_cluster_holds_there_only_in_the_one_permission_check
     assert client.get(f"/pools/new/?cluster={settings.CLUSTER_NAME}").status_code == 403
 
 
+def test_search_covers_every_cluster_the_reader_may_see(two_clusters, settings) -> None:  # type: ignore[no-untyped-def]
+    """a100-train-000 is a node of both clusters: a viewer everywhere finds both, the page's
+    own cluster first, each linking to its cluster; a viewer of us-east alone finds east's."""
+    from django.contrib.auth.models import Group, User
+
+    home = settings.CLUSTER_NAME
+    page = Client()
+    page.force_login(user_in("viewers", "vera"))
+    body = page.get("/api/v1/search/", {"q": "a100-train-000"}).json()
+    assert [(n["cluster"], n["pool"]) for n in body["nodes"]] == [
+        (home, "training"),
+        (EAST, "training"),
+    ]
+    from_east = page.get("/api/v1/search/", {"q": "a100-train-000", "cluster": EAST}).json()
+    assert [n["cluster"] for n in from_east["nodes"]] == [EAST, home]
+    pools = page.get("/api/v1/search/", {"q": "training"}).json()["pools"]
+    assert [(p["cluster"], p["display_name"]) for p in pools] == [
+        (home, "Training"),
+        (EAST, "Training (east)"),
+    ]
+    html = page.get("/search/", {"q": "a100-train-000"}).content.decode()
+    assert f'data-hit="{EAST}/a100-train-000"' in html
+    assert f'href="/nodes/a100-train-000/?cluster={EAST}"' in html
+    assert f'href="/nodes/a100-train-000/?cluster={home}"' in html
+
+    east_only = User.objects.create_user("ed")
+    east_only.groups.add(Group.objects.get_or_create(name=f"viewers@{EAST}")[0])
+    page.force_login(east_only)
+    found = page.get("/api/v1/search/", {"q": "train", "cluster": EAST}).json()
+    assert {n["cluster"] for n in found["nodes"]} == {EAST}
+    assert {p["cluster"] for p in found["pools"]} == {EAST}
+
+
 def test_a_new_cluster_is_given_the_pools_another_has(two_clusters, settings) -> None:  # type: ignore[no-untyped-def]
     out = io.StringIO()
     call_command("copy_pools", settings.CLUSTER_NAME, EAST, stdout=out)

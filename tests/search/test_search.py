@@ -131,6 +131,7 @@ def test_api_search() -> None:
     body = client.get("/api/v1/search/", {"q": "notebook-a100-reserve-003"}).json()
     assert body["pods"] == [
         {
+            "cluster": "default",
             "name": "notebook-a100-reserve-003",
             "namespace": "research",
             "node": "a100-reserve-003",
