@@ -76,8 +76,12 @@ def prometheus_access() -> PrometheusAccess:
 
 
 def pool_label_key() -> str:
-    """The node label naming a node's pool, in the current cluster."""
-    return cluster_access().pool_label_key or str(settings.POOL_LABEL_KEY)
+    """The node label naming a node's pool, in the current cluster. Read for every node a
+    sync writes: the portal's own cluster's is the setting, with no access built."""
+    name = current_cluster()
+    if name != settings.CLUSTER_NAME:
+        return cluster_access(name).pool_label_key or str(settings.POOL_LABEL_KEY)
+    return str(settings.POOL_LABEL_KEY)
 
 
 def cluster_path(path: str, cluster: str) -> str:

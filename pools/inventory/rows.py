@@ -29,9 +29,10 @@ from django.utils import timezone
 
 from pools.common.cluster_access import pool_label_key
 from pools.core.desired import PoolSpec, drift_record
-from pools.core.devices import devices_record, is_gpu_unit
+from pools.core.devices import devices_record
 from pools.core.fit.resources import Resources
-from pools.core.pod_record import PodLabels, PodRecord, pod_record
+from pools.core.pod_page import gpu_pod_row
+from pools.core.pod_record import PodLabels
 from pools.core.snapshot import NodeSnapshot, PodSummary
 from pools.inventory.version import inventory_version_bump
 from pools.membership.stays import stays_follow
@@ -104,13 +105,14 @@ def node_row(
     seen_at: object,
 ) -> dict[str, Any]:
     """The node's row as attribute names and values (every column but the id)."""
-    label = snapshot.labels.get(pool_label_key(), "")
+    pool_key = pool_label_key()
+    label = snapshot.labels.get(pool_key, "")
     node_drift = drift_record(
         snapshot.labels,
         snapshot.taints,
         pools,
         known_pools=pool_ids.keys(),
-        pool_key=pool_label_key(),
+        pool_key=pool_key,
     )
     return {
         "cluster": current_cluster(),
@@ -334,11 +336,6 @@ def nodes_pods_update(pods_by_node: dict[str, Iterable[PodSummary]], seen_at: da
     return len(params)
 
 
-def gpu_pod_values(record: PodRecord, pool_label: str, now: datetime) -> dict[str, Any]:
-    """A GpuPod row's values (attribute names), for `gpu_pods_upsert`."""
-    return {**vars(record), "pool_label": pool_label, "deleted_at": None, "updated_at": now}
-
-
 def gpu_pod_from_raw(
     raw: Raw,
     requests: Resources,
@@ -347,13 +344,9 @@ def gpu_pod_from_raw(
     node_pools: dict[str, str],
     observed: datetime,
 ) -> dict[str, Any]:
-    """A GPU pod's row values; `node_pools` maps node names to their pool label now (the
-    pool the pod is bound in, when its row is new)."""
-    record = pod_record(raw, labels=labels, observed=observed, requests=requests)
-    # A pod first seen finished may have run before its node's last move: its row is made
-    # without a pool, and gpu_pods_pool_fill places it knowing the moves.
-    pool = "" if record.finished_at is not None else node_pools.get(record.node_name, "")
-    return gpu_pod_values(record, pool, observed)
+    """A GPU pod's row values (pools.core.pod_page.gpu_pod_row); gpu_pods_pool_fill places a
+    pod first seen finished."""
+    return gpu_pod_row(raw, requests, labels=labels, node_pools=node_pools, observed=observed)
 
 
 def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> datetime:
@@ -451,7 +444,10 @@ class PodRowsListed:
 
     def changed(self, raw: Raw) -> bool:
         meta = raw.get("metadata") or {}
-        uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        return self.changed_pod(str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+
+    def changed_pod(self, uid: str, version: str) -> bool:
+        """Whether the pod's row must be written; the pod is seen."""
         self.seen.add(uid)
         return not version or self.known.get(uid) != version
 
@@ -472,8 +468,3 @@ def gpu_pods_purge(now: datetime) -> int:
     cutoff = now - timedelta(days=settings.POD_HISTORY_DAYS)
     deleted, _ = GpuPod.objects.filter(Q(deleted_at__lt=cutoff)).delete()
     return deleted
-
-
-def is_gpu_pod(requests: Resources) -> bool:
-    """A pod that asks for a GPU unit of any kind: a whole GPU, a MIG instance, a share."""
-    return requests.gpu > 0 or any(n > 0 and is_gpu_unit(name) for name, n in requests.extended)

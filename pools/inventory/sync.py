@@ -24,6 +24,7 @@ from pools.common import observability
 from pools.common.cluster_access import pool_label_key
 from pools.core.desired import drift_record
 from pools.core.fit.resources import Resources
+from pools.core.pod_page import is_gpu_pod
 from pools.core.pod_record import pod_requests
 from pools.core.snapshot import PodSummary, is_gpu_node, node_snapshot, pod_summary
 from pools.inventory.dra import dra_sync_logged
@@ -44,7 +45,6 @@ from pools.inventory.rows import (
     gpu_pods_purge,
     gpu_pods_unseen_deleted,
     gpu_pods_upsert,
-    is_gpu_pod,
     nodes_mark_gone,
     nodes_upsert,
     pod_labels,

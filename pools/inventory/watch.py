@@ -37,6 +37,7 @@ from pools.common.cluster_access import pool_label_key
 from pools.common.heartbeat import Heartbeat
 from pools.core.fit.resources import Resources
 from pools.core.gc_pause import collector_paused
+from pools.core.pod_page import PageContext, is_gpu_pod
 from pools.core.pod_record import pod_requests
 from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
 from pools.inventory.dra import dra_sync_logged
@@ -49,13 +50,13 @@ from pools.inventory.lease import (
     lease_renew,
     relist_taken,
 )
+from pools.inventory.pod_pages import pod_pages
 from pools.inventory.rows import (
     PodRowsListed,
     active_pools,
     gpu_pod_from_raw,
     gpu_pods_pool_fill,
     gpu_pods_upsert,
-    is_gpu_pod,
     node_row,
     node_rows_upsert,
     nodes_gone,
@@ -311,27 +312,22 @@ def pods_relist(state: WatchState, leading: threading.Event) -> None:
     written again: a re-list of an unchanged cluster writes no pod row."""
     since = timezone.now()
     labels = pod_labels()
-    node_pools = {n: s.labels.get(pool_label_key(), "") for n, s in state.nodes.items()}
+    pool_key = pool_label_key()
+    node_pools = {n: s.labels.get(pool_key, "") for n, s in state.nodes.items()}
     by_node: dict[str, dict[str, PodSummary]] = collections.defaultdict(dict)
     version, written = "", 0
     with state.lock:
         state.pod_rows = {}  # the list says it all
     listed = PodRowsListed.read()
+    context = PageContext(labels, node_pools, since)
     with collector_paused():
-        for page in read_ahead(list_pages("pods")):
-            version = page.resource_version
-            rows = []
-            for raw in page.items:
-                requests = pod_requests(raw, state.requests_cache)
-                summary = pod_summary(raw, requests)
-                if summary is not None and not summary.finished:
-                    by_node[summary.node][str(raw["metadata"].get("uid"))] = summary
-                if is_gpu_pod(requests) and listed.changed(raw):
-                    rows.append(
-                        gpu_pod_from_raw(
-                            raw, requests, labels=labels, node_pools=node_pools, observed=since
-                        )
-                    )
+        for pods, page_version in pod_pages(context, state.requests_cache):
+            version, rows = page_version, []
+            for pod in pods:
+                if pod.summary is not None:
+                    by_node[pod.summary.node][pod.uid] = pod.summary
+                if pod.row is not None and listed.changed_pod(pod.uid, pod.resource_version):
+                    rows.append(pod.row)
             if not leading.is_set():
                 raise LeaseLost("the lease was lost while listing pods")
             gpu_pods_upsert(rows)

@@ -9,12 +9,12 @@ splitter) and says what ended a stream: `WatchExpired` (410 Gone: list again) or
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from django.conf import settings
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
@@ -75,16 +75,37 @@ def _call(resource: str) -> Any:
     return core.list_node if resource == "nodes" else core.list_pod_for_all_namespaces
 
 
-def list_pages(resource: str, page_size: int | None = None) -> Iterator[Page]:
-    """Every object of `resource` (nodes or pods), page by page (limit and continue), each
-    page with the list's resourceVersion (the same on every page: one snapshot)."""
+class _ListMeta(msgspec.Struct):
+    resource_version: str = msgspec.field(default="", name="resourceVersion")
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class _ListHead(msgspec.Struct):
+    """What a list page says of the list: decoded alone, the items skipped unread."""
+
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+
+
+_head = msgspec.json.Decoder(_ListHead)
+
+
+@dataclass(frozen=True)
+class PageBody:
+    body: bytes  # the page as the API server sent it: a list's JSON
+    resource_version: str
+
+
+def list_page_bodies(resource: str, page_size: int | None = None) -> Iterator[PageBody]:
+    """Every page of `resource` (nodes or pods) as the API server sent it (limit and
+    continue), each with the list's resourceVersion (the same on every page: one snapshot).
+    Only the list's metadata is decoded here: the items are for whoever reads the page."""
     policy = RetryPolicy()
     token: str | None = None
     size = page_size or settings.INVENTORY_PAGE_SIZE
     while True:
         extra = {"_continue": token} if token else {}
         body = policy.call(
-            lambda extra=extra: json.loads(
+            lambda extra=extra: (
                 _call(resource)(
                     limit=size,
                     _preload_content=False,
@@ -94,11 +115,19 @@ def list_pages(resource: str, page_size: int | None = None) -> Iterator[Page]:
             ),
             doing=f"listing {resource}",
         )
-        meta = body.get("metadata") or {}
-        yield Page(body.get("items") or [], str(meta.get("resourceVersion") or ""))
-        token = meta.get("continue")
+        meta = _head.decode(body).metadata
+        yield PageBody(body, meta.resource_version)
+        token = meta.continue_
         if not token:
             return
+
+
+def list_pages(resource: str, page_size: int | None = None) -> Iterator[Page]:
+    """Every object of `resource`, page by page, decoded: msgspec decodes a page about four
+    times as fast as the json module, into the same dicts and lists."""
+    for page in list_page_bodies(resource, page_size):
+        items = msgspec.json.decode(page.body).get("items") or []
+        yield Page(items, page.resource_version)
 
 
 def watch_events(
@@ -141,7 +170,7 @@ def _events(resource: str, response: Any) -> Iterator[dict[str, Any]]:
     for line in iter_resp_lines(response):
         if not line.strip():
             continue
-        event = json.loads(line)
+        event = msgspec.json.decode(line)
         if event.get("type") == "ERROR":
             status = event.get("object") or {}
             if status.get("code") == 410:
