@@ -8,7 +8,8 @@ the command line still says how many workers and threads, and where to listen.
   is one line and the master stops.
 - The master's own lines (booting, a worker timing out) go through the portal's handler:
   the same format (LOG_FORMAT) and the same redaction as everything else.
-- Each worker freezes what it loaded for the garbage collector (post_worker_init).
+- Each worker freezes what it loaded for the garbage collector (post_worker_init), and logs
+  a collection that pauses it long (portal.gc_pauses).
 - /metrics adds up what every worker counted in PROMETHEUS_MULTIPROC_DIR; without one set,
   a directory of its own is made, or each worker would answer with its own counts only.
 """
@@ -33,6 +34,7 @@ if _made_multiproc_dir:
 from django.conf import settings  # noqa: E402
 from prometheus_client import multiprocess  # noqa: E402
 
+from portal.gc_pauses import gc_pauses_log  # noqa: E402
 from portal.metrics_process import multiproc_dir_reset  # noqa: E402
 
 logconfig_dict = settings.LOGGING
@@ -60,3 +62,4 @@ def post_worker_init(worker: object) -> None:
     # lock held, stalling every thread of the worker mid-request; frozen, the collector
     # walks only what requests allocate.
     gc.freeze()
+    gc_pauses_log(settings.GC_PAUSE_LOG_SECONDS)

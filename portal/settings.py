@@ -394,6 +394,8 @@ DRA_SYNC_SECONDS = env_int("DRA_SYNC_SECONDS", 15, minimum=1, maximum=3600)
 # How long the maintenance headroom keeps the cluster's PodDisruptionBudgets once listed.
 BUDGETS_CACHE_SECONDS = env_int("BUDGETS_CACHE_SECONDS", 15, minimum=0, maximum=600)
 INVENTORY_PAGE_SIZE = env_int("INVENTORY_PAGE_SIZE", 500, minimum=1, maximum=10_000)
+# A garbage collection pausing a web worker this long is logged (portal.gc_pauses); 0: none.
+GC_PAUSE_LOG_SECONDS = env_float("GC_PAUSE_LOG_SECONDS", 0.2, minimum=0.0, maximum=60.0)
 # Processes beside the watcher that read a large pod listing's pages (pools.inventory.
 # pod_pages); 0: the watcher reads them itself.
 INVENTORY_READ_PROCESSES = env_int("INVENTORY_READ_PROCESSES", 1, minimum=0, maximum=8)
