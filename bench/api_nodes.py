@@ -163,9 +163,32 @@ def run_wrk(
         f"load average {' '.join(f'{n:.1f}' for n in os.getloadavg())}",
         flush=True,
     )
+    pauses_report(args)
     errors = int(non_2xx.group(1)) if non_2xx else 0
     errors += sum(int(n) for n in re.findall(r"\d+", socket.group(1))) if socket else 0
     return (milliseconds(p99.group(1)) if p99 else float("nan")), errors
+
+
+GC_PAUSE = re.compile(r"garbage collection of generation (\d) paused every thread for (\d+) ms")
+SLOW = re.compile(r"GET /api/v1/nodes/ \d+ (\d+)ms")
+
+
+def pauses_report(args: argparse.Namespace) -> None:
+    """What the web workers logged during the run: garbage collections that paused a worker
+    (GC_PAUSE_LOG_SECONDS) and the requests slower than a second."""
+    lines = args.log.read_text(errors="replace").splitlines()
+    new, args.log_seen = lines[getattr(args, "log_seen", 0) :], len(lines)
+    pauses = [(int(g), int(ms)) for line in new for g, ms in GC_PAUSE.findall(line)]
+    slow = [int(ms) for line in new for ms in SLOW.findall(line) if int(ms) >= 1000]
+    worst = max((ms for _, ms in pauses), default=0)
+    kinds = sorted({g for g, _ in pauses})
+    print(
+        f"  web workers: {len(pauses)} garbage collection pauses over 0.2 s"
+        + (f" (generations {kinds}, longest {worst} ms)" if pauses else "")
+        + f"; {len(slow)} requests over 1 s"
+        + (f" (longest {max(slow)} ms)" if slow else ""),
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -215,7 +238,8 @@ def main() -> None:
             django_env.setup(tmp, **env)
             tokens = portal_tokens(args.clients)
             port = free_port()
-            server = start_gunicorn(port, args, tmp / "gunicorn.log")
+            args.log = tmp / "gunicorn.log"
+            server = start_gunicorn(port, args, args.log)
             try:
                 wait_for(
                     lambda: http_ok(f"http://127.0.0.1:{port}/healthz", timeout=30),

@@ -20,6 +20,7 @@ from pools.core.devices import is_gpu_unit
 from pools.core.fit.resources import Resources
 from pools.core.pod_record import PodLabels, pod_record, pod_requests
 from pools.core.snapshot import PodSummary, pod_summary
+from pools.core.sqlite_values import SqliteRow
 
 Raw = Mapping[str, Any]
 
@@ -27,11 +28,16 @@ Raw = Mapping[str, Any]
 @dataclass(frozen=True, slots=True)
 class PageContext:
     """What reading a page needs besides the page: the settings' pod labels, each node's
-    pool now (a new pod's row takes it), and the time of the listing."""
+    pool now (a new pod's row takes it), the time of the listing, and on SQLite the upsert's
+    columns, so that each GPU pod comes back as the statement's parameters: building them
+    (the JSON text of its labels and scheduling blocks, its times as text) moves out of the
+    writing process too, and a tuple of strings crosses between processes for less."""
 
     labels: PodLabels
     node_pools: Mapping[str, str]
     observed: datetime
+    cluster: str = ""
+    sqlite: SqliteRow | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +45,9 @@ class ListedPod:
     uid: str
     resource_version: str
     summary: PodSummary | None  # bound and not finished: counted on its node
-    row: dict[str, Any] | None  # a GPU pod's row values (GpuPod attribute names); else None
+    # A GPU pod's row: its values by GpuPod attribute name, or with `PageContext.sqlite`, the
+    # upsert's parameters; None for any other pod.
+    row: dict[str, Any] | tuple[Any, ...] | None
 
 
 def is_gpu_pod(requests: Resources) -> bool:
@@ -73,17 +81,17 @@ def listed_pods(
         meta = raw.get("metadata") or {}
         requests = pod_requests(raw, cache)
         summary = pod_summary(raw, requests)
-        row = (
-            gpu_pod_row(
+        row: dict[str, Any] | tuple[Any, ...] | None = None
+        if is_gpu_pod(requests):
+            row = gpu_pod_row(
                 raw,
                 requests,
                 labels=context.labels,
                 node_pools=context.node_pools,
                 observed=context.observed,
             )
-            if is_gpu_pod(requests)
-            else None
-        )
+            if context.sqlite is not None:
+                row = context.sqlite.parameters({**row, "cluster": context.cluster})
         found.append(
             ListedPod(
                 str(meta.get("uid") or ""),

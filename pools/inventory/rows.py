@@ -13,12 +13,11 @@ would (tests/inventory/test_inventory_rows.py compares them).
 
 from __future__ import annotations
 
-import json
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
 from django.conf import settings
@@ -34,6 +33,7 @@ from pools.core.fit.resources import Resources
 from pools.core.pod_page import gpu_pod_row
 from pools.core.pod_record import PodLabels
 from pools.core.snapshot import NodeSnapshot, PodSummary
+from pools.core.sqlite_values import SqliteRow, json_text, sqlite_datetime
 from pools.inventory.version import inventory_version_bump
 from pools.membership.stays import stays_follow
 from pools.models import GpuPod, MoveItem, Node, Pool, current_cluster
@@ -157,30 +157,6 @@ def build_node(
     return Node(**node_row(snapshot, pods, pools, pool_ids, seen_at))
 
 
-def _sqlite_datetime(tz: tzinfo) -> Callable[[datetime], str]:
-    """What SQLite's backend stores for a datetime (naive in the connection's zone, as
-    text), without the backend's per-value lookups of settings and the connection. Pods
-    of one job share their times, and a listing's rows their `updated_at`: remembered."""
-
-    @lru_cache(maxsize=4096)
-    def adapt(value: datetime) -> str:
-        if value.tzinfo is not None:
-            value = value.astimezone(tz).replace(tzinfo=None)
-        return str(value)
-
-    return adapt
-
-
-def _json_text(value: Any) -> str:
-    """What SQLite's backend stores for a JSONField without an encoder: `json.dumps`. Most
-    scheduling blocks are empty: those are constants."""
-    if value == {}:
-        return "{}"
-    if value == []:
-        return "[]"
-    return json.dumps(value)
-
-
 def _adapter(field: models.Field[Any, Any], tz: tzinfo | None) -> Callable[[Any], Any] | None:
     """How a value of `field` becomes a parameter; None: as it is. On SQLite (`tz`: the
     connection's zone) the backend's adapters are written out: a sync adapts hundreds of
@@ -188,10 +164,10 @@ def _adapter(field: models.Field[Any, Any], tz: tzinfo | None) -> Callable[[Any]
     field's own preparation."""
     if isinstance(field, models.JSONField):
         if tz is not None and field.encoder is None:
-            return _json_text
+            return json_text
         return lambda value: field.get_db_prep_save(value, connection)
     if isinstance(field, models.DateTimeField):
-        return _sqlite_datetime(tz) if tz is not None else connection.ops.adapt_datetimefield_value
+        return sqlite_datetime(tz) if tz is not None else connection.ops.adapt_datetimefield_value
     return None
 
 
@@ -362,6 +338,33 @@ def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> 
         keep_unless_empty=KEPT_UNLESS_EMPTY,
     )
     return stamp
+
+
+def gpu_pod_sqlite_row() -> SqliteRow | None:
+    """On SQLite, the GPU pod upsert's columns, for a page reader to build each row's
+    parameters (gpu_pods_write); None elsewhere, where the driver adapts the values."""
+    if connection.vendor != "sqlite":
+        return None
+    fields = [f for f in GpuPod._meta.concrete_fields if not f.primary_key]
+    return SqliteRow(
+        tuple(f.attname for f in fields),
+        frozenset(
+            f.attname for f in fields if isinstance(f, models.JSONField) and f.encoder is None
+        ),
+        frozenset(f.attname for f in fields if isinstance(f, models.DateTimeField)),
+        connection.timezone,
+    )
+
+
+def gpu_pods_write(params: list[tuple[Any, ...]]) -> int:
+    """Write GPU pod rows given as the upsert's parameters (gpu_pod_sqlite_row): the same
+    statement as gpu_pods_upsert."""
+    sql, _, _ = _upsert_statement(
+        GpuPod, ("uid",), KEPT, KEPT_UNLESS_EMPTY, connection.vendor, connection.timezone
+    )
+    if params:
+        executemany(sql, params)
+    return len(params)
 
 
 def nodes_present() -> list[str]:

@@ -33,7 +33,7 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from pools.common import observability
-from pools.common.cluster_access import pool_label_key
+from pools.common.cluster_access import current_cluster, pool_label_key
 from pools.common.heartbeat import Heartbeat
 from pools.core.fit.resources import Resources
 from pools.core.gc_pause import collector_paused
@@ -55,8 +55,10 @@ from pools.inventory.rows import (
     PodRowsListed,
     active_pools,
     gpu_pod_from_raw,
+    gpu_pod_sqlite_row,
     gpu_pods_pool_fill,
     gpu_pods_upsert,
+    gpu_pods_write,
     node_row,
     node_rows_upsert,
     nodes_gone,
@@ -319,7 +321,8 @@ def pods_relist(state: WatchState, leading: threading.Event) -> None:
     with state.lock:
         state.pod_rows = {}  # the list says it all
     listed = PodRowsListed.read()
-    context = PageContext(labels, node_pools, since)
+    sqlite = gpu_pod_sqlite_row()
+    context = PageContext(labels, node_pools, since, current_cluster(), sqlite)
     with collector_paused():
         for pods, page_version in pod_pages(context, state.requests_cache):
             version, rows = page_version, []
@@ -330,7 +333,10 @@ def pods_relist(state: WatchState, leading: threading.Event) -> None:
                     rows.append(pod.row)
             if not leading.is_set():
                 raise LeaseLost("the lease was lost while listing pods")
-            gpu_pods_upsert(rows)
+            if sqlite is not None:
+                gpu_pods_write(rows)  # type: ignore[arg-type]  -- parameters, see PageContext
+            else:
+                gpu_pods_upsert(rows)  # type: ignore[arg-type]
             written += len(rows)
     listed.unseen_deleted(timezone.now())
     gpu_pods_pool_fill(written_since=since)

@@ -63,3 +63,16 @@ def test_the_upsert_adapts_values_as_each_field_does(model: type) -> None:
     assert len(adapters) >= 4  # the datetime and JSON columns
     for row in _rows(model):
         assert _parameters(row, getter, adapters) == _django_parameters(model, row)
+
+
+@pytest.mark.django_db
+def test_a_page_readers_parameters_are_the_fields_own(settings) -> None:  # type: ignore[no-untyped-def]
+    """A pod page read in another process comes back as the upsert's parameters
+    (pools.core.sqlite_values): the same as each field's own database preparation, in the
+    statement's column order."""
+    from pools.inventory.rows import gpu_pod_sqlite_row
+
+    sqlite = gpu_pod_sqlite_row()
+    assert sqlite is not None  # the suite runs on SQLite
+    for row in _rows(GpuPod):
+        assert list(sqlite.parameters(row)) == _django_parameters(GpuPod, row)
