@@ -205,8 +205,9 @@ def report(index: int, run: Run) -> None:
     print(
         f"run {index + 1}: {run.seconds:.1f} s from the lease to every row "
         f"(process start to lease {found['lease'] - found['start']:.1f} s); {steps}; "
-        f"peak RSS {run.peak_mib:.0f} MiB (+ {run.reader_peak_mib:.0f} MiB the page reader); "
-        f"CPU from the lease: watcher and its reader {run.watcher_cpu:.1f} s "
+        f"peak RSS {run.peak_mib:.0f} MiB "
+        f"(+ {run.reader_peak_mib:.0f} MiB the largest page reader); "
+        f"CPU from the lease: watcher and its readers {run.watcher_cpu:.1f} s "
         f"(+{run.start_cpu:.1f} s before it), kubesim {run.kubesim_cpu:.1f} s; "
         f"load average {os.getloadavg()[0]:.1f}",
         flush=True,
@@ -232,10 +233,10 @@ def main() -> None:
             print(
                 f"initial sync at {args.nodes} nodes: median "
                 f"{statistics.median(r.seconds for r in runs):.1f} s, CPU median "
-                f"{statistics.median(r.watcher_cpu for r in runs):.1f} s (watcher and reader) + "
+                f"{statistics.median(r.watcher_cpu for r in runs):.1f} s (watcher and readers) + "
                 f"{statistics.median(r.kubesim_cpu for r in runs):.1f} s (kubesim), "
                 f"peak RSS median {statistics.median(r.peak_mib for r in runs):.0f} MiB "
-                f"(max {max(r.peak_mib for r in runs):.0f}) + reader "
+                f"(max {max(r.peak_mib for r in runs):.0f}) + the largest reader "
                 f"{max(r.reader_peak_mib for r in runs):.0f} MiB"
             )
 

@@ -398,7 +398,7 @@ INVENTORY_PAGE_SIZE = env_int("INVENTORY_PAGE_SIZE", 500, minimum=1, maximum=10_
 GC_PAUSE_LOG_SECONDS = env_float("GC_PAUSE_LOG_SECONDS", 0.2, minimum=0.0, maximum=60.0)
 # Processes beside the watcher that read a large pod listing's pages (pools.inventory.
 # pod_pages); 0: the watcher reads them itself.
-INVENTORY_READ_PROCESSES = env_int("INVENTORY_READ_PROCESSES", 1, minimum=0, maximum=8)
+INVENTORY_READ_PROCESSES = env_int("INVENTORY_READ_PROCESSES", 2, minimum=0, maximum=8)
 # The pod labels that say a GPU pod's workload type and team (for the pool insights).
 POD_WORKLOAD_LABEL = env_str("POD_WORKLOAD_LABEL", "workload-type")
 POD_TEAM_LABEL = env_str("POD_TEAM_LABEL", "team")

@@ -29,8 +29,6 @@ from django.utils import timezone
 from pools.common.cluster_access import pool_label_key
 from pools.core.desired import PoolSpec, drift_record
 from pools.core.devices import devices_record
-from pools.core.fit.resources import Resources
-from pools.core.pod_page import gpu_pod_row
 from pools.core.pod_record import PodLabels
 from pools.core.snapshot import NodeSnapshot, PodSummary
 from pools.core.sqlite_values import SqliteRow, json_text, sqlite_datetime
@@ -310,19 +308,6 @@ def nodes_pods_update(pods_by_node: dict[str, Iterable[PodSummary]], seen_at: da
     executemany(sql, params)
     inventory_version_bump()
     return len(params)
-
-
-def gpu_pod_from_raw(
-    raw: Raw,
-    requests: Resources,
-    *,
-    labels: PodLabels,
-    node_pools: dict[str, str],
-    observed: datetime,
-) -> dict[str, Any]:
-    """A GPU pod's row values (pools.core.pod_page.gpu_pod_row); gpu_pods_pool_fill places a
-    pod first seen finished."""
-    return gpu_pod_row(raw, requests, labels=labels, node_pools=node_pools, observed=observed)
 
 
 def gpu_pods_upsert(rows: list[dict[str, Any]], now: datetime | None = None) -> datetime:

@@ -24,7 +24,7 @@ from pools.common import observability
 from pools.common.cluster_access import pool_label_key
 from pools.core.desired import drift_record
 from pools.core.fit.resources import Resources
-from pools.core.pod_page import is_gpu_pod
+from pools.core.pod_page import gpu_pod_row, is_gpu_pod
 from pools.core.pod_record import pod_requests
 from pools.core.snapshot import PodSummary, is_gpu_node, node_snapshot, pod_summary
 from pools.inventory.dra import dra_sync_logged
@@ -40,7 +40,6 @@ from pools.inventory.lease import (
 from pools.inventory.rows import (
     active_pools,
     build_node,
-    gpu_pod_from_raw,
     gpu_pods_pool_fill,
     gpu_pods_purge,
     gpu_pods_unseen_deleted,
@@ -99,7 +98,7 @@ def pods_list_and_write(seen_at: datetime) -> PodListing:
                 listing.bound += not summary.finished
             if is_gpu_pod(requests):
                 gpu_rows.append(
-                    gpu_pod_from_raw(raw, requests, labels=labels, node_pools={}, observed=seen_at)
+                    gpu_pod_row(raw, requests, labels=labels, node_pools={}, observed=seen_at)
                 )
         gpu_pods_upsert(gpu_rows)
         listing.gpu_pods += len(gpu_rows)

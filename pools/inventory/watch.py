@@ -37,7 +37,7 @@ from pools.common.cluster_access import current_cluster, pool_label_key
 from pools.common.heartbeat import Heartbeat
 from pools.core.fit.resources import Resources
 from pools.core.gc_pause import collector_paused
-from pools.core.pod_page import PageContext, is_gpu_pod
+from pools.core.pod_page import PageContext, gpu_pod_row, is_gpu_pod
 from pools.core.pod_record import pod_requests
 from pools.core.snapshot import NodeSnapshot, PodSummary, is_gpu_node, node_snapshot, pod_summary
 from pools.inventory.dra import dra_sync_logged
@@ -54,7 +54,6 @@ from pools.inventory.pod_pages import pod_pages
 from pools.inventory.rows import (
     PodRowsListed,
     active_pools,
-    gpu_pod_from_raw,
     gpu_pod_sqlite_row,
     gpu_pods_pool_fill,
     gpu_pods_upsert,
@@ -227,9 +226,7 @@ class WatchState:
         node_pools = {
             name: snap.labels.get(pool_label_key(), "") for name, snap in self._node_of(raw)
         }
-        return gpu_pod_from_raw(
-            raw, requests, labels=pod_labels(), node_pools=node_pools, observed=now
-        )
+        return gpu_pod_row(raw, requests, labels=pod_labels(), node_pools=node_pools, observed=now)
 
     def _node_of(self, raw: Raw) -> Iterable[tuple[str, NodeSnapshot]]:
         name = (raw.get("spec") or {}).get("nodeName")
