@@ -157,3 +157,54 @@ def test_the_querier_gets_the_queries_the_clusters_own_prometheus_would(  # type
     before_own = own.settled_count()
     assert portal.get("/").status_code == 200
     assert own.queries_since(before_own) == asked
+
+
+def one_portal_for_both(fleet: Fleet, settings, *, querier: bool) -> Client:  # type: ignore[no-untyped-def]
+    """One portal serving both clusters: eu-west its own, us-east a further one; each
+    cluster's figures from its own Prometheus, or both from the querier by their label."""
+    from pools.core.cluster_scope import cluster_scope
+    from pools.core.clusters import ClusterAccess, PrometheusAccess
+    from pools.fleet.services import pools_copy
+
+    portal = portal_of(fleet, "eu-west", settings, label="cluster" if querier else "")
+    if not querier:
+        settings.PROMETHEUS_URL = fleet.leaves["eu-west"].url
+    url = fleet.querier.url if querier else fleet.leaves["us-east"].url
+    label = "cluster" if querier else ""
+    settings.OTHER_CLUSTERS = {
+        "us-east": ClusterAccess(
+            "us-east",
+            kubeconfig=str(fleet.sims["us-east"].kubeconfig),
+            prometheus=PrometheusAccess(
+                url=url, cluster_label=label, cluster_value="us-east" if querier else ""
+            ),
+        )
+    }
+    pools_copy(source="eu-west", target="us-east")
+    with cluster_scope("us-east"):
+        inventory_sync()
+    cache.clear()
+    return portal
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("querier", [False, True], ids=["two-prometheus", "one-querier"])
+def test_one_portal_shows_each_clusters_figures_from_where_they_are(  # type: ignore[no-untyped-def]
+    fleet: Fleet, settings, querier: bool
+) -> None:
+    portal = one_portal_for_both(fleet, settings, querier=querier)
+    servers = [fleet.querier] if querier else list(fleet.leaves.values())
+    before = [s.settled_count() for s in servers]
+    for cluster in ("eu-west", "us-east"):
+        html = portal.get("/", {"cluster": cluster}).content.decode()
+        assert "Metrics unavailable" not in html, cluster
+        assert figure(card(html, "training"), "util") == f"{UTIL[cluster]:.1f} %", cluster
+        xids = figure(card(html, "inference"), "xid")
+        assert xids == ("1 XID" if cluster == "us-east" else "0 XID"), cluster
+    asked = [s.queries_since(b) for s, b in zip(servers, before, strict=True)]
+    if not querier:
+        # Each cluster's page asked its own Prometheus only, as many queries each.
+        assert asked[0] == asked[1] > 0
+    else:
+        sent = fleet.querier.queries_sent()[before[0] : before[0] + asked[0]]
+        assert sum('cluster="us-east"' in q for q in sent) == asked[0] // 2, sent
