@@ -180,6 +180,13 @@ def pauses_report(args: argparse.Namespace) -> None:
     new, args.log_seen = lines[getattr(args, "log_seen", 0) :], len(lines)
     pauses = [(int(g), int(ms)) for line in new for g, ms in GC_PAUSE.findall(line)]
     slow = [int(ms) for line in new for ms in SLOW.findall(line) if int(ms) >= 1000]
+    # The innermost portal frames of each slow request's stack, counted: where they waited.
+    stacks: dict[str, int] = {}
+    for block in "\n".join(new).split("still running after")[1:]:
+        frames = re.findall(r'File "[^"]*/((?:pools|portal)/[^"]+)", line (\d+), in (\w+)', block)
+        if frames:
+            where = " < ".join(f"{f}:{n} {fn}" for f, n, fn in reversed(frames[-3:]))
+            stacks[where] = stacks.get(where, 0) + 1
     worst = max((ms for _, ms in pauses), default=0)
     kinds = sorted({g for g, _ in pauses})
     print(
@@ -189,6 +196,8 @@ def pauses_report(args: argparse.Namespace) -> None:
         + (f" (longest {max(slow)} ms)" if slow else ""),
         flush=True,
     )
+    for where, count in sorted(stacks.items(), key=lambda item: -item[1])[:5]:
+        print(f"    {count} slow request(s) were at: {where}", flush=True)
 
 
 def main() -> None:
@@ -234,6 +243,8 @@ def main() -> None:
                 "API_TOKEN_RATE": "100000/min",
                 "CACHE_URL": f"redis://127.0.0.1:{redis.port}/1",
                 "CELERY_BROKER_URL": redis.url,
+                # Where a request still running after a second waits (its stack, once).
+                "SLOW_REQUEST_STACK_SECONDS": "1",
             }
             django_env.setup(tmp, **env)
             tokens = portal_tokens(args.clients)

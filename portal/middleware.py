@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from django.conf import settings
 from django.core.signals import request_finished
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
@@ -23,6 +24,7 @@ from django.utils.functional import empty
 from pools.common import guarded_cache, log_context, observability
 from pools.core.redact import redact_url
 from pools.metrics import source
+from portal.slow_requests import slow_request_watch
 
 log = logging.getLogger("portal.request")
 # What a caller's id may look like: a UUID, a trace id, a load balancer's token. Anything
@@ -75,7 +77,12 @@ class RequestObservationMiddleware:
         # middleware has answered. The context ends with the response (request_finished).
         log_context.clear()
         log_context.bind(request_id=request_id)
-        response = self.get_response(request)
+        watch = slow_request_watch(settings.SLOW_REQUEST_STACK_SECONDS)
+        if watch is None:
+            response = self.get_response(request)
+        else:
+            with watch.running(redact_url(request.path), request_id):
+                response = self.get_response(request)
         seconds = time.perf_counter() - started
         if user := loaded_user_name(request):  # a token call's user, known only now
             log_context.bind(user=user)

@@ -396,6 +396,11 @@ BUDGETS_CACHE_SECONDS = env_int("BUDGETS_CACHE_SECONDS", 15, minimum=0, maximum=
 INVENTORY_PAGE_SIZE = env_int("INVENTORY_PAGE_SIZE", 500, minimum=1, maximum=10_000)
 # A garbage collection pausing a web worker this long is logged (portal.gc_pauses); 0: none.
 GC_PAUSE_LOG_SECONDS = env_float("GC_PAUSE_LOG_SECONDS", 0.2, minimum=0.0, maximum=60.0)
+# A web request running this long has its stack logged once, while it runs (portal.
+# slow_requests): where a stall waits. 0: never.
+SLOW_REQUEST_STACK_SECONDS = env_float(
+    "SLOW_REQUEST_STACK_SECONDS", 0.0, minimum=0.0, maximum=600.0
+)
 # Processes beside the watcher that read a large pod listing's pages (pools.inventory.
 # pod_pages); 0: the watcher reads them itself.
 INVENTORY_READ_PROCESSES = env_int("INVENTORY_READ_PROCESSES", 2, minimum=0, maximum=8)
