@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench import django_env
 from bench.common import Http, between_prometheus_work, load
@@ -108,6 +109,19 @@ def profile_requests(token: str, count: int) -> None:
     print(out.getvalue(), flush=True)
 
 
+def wrk(base: str, tokens: list[str], args: argparse.Namespace) -> subprocess.CompletedProcess[str]:
+    """One wrk run: `args.clients` connections for `args.seconds`, a token a request in turn."""
+    script = Path(tempfile.mkdtemp()) / "tokens.lua"
+    script.write_text(WRK_SCRIPT % ", ".join(f'"{t}"' for t in tokens))
+    command = ["wrk", "-t", "2", "-c", str(args.clients), "-d", f"{args.seconds}s"]
+    return subprocess.run(
+        [*command, "--latency", "-s", str(script), base],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+
 def run_wrk(
     base: str, tokens: list[str], args: argparse.Namespace, workers: list[int], prometheus: str
 ) -> tuple[float, int]:
@@ -121,26 +135,7 @@ def run_wrk(
     assert Http(base, tokens[0]).request("GET", "/api/v1/nodes/")[0] == 200
     cpu_before = process_cpu_seconds(workers)
     busy_before, steal_before = machine_cpu_seconds()
-    script = Path(tempfile.mkdtemp()) / "tokens.lua"
-    script.write_text(WRK_SCRIPT % ", ".join(f'"{t}"' for t in tokens))
-    result = subprocess.run(
-        [
-            "wrk",
-            "-t",
-            "2",
-            "-c",
-            str(args.clients),
-            "-d",
-            f"{args.seconds}s",
-            "--latency",
-            "-s",
-            str(script),
-            base,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    result = wrk(base, tokens, args)
     cpu = process_cpu_seconds(workers) - cpu_before
     busy, steal = (
         after - before
@@ -204,6 +199,20 @@ def pauses_report(args: argparse.Namespace) -> None:
         print(f"    {count} slow request(s) were at: {where}", flush=True)
 
 
+def portal_env(kubeconfig: Path, prometheus: str, redis: Any) -> dict[str, str]:
+    return {
+        "KUBECONFIG": str(kubeconfig),
+        "PROMETHEUS_URL": prometheus,
+        "PROMETHEUS_TIMEOUT": "10",
+        "KUBE_TIMEOUT": "60",  # kubesim lists 5,000 nodes' pods slowly on a busy machine
+        "API_TOKEN_RATE": "100000/min",
+        "CACHE_URL": f"redis://127.0.0.1:{redis.port}/1",
+        "CELERY_BROKER_URL": redis.url,
+        # Where a request still running after a second waits (its stack, once).
+        "SLOW_REQUEST_STACK_SECONDS": "1",
+    }
+
+
 def main() -> None:
     args = parse_args()
     # The load generator is a system package, installed like the project's other programs.
@@ -239,17 +248,7 @@ def main() -> None:
                 timeout=600,
                 what="the first full scrape and its recorded figures",
             )
-            env = {
-                "KUBECONFIG": str(sim.kubeconfig),
-                "PROMETHEUS_URL": prom.url,
-                "PROMETHEUS_TIMEOUT": "10",
-                "KUBE_TIMEOUT": "60",  # kubesim lists 5,000 nodes' pods slowly on a busy machine
-                "API_TOKEN_RATE": "100000/min",
-                "CACHE_URL": f"redis://127.0.0.1:{redis.port}/1",
-                "CELERY_BROKER_URL": redis.url,
-                # Where a request still running after a second waits (its stack, once).
-                "SLOW_REQUEST_STACK_SECONDS": "1",
-            }
+            env = portal_env(sim.kubeconfig, prom.url, redis)
             django_env.setup(tmp, **env)
             tokens = portal_tokens(args.clients)
             port = free_port()
