@@ -30,8 +30,10 @@ class _Running:
 
 
 class SlowRequestWatch:
-    def __init__(self, threshold: float) -> None:
+    def __init__(self, threshold: float, *, background: bool = True) -> None:
+        """`background`: a thread checks (tests call check() themselves)."""
         self.threshold = threshold
+        self.background = background
         self._running: dict[int, _Running] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -42,7 +44,7 @@ class SlowRequestWatch:
         ident = threading.get_ident()
         with self._lock:
             self._running[ident] = _Running(time.monotonic(), path, request_id)
-            if self._thread is None:
+            if self.background and self._thread is None:
                 self._thread = threading.Thread(target=self._watch, daemon=True, name="slow")
                 self._thread.start()
         try:
@@ -53,7 +55,7 @@ class SlowRequestWatch:
 
     def _watch(self) -> None:
         while True:
-            time.sleep(self.threshold / 10)
+            time.sleep(max(self.threshold / 10, 0.05))
             self.check()
 
     def check(self) -> None:

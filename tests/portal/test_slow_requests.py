@@ -18,7 +18,7 @@ def waiting_in_a_lock(
 
 
 def test_a_slow_request_logs_where_it_waits_once(caplog) -> None:  # type: ignore[no-untyped-def]
-    watch = SlowRequestWatch(threshold=0.0001)
+    watch = SlowRequestWatch(threshold=0.0001, background=False)  # checked here alone
     held, release = threading.Event(), threading.Event()
     worker = threading.Thread(target=waiting_in_a_lock, args=(watch, held, release))
     worker.start()
