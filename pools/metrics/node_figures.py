@@ -44,9 +44,7 @@ from pools.metrics.results import InstantResult
 from pools.metrics.vectors import NodeValue
 
 # Made at, error, per node, and where each figure came from ("recorded" or "raw").
-# When made, the error, a tuple a node, the source of each figure, and how long the round
-# of queries took (the refresh ahead starts early enough to be done before the entry ends).
-Entry = tuple[float, str | None, dict[str, tuple[Any, ...]], dict[str, str], float]
+Entry = tuple[float, str | None, dict[str, tuple[Any, ...]], dict[str, str]]
 # How long figures found without recorded series are asked raw before the recorded ones
 # are tried again (rules loaded later, a Prometheus restarted).
 RAW_RECHECK_SECONDS = 300
@@ -75,17 +73,6 @@ class LazyNodeMetrics(Mapping[str, NodeMetrics]):
 
     def __len__(self) -> int:
         return len(self._compact)
-
-
-def refresh_ahead_at(entry: Entry) -> float:
-    """The age, in seconds, at which an entry's refresh ahead starts: 70 % through its life,
-    or earlier by twice what its own round of queries took, so that the next entry is
-    stored before this one ends. Otherwise every page asked for in between waits for the
-    refresh: at 65,000 nodes a round asked in turn took about ten seconds, and every
-    connection of the API bench stalled once a lifetime of 30 s."""
-    life = float(settings.METRICS_CACHE_SECONDS)
-    took = float(entry[4]) if len(entry) > 4 else 0.0  # an entry stored by an older version
-    return max(0.0, min(REFRESH_AHEAD_AT * life, life - 2 * took))
 
 
 def _lock_seconds() -> float:
@@ -184,11 +171,9 @@ class NodeFigureCache:
         return self._memo if fresh and self._memo[1] is None else None
 
     def _refresh(self, key: str, plan: Plan, *, in_turn: bool = False) -> Entry:
-        started = time.monotonic()
         error, values, sources = _ask(key, plan, in_turn=in_turn)
-        took = time.monotonic() - started
         with collector_paused():  # a tuple a node: no cycle for the collector to find
-            entry: Entry = (time.time(), error, node_metric_rows(values), sources, took)
+            entry: Entry = (time.time(), error, node_metric_rows(values), sources)
         ttl = settings.METRICS_CACHE_SECONDS
         cache.set(key, entry, ttl)
         cache.set(f"{key}:version", entry[0], ttl)
@@ -200,7 +185,7 @@ class NodeFigureCache:
         lock = f"{key}:refreshing"
         wait = source.time_left()
         if wait is None:
-            return (time.time(), source.not_asked(), {}, {}, 0.0)  # not stored: the next asks
+            return (time.time(), source.not_asked(), {}, {})  # not stored: the next page asks
         deadline = time.monotonic() + min(wait, _lock_seconds())
         while True:
             entry = self._stored(key)
@@ -214,7 +199,7 @@ class NodeFigureCache:
                     cache.delete(lock)
             if time.monotonic() >= deadline:
                 if source.time_left() is None:  # this page's wait is over
-                    return (time.time(), source.not_asked(), {}, {}, 0.0)
+                    return (time.time(), source.not_asked(), {}, {})
                 return self._refresh(key, plan)  # the holder is gone or stuck
             time.sleep(WAIT_STEP_SECONDS)
 
@@ -239,7 +224,7 @@ class NodeFigureCache:
         observability.cache_lookup("node_figures", hit=entry is not None)
         if entry is None:
             entry = self._refresh_once(key, plan)
-        elif time.time() - entry[0] > refresh_ahead_at(entry):
+        elif time.time() - entry[0] > REFRESH_AHEAD_AT * settings.METRICS_CACHE_SECONDS:
             self._refresh_ahead(key, plan)
         self._memo = entry
         return key, entry

@@ -182,14 +182,3 @@ def test_a_page_asks_at_once_and_the_refresh_ahead_one_after_another(
         time.sleep(0.05)  # the refresh's end, however long the machine takes
     assert counting.answered == 3 * one_round
     assert counting.most_at_once() == 1
-
-
-def test_the_refresh_ahead_starts_early_enough_to_end_before_the_figures_do(settings) -> None:  # type: ignore[no-untyped-def]
-    """At 70 % of the figures' life, or earlier by twice what their own round took: a round
-    of ten seconds in a life of thirty starts at ten, so that no page waits for it."""
-    settings.METRICS_CACHE_SECONDS = 30
-    made = time.time()
-    assert node_figures.refresh_ahead_at((made, None, {}, {}, 0.5)) == 21.0
-    assert node_figures.refresh_ahead_at((made, None, {}, {}, 10.0)) == 10.0
-    assert node_figures.refresh_ahead_at((made, None, {}, {}, 20.0)) == 0.0
-    assert node_figures.refresh_ahead_at((made, None, {}, {})) == 21.0  # stored before
