@@ -430,10 +430,6 @@ class PodRowsListed:
         live = GpuPod.objects.filter(deleted_at__isnull=True)
         return cls(dict(live.values_list("uid", "resource_version")))
 
-    def changed(self, raw: Raw) -> bool:
-        meta = raw.get("metadata") or {}
-        return self.changed_pod(str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
-
     def changed_pod(self, uid: str, version: str) -> bool:
         """Whether the pod's row must be written; the pod is seen."""
         self.seen.add(uid)
