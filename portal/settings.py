@@ -448,6 +448,9 @@ IDEMPOTENCY_KEY_HOURS = env_int("IDEMPOTENCY_KEY_HOURS", 24, minimum=1, maximum=
 
 # --- Metrics ---
 METRICS_CACHE_SECONDS = env_int("METRICS_CACHE_SECONDS", 10, minimum=0, maximum=3600)
+# How long past METRICS_CACHE_SECONDS the node figures are still served while their refresh
+# runs, instead of every page waiting for it (0: pages wait).
+METRICS_STALE_SECONDS = env_int("METRICS_STALE_SECONDS", 10, minimum=0, maximum=3600)
 # The pool insights read weeks of pod history: computed once, kept this long (0: never kept).
 INSIGHTS_CACHE_SECONDS = env_int("INSIGHTS_CACHE_SECONDS", 300, minimum=0, maximum=86400)
 if INSIGHTS_CACHE_SECONDS:

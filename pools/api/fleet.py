@@ -4,6 +4,7 @@ node list with its live DCGM figures, one node in full, and the fleet summary.""
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import Any
 
 import django_filters
@@ -327,18 +328,35 @@ class NodePages(ByName):
     `metrics: null` means "no metrics for it" only when they were."""
 
     metrics_error: str | None = None
+    metrics_made: float | None = None  # when the figures were asked (epoch seconds)
 
     def get_paginated_response(self, data: Any) -> Response:
         response = super().get_paginated_response(data)
         response.data["metrics_available"] = self.metrics_error is None
         response.data["metrics_error"] = self.metrics_error
+        # Figures may be served a little past their life while their refresh runs
+        # (METRICS_STALE_SECONDS): a client sees how old they are.
+        made = self.metrics_made
+        response.data["metrics_as_of"] = (
+            datetime.fromtimestamp(made, tz=UTC).isoformat()
+            if made is not None and self.metrics_error is None
+            else None
+        )
         return response
 
     def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
         paged = super().get_paginated_response_schema(schema)
         paged["properties"]["metrics_available"] = {"type": "boolean"}
         paged["properties"]["metrics_error"] = {"type": "string", "nullable": True}
-        paged.setdefault("required", []).extend(["metrics_available", "metrics_error"])
+        paged["properties"]["metrics_as_of"] = {
+            "type": "string",
+            "format": "date-time",
+            "nullable": True,
+            "description": "When the node figures were asked of Prometheus (null without them)",
+        }
+        paged.setdefault("required", []).extend(
+            ["metrics_available", "metrics_error", "metrics_as_of"]
+        )
         return paged
 
 
@@ -469,6 +487,7 @@ class NodeViewSet(BaseView, viewsets.ReadOnlyModelViewSet):  # type: ignore[type
         self.list_metrics = metrics
         if isinstance(self.paginator, NodePages):
             self.paginator.metrics_error = result.error
+            self.paginator.metrics_made = figures_version
         key = fleet_cache.page_key(request, figures_version)
         return fleet_cache.rendered_pages.kept_or_made(
             key, lambda: self._rendered_list(request, *args, **kwargs)

@@ -1,8 +1,8 @@
 """Every node's DCGM figures, fetched in one batch of queries and shared through the Django
 cache (Redis in production) in a compact form, a tuple a node.
 
-Three things keep pages fast at thousands of nodes without ever showing figures older than
-METRICS_CACHE_SECONDS:
+What keeps pages fast at thousands of nodes, with figures at most METRICS_CACHE_SECONDS old,
+or METRICS_STALE_SECONDS more while their refresh is under way:
 
 - one refresher in the whole deployment: whoever finds the figures missing takes a lock in
   the shared cache (`cache.add`, atomic in Redis, with a TTL so a refresher that dies frees
@@ -12,6 +12,9 @@ METRICS_CACHE_SECONDS:
 - the refresh starts ahead, in a background thread under the same lock, once an entry is
   70 % through its life, so pages rarely wait at all; nobody waits for that one, so it asks
   its queries one after another and Prometheus takes one core at a time;
+- figures whose refresh outlasts their life (65,000 nodes: a round takes seconds) are still
+  served for METRICS_STALE_SECONDS past it, with their time, while the refresh runs: pages
+  would otherwise all wait for it at once. Past that grace, or with none, pages wait;
 - each process keeps the entry it last unpickled, and checks a small version key instead
   of loading 5,000 tuples on every request; with the shared cache unreachable it serves
   that entry for its lifetime and refreshes it itself (pools.common.guarded_cache);
@@ -73,6 +76,18 @@ class LazyNodeMetrics(Mapping[str, NodeMetrics]):
 
     def __len__(self) -> int:
         return len(self._compact)
+
+
+def _stale_seconds() -> int:
+    # Nothing kept (METRICS_CACHE_SECONDS=0), nothing served late.
+    return settings.METRICS_STALE_SECONDS if settings.METRICS_CACHE_SECONDS else 0
+
+
+def _servable(entry: Entry) -> bool:
+    """Whether figures may still be served: within their life and the grace after it (the
+    shared cache's expiry is kept to whole seconds, so the age is checked here)."""
+    limit = settings.METRICS_CACHE_SECONDS + _stale_seconds()
+    return time.time() - entry[0] <= limit
 
 
 def _lock_seconds() -> float:
@@ -150,31 +165,31 @@ class NodeFigureCache:
         if version is None:
             return self._memo_without_cache()
         if self._memo is not None and self._memo[0] == version:
-            return self._memo
+            return self._memo if _servable(self._memo) else None
         # One thread of the process loads a new entry, the others wait for it: each would
         # otherwise unpickle the same 5,000 tuples under the interpreter lock at once.
         with self._loading:
             if self._memo is not None and self._memo[0] == version:
-                return self._memo
+                return self._memo if _servable(self._memo) else None
             entry = cache.get(key)
             if entry is None or entry[0] != version:
                 return None
             self._memo = entry
-            return entry
+            return entry if _servable(entry) else None
 
     def _memo_without_cache(self) -> Entry | None:
         """This process's last figures while the shared cache is unreachable, if still
         current: without them every page would ask Prometheus."""
         if guarded_cache.CACHE not in guarded_cache.degraded() or self._memo is None:
             return None
-        fresh = time.time() - self._memo[0] < settings.METRICS_CACHE_SECONDS
-        return self._memo if fresh and self._memo[1] is None else None
+        return self._memo if _servable(self._memo) and self._memo[1] is None else None
 
     def _refresh(self, key: str, plan: Plan, *, in_turn: bool = False) -> Entry:
         error, values, sources = _ask(key, plan, in_turn=in_turn)
         with collector_paused():  # a tuple a node: no cycle for the collector to find
             entry: Entry = (time.time(), error, node_metric_rows(values), sources)
-        ttl = settings.METRICS_CACHE_SECONDS
+        # Kept through the grace too: served late while the next round runs.
+        ttl = settings.METRICS_CACHE_SECONDS + _stale_seconds()
         cache.set(key, entry, ttl)
         cache.set(f"{key}:version", entry[0], ttl)
         return entry

@@ -137,6 +137,7 @@ def test_a_write_shows_without_a_shared_cache(viewer) -> None:  # type: ignore[n
 
 def test_new_figures_make_a_new_page(shared_cache, viewer, settings) -> None:  # type: ignore[no-untyped-def]
     settings.METRICS_CACHE_SECONDS = 1
+    settings.METRICS_STALE_SECONDS = 0  # no grace: the request waits for new figures
     node_queries(viewer)
     assert node_queries(viewer)[1] == 0
     time.sleep(1.05)  # the figures' entry expires: the next request makes new ones

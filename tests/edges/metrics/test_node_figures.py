@@ -101,6 +101,8 @@ class CountingPrometheus(http.server.ThreadingHTTPServer):
         self.lock = threading.Condition()
         self.busy = self.most = self.answered = 0
         self.hold = True
+        self.gate = threading.Event()  # answers wait while it is clear
+        self.gate.set()
         super().__init__(("127.0.0.1", 0), _Answer)
 
     def most_at_once(self) -> int:
@@ -114,6 +116,7 @@ class _Answer(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         server = self.server
+        server.gate.wait(timeout=120)
         with server.lock:
             server.busy += 1
             server.most = max(server.most, server.busy)
@@ -182,3 +185,64 @@ def test_a_page_asks_at_once_and_the_refresh_ahead_one_after_another(
         time.sleep(0.05)  # the refresh's end, however long the machine takes
     assert counting.answered == 3 * one_round
     assert counting.most_at_once() == 1
+
+
+def _first_figures(  # type: ignore[no-untyped-def]
+    counting: CountingPrometheus, settings, life: int = 60
+) -> tuple[NodeFigureCache, float]:
+    settings.PROMETHEUS_URL = f"http://127.0.0.1:{counting.server_port}"
+    settings.PROMETHEUS_TIMEOUT = 30
+    settings.METRICS_CACHE_SECONDS = life
+    counting.hold = False
+    figures = NodeFigureCache()
+    return figures, figures.get_versioned()[2]
+
+
+def test_figures_past_their_life_are_served_while_their_refresh_runs(
+    shared_cache: None,
+    counting: CountingPrometheus,
+    settings,  # type: ignore[no-untyped-def]
+) -> None:
+    """Within METRICS_STALE_SECONDS past their life, the last figures answer at once while
+    their refresh runs: a refresh slower than the figures' last 30 % holds no page."""
+    settings.METRICS_STALE_SECONDS = 60
+    # A life of one second, on the real clock and Redis's.
+    figures, first = _first_figures(counting, settings, life=1)
+    settings.PROMETHEUS_TIMEOUT = 2  # a page that waited would get "did not answer"
+    answered = counting.answered
+    while time.time() - first <= 1.5:  # past its life, however long the sleep takes
+        time.sleep(0.1)
+    counting.gate.clear()  # Prometheus answers nothing until the test says so
+    try:
+        # Returns although no answer can come: the page did not wait for the refresh.
+        assert figures.get_versioned()[2] == first
+        assert NodeFigureCache().get_versioned()[2] == first  # another process alike
+    finally:
+        counting.gate.set()
+    hung = time.monotonic() + 120  # only against a refresh that never comes
+    while figures.get_versioned()[2] == first and time.monotonic() < hung:
+        time.sleep(0.05)
+    assert figures.get_versioned()[2] > first
+    # One refresh for both, whoever asked first.
+    one_round = len(node_figure_queries(metric_labels(), hot_celsius=85, idle_window="1h"))
+    assert counting.answered - answered == one_round
+
+
+@pytest.mark.parametrize("stale_seconds", [0, 60])
+def test_figures_past_the_grace_are_never_served(
+    shared_cache: None,
+    counting: CountingPrometheus,
+    settings,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+    stale_seconds: int,
+) -> None:
+    """Past their life and the grace (none with METRICS_STALE_SECONDS=0), the page waits for
+    new figures: old ones are not shown, in this process or any other."""
+    settings.METRICS_STALE_SECONDS = stale_seconds
+    figures, first = _first_figures(counting, settings)
+    ahead = settings.METRICS_CACHE_SECONDS + stale_seconds + 1
+    monkeypatch.setattr(node_figures, "time", _Clock(ahead))
+    # No background refresh to wait for: the answer this call returns is new.
+    made = figures.get_versioned()[2]
+    assert made > first
+    assert made >= time.time() + ahead - 5  # made by this call, on the figures' clock

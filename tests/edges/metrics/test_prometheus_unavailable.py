@@ -5,6 +5,7 @@ the queries it was sent: after the first wait, none more)."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -59,8 +60,13 @@ def test_list_and_detail_say_whether_metrics_were_available(
     prometheus: PrometheusServer,
 ) -> None:
     settings.PROMETHEUS_URL = prometheus.url
+    cache.clear()
+    before = datetime.now(UTC)
     body = viewer_token.get("/api/v1/nodes/").json()
     assert (body["metrics_available"], body["metrics_error"]) == (True, None)
+    # When the figures were asked: this request's (none were kept), not a made-up time.
+    as_of = datetime.fromisoformat(body["metrics_as_of"])
+    assert before - timedelta(seconds=1) <= as_of <= datetime.now(UTC)
     detail = viewer_token.get(f"/api/v1/nodes/{NODE}/").json()
     assert (detail["metrics_available"], detail["metrics_error"]) == (True, None)
     # The same with nothing listening: the nodes are there, their metrics unknown.
@@ -69,6 +75,7 @@ def test_list_and_detail_say_whether_metrics_were_available(
     body = viewer_token.get("/api/v1/nodes/").json()
     assert body["metrics_available"] is False
     assert "Prometheus unreachable" in body["metrics_error"]
+    assert body["metrics_as_of"] is None
     assert len(body["results"]) > 0
     detail = viewer_token.get(f"/api/v1/nodes/{NODE}/").json()
     assert detail["metrics_available"] is False
