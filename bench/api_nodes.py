@@ -199,8 +199,12 @@ def pauses_report(args: argparse.Namespace) -> None:
         print(f"    {count} slow request(s) were at: {where}", flush=True)
 
 
-def portal_env(kubeconfig: Path, prometheus: str, redis: Any) -> dict[str, str]:
+def portal_env(
+    kubeconfig: Path, prometheus: str, redis: Any, args: argparse.Namespace
+) -> dict[str, str]:
     return {
+        "METRICS_CACHE_SECONDS": str(args.cache_seconds),
+        "METRICS_STALE_SECONDS": str(args.stale_seconds),
         "KUBECONFIG": str(kubeconfig),
         "PROMETHEUS_URL": prometheus,
         "PROMETHEUS_TIMEOUT": "10",
@@ -248,7 +252,7 @@ def main() -> None:
                 timeout=600,
                 what="the first full scrape and its recorded figures",
             )
-            env = portal_env(sim.kubeconfig, prom.url, redis)
+            env = portal_env(sim.kubeconfig, prom.url, redis, args)
             django_env.setup(tmp, **env)
             tokens = portal_tokens(args.clients)
             port = free_port()
@@ -281,6 +285,9 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--cache-seconds", type=int, default=10, help="METRICS_CACHE_SECONDS for the portal"
+    )
+    parser.add_argument(
+        "--stale-seconds", type=int, default=10, help="METRICS_STALE_SECONDS for the portal"
     )
     parser.add_argument(
         "--fed",

@@ -22,6 +22,7 @@ import cProfile
 import json
 import os
 import pstats
+import secrets
 import statistics
 import tempfile
 import time
@@ -30,13 +31,23 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import yaml
+
 from bench import django_env
 from bench.common import between_prometheus_work
 from pools.metrics.queries import PER_GPU_METRICS
 from tests.kubesim_process import Kubesim, kubesim_server
-from tests.servers import PrometheusServer, prometheus_server, wait_for
+from tests.servers import (
+    RULES,
+    PrometheusServer,
+    StaticPage,
+    prometheus_server,
+    static_page,
+    wait_for,
+)
 
 SCRAPE_SECONDS = 60
+METRICS_TOKEN = secrets.token_urlsafe(24)  # the in-process portal's, for /metrics/pools
 RECORDED_COUNT = "Hostname:DCGM_FI_DEV_GPU_UTIL:count"
 
 
@@ -80,21 +91,72 @@ def measure(client, path: str, runs: int, *, cold: bool, prometheus_pid: int | N
     return walls, cpus, portal_cpus
 
 
+def pool_rules_file(work: Path) -> Path:
+    """The project's pool rules alone (and the marker every rules file records): where the
+    per-node series come federated, the pool sums are still made here, over the membership
+    the portal exports."""
+    rules = yaml.safe_load(RULES.read_text())
+    marker = {"record": "gpu_pool_portal:rules_loaded", "expr": "vector(1)"}
+    groups = [g for g in rules["groups"] if g["name"] == "gpu-pool-portal.pool"]
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / "pool-rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "marker", "rules": [marker]}, *groups]}))
+    return path
+
+
+def publish_membership(client, page: StaticPage, prom: PrometheusServer) -> None:  # type: ignore[no-untyped-def]
+    """What the portal's /metrics/pools answers, handed to Prometheus, and its pool rules run
+    over it."""
+    from pools.core.pool_sums import membership_digest
+    from pools.fleet.membership_export import membership
+
+    walls, cpus = [], []
+    for _ in range(3):
+        cpu, started = time.process_time(), time.perf_counter()
+        answer = client.get("/metrics/pools", HTTP_AUTHORIZATION=f"Bearer {METRICS_TOKEN}")
+        walls.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - cpu)
+        assert answer.status_code == 200, answer.status_code
+    print(
+        f"  /metrics/pools: {len(answer.content) / 1e6:.1f} MB, median "
+        f"{statistics.median(walls) * 1000:.0f} ms (CPU {statistics.median(cpus) * 1000:.0f} ms)",
+        flush=True,
+    )
+    page.body = answer.content
+    digest = membership_digest(membership())
+    wait_for(
+        lambda: scalar(prom.url, "gpu_pool_portal:membership_digest") == digest,
+        timeout=300,
+        what="the pool rules over the portal's membership",
+    )
+
+
 @contextlib.contextmanager
-def scraped(sim: Kubesim, work: Path, size: int, *, mode: str) -> Iterator[PrometheusServer]:
+def scraped(
+    sim: Kubesim, work: Path, size: int, *, mode: str
+) -> Iterator[tuple[PrometheusServer, StaticPage]]:
     """`rules`: every GPU's series and the rules over them; `raw`: the series alone; `fed`:
     the recorded series alone, as federation or remote-write from the cluster's own
-    Prometheus would bring them (kubesim's /metrics/recorded)."""
-    fed = mode == "fed"
-    with prometheus_server(
-        work,
-        scrape_targets=[sim.metrics_url.removeprefix("http://")],
-        # kubesim renders every GPU's series in Python: 15,000 nodes take most of a minute.
-        scrape_interval=f"{SCRAPE_SECONDS}s",
-        scrape_timeout=f"{SCRAPE_SECONDS - 2}s",
-        rules=mode == "rules",
-        metrics_path="/metrics/recorded" if fed else "/metrics",
-    ) as prom:
+    Prometheus would bring them (kubesim's /metrics/recorded); `pooled`: as `fed`, with the
+    pool rules over the portal's exported membership (the overview reads their sums)."""
+    fed = mode in ("fed", "pooled")
+    pooled = mode == "pooled"
+    with contextlib.ExitStack() as stack:
+        page = stack.enter_context(static_page())
+        prom = stack.enter_context(
+            prometheus_server(
+                work,
+                scrape_targets=[sim.metrics_url.removeprefix("http://")],
+                # kubesim renders every GPU's series in Python: 15,000 nodes take most of a
+                # minute.
+                scrape_interval=f"{SCRAPE_SECONDS}s",
+                scrape_timeout=f"{SCRAPE_SECONDS - 2}s",
+                rules=mode == "rules" or pooled,
+                rules_file=pool_rules_file(work) if pooled else None,
+                metrics_path="/metrics/recorded" if fed else "/metrics",
+                extra_targets={"portal-pools": f"127.0.0.1:{page.server_port}"} if pooled else None,
+            )
+        )
         first = (
             "count(Hostname:DCGM_FI_DEV_GPU_UTIL:count)" if fed else "count(DCGM_FI_DEV_GPU_UTIL)"
         )
@@ -111,7 +173,7 @@ def scraped(sim: Kubesim, work: Path, size: int, *, mode: str) -> Iterator[Prome
                 timeout=300,
                 what="the recorded figures",
             )
-        yield prom
+        yield prom, page
 
 
 def report(  # type: ignore[no-untyped-def]
@@ -171,7 +233,10 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 15000])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument(
-        "--modes", nargs="+", choices=["rules", "raw", "fed"], default=["rules", "raw"]
+        "--modes",
+        nargs="+",
+        choices=["rules", "raw", "fed", "pooled"],
+        default=["rules", "raw"],
     )
     parser.add_argument("--profile", action="store_true", help="print a profile of each page")
     parser.add_argument(
@@ -216,9 +281,12 @@ def main() -> None:
                 inventory_sync()
                 print(f"{size} nodes: inventory synced in {time.perf_counter() - started:.1f} s")
                 for mode in args.modes:
-                    with scraped(sim, work / mode, size, mode=mode) as prom:
+                    with scraped(sim, work / mode, size, mode=mode) as (prom, page):
                         settings.PROMETHEUS_URL = prom.url
                         settings.PROMETHEUS_TIMEOUT = args.prometheus_timeout
+                        settings.METRICS_TOKEN = METRICS_TOKEN
+                        if mode == "pooled":
+                            publish_membership(client, page, prom)
                         report(client, prom, size, mode, args.runs, args.profile, args.pages)
 
 

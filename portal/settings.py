@@ -157,7 +157,7 @@ SESSION_COOKIE_HTTPONLY = True
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEBUG)
 # Kubelet probes and Prometheus's scrapes speak plain HTTP to the pod; they must not be
 # redirected.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$", r"^metrics/pools$"]
 SECURE_HSTS_SECONDS = env_int(
     "DJANGO_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0, maximum=63_072_000
 )

@@ -11,6 +11,7 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics_view.metrics, name="metrics"),  # for a bearer token, no login
+    path("metrics/pools", metrics_view.pool_membership, name="metrics-pools"),  # the same
     # Browsers ask for /favicon.ico on their own, before any login (the pages link the SVG).
     path("favicon.ico", favicon.favicon, name="favicon"),
     # Password and single sign-on (portal/sso/): the callback is /oidc/callback/.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -310,9 +311,22 @@ class MakeWatch:
             os.kill(os.getpid(), signum)  # the main thread's handler stops the children
 
 
+def metrics_token_file(config: DemoConfig) -> Path:
+    """A token of this demo run for Prometheus to scrape the portal's /metrics/pools (each
+    node's pool, which the pool rules add figures up over), readable by its owner only."""
+    path = config.state / "metrics-token"
+    config.state.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(secrets.token_urlsafe(24))
+    return path
+
+
 def demo_environment(config: DemoConfig) -> dict[str, str]:
+    inherited = {k: v for k, v in os.environ.items() if k != "METRICS_TOKEN"}
     return {
-        **os.environ,
+        **inherited,
+        "METRICS_TOKEN_FILE": str(metrics_token_file(config)),
         "DJANGO_SETTINGS_MODULE": "portal.settings",
         "DJANGO_DEBUG": "true",
         "DATABASE_URL": f"sqlite:///{config.state / 'portal.sqlite3'}",
@@ -361,7 +375,7 @@ def start_east(children: Children, config: DemoConfig, env: dict[str, str]) -> N
     argv += ["--tls", "--workload", "demo", "--history-days", "0", "--retention-days", "1"]
     children.start("east-kubesim", argv, env)
     prom_config = state / "prometheus.yml"
-    prometheus_config(prom_config, config.east_exporter)
+    prometheus_config(prom_config, config.east_exporter, config, EAST)
     data = state / "prometheus-data"
     shutil.rmtree(data, ignore_errors=True)
     argv = ["prometheus", f"--config.file={prom_config}", f"--storage.tsdb.path={data}"]
@@ -372,7 +386,7 @@ def start_east(children: Children, config: DemoConfig, env: dict[str, str]) -> N
     children.wait_until(lambda: http_ok(url), "the east cluster's prometheus")
 
 
-def prometheus_config(path: Path, exporter_port: int) -> None:
+def prometheus_config(path: Path, exporter_port: int, config: DemoConfig, cluster: str) -> None:
     path.write_text(
         "global:\n  scrape_interval: 5s\n  evaluation_interval: 5s\n"
         # The portal's recording rules: the pages read the per-node figures they record.
@@ -385,6 +399,12 @@ def prometheus_config(path: Path, exporter_port: int) -> None:
         "    static_configs:\n"
         f"      - targets: ['127.0.0.1:{exporter_port}']\n"
         "        labels: {" + EXPORTER_TARGET_LABELS.replace("=", ": ").replace(",", ", ") + "}\n"
+        # Each node's pool in this cluster, which the pool rules add its figures up over.
+        "  - job_name: portal-pools\n"
+        "    metrics_path: /metrics/pools\n"
+        f"    params: {{cluster: ['{cluster}']}}\n"
+        f"    authorization: {{credentials_file: '{config.state / 'metrics-token'}'}}\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{config.web}']}}]\n"
     )
 
 
@@ -451,7 +471,7 @@ def start_control_plane(children: Children, config: DemoConfig, env: dict[str, s
 
 def start_prometheus(children: Children, config: DemoConfig, env: dict[str, str]) -> None:
     prom_config = config.state / "prometheus.yml"
-    prometheus_config(prom_config, config.exporter)
+    prometheus_config(prom_config, config.exporter, config, HOME)
     # kubesim's history is new at every start: so are the samples that go with it.
     shutil.rmtree(config.prometheus_data, ignore_errors=True)
     argv = ["prometheus", f"--config.file={prom_config}"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import shutil
 import socket
@@ -209,6 +210,8 @@ def prometheus_server(
     external_labels: dict[str, str] | None = None,
     federate: list[str] | None = None,
     metrics_path: str = "/metrics",
+    extra_targets: dict[str, str] | None = None,
+    rules_file: Path | None = None,
 ) -> Iterator[PrometheusServer]:
     """A Prometheus with the project's recording rules loaded (rules=False: without, as
     a Prometheus nobody configured for the portal), ready once they have run. With
@@ -217,7 +220,9 @@ def prometheus_server(
     Prometheus attaches to what it federates or remote-writes; with `federate` (other
     Prometheus servers' host:port) it holds their every series, recorded ones included, as
     a querier over several clusters does. `metrics_path` is the targets' page (kubesim's
-    /metrics/recorded: the recorded series alone, kept with honor_labels as federated)."""
+    /metrics/recorded: the recorded series alone, kept with honor_labels as federated).
+    `extra_targets` are more jobs (name -> host:port, scraped at /metrics); `rules_file`
+    stands for the project's rules (still loaded when `rules`)."""
     binary = require_program("prometheus")
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -255,6 +260,10 @@ def prometheus_server(
             "    params: {'match[]': ['{__name__=~\".+\"}']}\n"
             f"    static_configs: [{{targets: [{sources}]}}]\n"
         )
+    for job, target in (extra_targets or {}).items():
+        jobs += (
+            "" if jobs else "scrape_configs:\n"
+        ) + f"  - job_name: {job}\n    static_configs: [{{targets: ['{target}']}}]\n"
     labels = ", ".join(f"{k}: {v}" for k, v in (external_labels or {}).items())
     config = workdir / "prometheus.yml"
     config.write_text(
@@ -264,7 +273,7 @@ def prometheus_server(
         f"  evaluation_interval: {scrape_interval}\n"
         + (f"  scrape_timeout: {scrape_timeout}\n" if scrape_timeout else "")
         + f"  query_log_file: {query_log}\n"
-        + (f"rule_files: ['{RULES}']\n" if rules else "")
+        + (f"rule_files: ['{rules_file or RULES}']\n" if rules else "")
         + jobs
     )
     process = subprocess.Popen(
@@ -366,3 +375,37 @@ def hung_server() -> Iterator[HungServer]:
         for connection in held:
             connection.close()
         listener.close()
+
+
+class StaticPage(http.server.ThreadingHTTPServer):
+    """Serves `body` at any path: what the portal's /metrics/pools last answered, handed to
+    a Prometheus when the caller says, so that nothing waits on a scrape's timing."""
+
+    def __init__(self) -> None:
+        self.body = b""
+        super().__init__(("127.0.0.1", 0), _StaticHandler)
+
+
+class _StaticHandler(http.server.BaseHTTPRequestHandler):
+    server: StaticPage
+
+    def do_GET(self) -> None:
+        body = self.server.body
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass  # a scrape a second would fill the test's output
+
+
+@contextlib.contextmanager
+def static_page() -> Iterator[StaticPage]:
+    server = StaticPage()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()

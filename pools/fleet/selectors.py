@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
+from django.core.cache import cache
 from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import Count, F, Q, QuerySet
 from django.db.models.functions import Greatest
 
-from pools.common.cluster_access import pool_label_key
+from pools.common.cluster_access import current_cluster, pool_label_key
 from pools.core import charts, figures
 from pools.core.desired import drift
 from pools.core.devices import WHOLE, NodeDevices, devices_from_record
@@ -22,13 +24,15 @@ from pools.core.figures import GpuRow, NodeMetrics, NodeRow, PoolFigures
 from pools.core.gc_pause import collector_paused
 from pools.core.membership import all_along
 from pools.core.owned_keys import ownership_problems
+from pools.core.pool_sums import RecordedSums, figures_with_sums, membership_digest
 from pools.core.snippets import CLAIM, GPU_RESOURCE
 from pools.core.taints import Taint
 from pools.fleet.targets import pool_target
 from pools.inventory.version import inventory_version
 from pools.membership.stays import membership
-from pools.metrics import dcgm
+from pools.metrics import dcgm, source
 from pools.metrics.node_figures import derived_figures, reads_recorded
+from pools.metrics.pool_sums import recorded_pool_sums
 from pools.metrics.results import InstantResult, RangeResult
 from pools.models import Node, NodeQuerySet, Pool
 
@@ -180,12 +184,53 @@ def pool_figure_set() -> tuple[InstantResult, Mapping[str, NodeMetrics], PoolFig
     return derived_figures("pool-figures", version, _pool_figure_set)
 
 
+def _figures_over_sums(sums: RecordedSums) -> PoolFigureSet | None:
+    """Every pool's figures from the node rows (without metrics) and the recorded per-pool
+    sums; None when the sums were made over another membership than the rows'."""
+    with collector_paused():
+        rows = node_rows(_figure_rows(), {})
+        if membership_digest((row.name, row.pool) for row in rows) != sums.digest:
+            return None  # a node moved, came or went since Prometheus last scraped
+        by_pool = {
+            name: figures_with_sums(members, sums.by_pool.get(name), metrics_available=True)
+            for name, members in figures.group_by_pool(rows).items()
+        }
+    return PoolFigureSet(
+        by_pool,
+        figures.merge_figures(by_pool.values(), metrics_available=True),
+        figures.pool_figures([], metrics_available=True),
+    )
+
+
+def recorded_pool_figure_set() -> PoolFigureSet | None:
+    """Every pool's figures over the sums Prometheus recorded per pool, when it has them for
+    the current membership: no node's figures are asked. Kept under the sums and the
+    inventory version, so a warm overview reads no node row."""
+    sums = recorded_pool_sums()
+    if sums is None:
+        return None
+    # The version before the rows: figures stored under it are at least as new as it.
+    # The cluster too: two clusters' portals may read one Prometheus (their rows differ).
+    version = inventory_version()
+    key = source.cache_key("pool-figures-recorded", current_cluster(), version, repr(sums))
+    kept = cache.get(key)
+    if kept is not None:
+        return kept or None  # False: the rows did not match these sums
+    figure_set = _figures_over_sums(sums)
+    cache.set(key, figure_set or False, settings.METRICS_CACHE_SECONDS)
+    return figure_set
+
+
 def overview() -> Overview:
     pools = list(Pool.objects.active())
-    result, _, figure_set = pool_figure_set()
+    figure_set = recorded_pool_figure_set()
+    error = None
+    if figure_set is None:
+        result, _, figure_set = pool_figure_set()
+        error = result.error
     cards = [PoolCard(pool, figure_set.of(pool.name)) for pool in pools]
     cards.append(PoolCard(None, figure_set.of(None)))
-    return Overview(figure_set.cluster, cards, result.error)
+    return Overview(figure_set.cluster, cards, error)
 
 
 # --- the pool page ---

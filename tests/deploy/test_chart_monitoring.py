@@ -226,13 +226,15 @@ def test_the_service_monitor_scrapes_the_web_service_with_the_metrics_token() ->
     selector = monitor["spec"]["selector"]["matchLabels"]
     assert all(service["metadata"]["labels"].get(k) == v for k, v in selector.items())
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
-    (endpoint,) = monitor["spec"]["endpoints"]
-    assert endpoint["port"] in {port["name"] for port in service["spec"]["ports"]}
-    assert endpoint["path"] == "/metrics"
-    assert endpoint["authorization"] == {
-        "type": "Bearer",
-        "credentials": {"name": "gpu-pool-portal", "key": "METRICS_TOKEN"},
-    }
+    # The portal's own figures, and each node's pool for the pool rules.
+    endpoints = monitor["spec"]["endpoints"]
+    assert [endpoint["path"] for endpoint in endpoints] == ["/metrics", "/metrics/pools"]
+    for endpoint in endpoints:
+        assert endpoint["port"] in {port["name"] for port in service["spec"]["ports"]}
+        assert endpoint["authorization"] == {
+            "type": "Bearer",
+            "credentials": {"name": "gpu-pool-portal", "key": "METRICS_TOKEN"},
+        }
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
 

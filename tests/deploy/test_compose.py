@@ -84,10 +84,18 @@ def test_the_demo_prometheus_loads_the_projects_recording_rules(tmp_path: Path) 
     sys.modules["demo_script"] = demo  # its dataclasses look their module up
     spec.loader.exec_module(demo)
     config = tmp_path / "prometheus.yml"
-    demo.prometheus_config(config, 9400)
-    assert yaml.safe_load(config.read_text())["rule_files"] == [
-        str(ROOT / "deploy/prometheus/rules.yml")
-    ]
+    ports = {"web": 8000, "redis": 6390, "prometheus": 9091, "kubesim": 6443, "exporter": 9400}
+    demo_config = demo.DemoConfig(**ports, state=tmp_path)
+    token = demo.metrics_token_file(demo_config)
+    assert token.stat().st_mode & 0o077 == 0 and len(token.read_text()) >= 16
+    demo.prometheus_config(config, 9400, demo_config, "east")
+    written = yaml.safe_load(config.read_text())
+    assert written["rule_files"] == [str(ROOT / "deploy/prometheus/rules.yml")]
+    # The portal's membership of that cluster, for the pool rules, with the run's token.
+    (pools,) = [job for job in written["scrape_configs"] if job["job_name"] == "portal-pools"]
+    assert (pools["metrics_path"], pools["params"]) == ("/metrics/pools", {"cluster": ["east"]})
+    assert pools["authorization"] == {"credentials_file": str(token)}
+    assert pools["static_configs"] == [{"targets": ["127.0.0.1:8000"]}]
     # promtool checks the configuration and the rule files it names.
     promtool = require_program("promtool")
     result = subprocess.run(

@@ -10,7 +10,8 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 # The single sign-on start and callback are part of signing in (404 while it is off);
-# /metrics asks Prometheus for a bearer token instead (tests/edges/portal/test_metrics.py),
+# /metrics and /metrics/pools ask Prometheus for a bearer token instead
+# (tests/edges/portal/test_metrics.py, tests/edges/metrics/test_pool_sums.py),
 # and a pool's iCalendar feed for its feed key (tests/bookings/test_booking_api.py).
 PUBLIC = {
     "pool-calendar-ics",
@@ -18,6 +19,7 @@ PUBLIC = {
     "healthz",
     "readyz",
     "metrics",
+    "metrics-pools",
     "favicon",
     "oidc_authentication_init",
     "oidc_authentication_callback",

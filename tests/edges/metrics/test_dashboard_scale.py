@@ -95,15 +95,18 @@ def test_query_counts_do_not_grow_with_the_cluster(tmp_path: Path, settings) -> 
     small = page_costs(tmp_path, settings, 10)
     large = page_costs(tmp_path, settings, 1000)
     assert small == large
-    # The overview: 9 batched node figures (recorded series); the pool page adds its
+    # The overview: one query for the pool rules' sums (none here: this Prometheus scrapes no
+    # membership; tests/edges/metrics/test_pool_sums.py has them), then 9 batched node
+    # figures (recorded series); the pool page adds its
     # history, from the recorded series and, for the part of the 24 h before the rules'
     # first point (this Prometheus started a minute ago), from the raw ones; the node page
     # asks one per-GPU query and its five per-GPU histories
     # (utilisation, framebuffer, temperature, power, XID).
-    assert small["overview"][0] == 9
+    assert small["overview"][0] == 1 + 9
     assert small["pool"][0] == 9 + 2
     assert small["node"][0] == 1 + 5
     assert small["node-live"][0] == 1  # the refresh every few seconds skips the 24 h charts
-    assert small["api-nodes"][0] == small["api-summary"][0] == 9
-    assert small["overview-warm"][0] == 9  # the first of the two warms the cache
+    assert small["api-nodes"][0] == 9
+    assert small["api-summary"][0] == 1 + 9  # the overview's figures
+    assert small["overview-warm"][0] == 1 + 9  # the first of the two warms the cache
     assert all(sql > 0 for _, sql in (small["overview"], small["pool"], small["node"]))
