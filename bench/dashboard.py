@@ -109,6 +109,7 @@ def publish_membership(client, page: StaticPage, prom: PrometheusServer) -> None
     over it."""
     from pools.core.pool_sums import membership_digest
     from pools.fleet.membership_export import membership
+    from pools.models import Node
 
     walls, cpus = [], []
     for _ in range(3):
@@ -125,10 +126,19 @@ def publish_membership(client, page: StaticPage, prom: PrometheusServer) -> None
     page.body = answer.content
     digest = membership_digest(membership())
     wait_for(
-        lambda: scalar(prom.url, "gpu_pool_portal:membership_digest") == digest,
+        lambda: (
+            scalar(prom.url, f'count({{__name__=~"portal_pool:.+", digest="{digest}"}})')
+            == 8 * Node.objects.present().values("pool").distinct().count()
+        ),
         timeout=300,
-        what="the pool rules over the portal's membership",
+        what="every pool rule over the portal's membership",
     )
+    # What evaluating the pool rules costs Prometheus, each evaluation interval.
+    with urllib.request.urlopen(f"{prom.url}/metrics", timeout=30) as response:  # noqa: S310 -- our own loopback server
+        own = response.read().decode()
+    for line in own.splitlines():
+        if line.startswith("prometheus_rule_group_last_duration_seconds{") and ".pool" in line:
+            print(f"  pool rules' last evaluation: {float(line.split()[-1]) * 1000:.0f} ms")
 
 
 @contextlib.contextmanager

@@ -57,8 +57,13 @@ def _remembered(request: HttpRequest) -> str | None:
 
 def _remember(request: HttpRequest, name: str) -> None:
     # Pages only: an API call names its cluster each time, and a token client has no session.
+    # A caller not signed in (Prometheus scraping /metrics/pools?cluster=) gets none either:
+    # remembering would write a session row for every scrape.
     session = getattr(request, "session", None)
+    user = getattr(request, "user", None)
     if session is None or request.path_info.startswith("/api/"):
+        return
+    if user is None or not user.is_authenticated:
         return
     if "cluster" in request.GET and session.get(SESSION_KEY) != name:
         session[SESSION_KEY] = name

@@ -7,9 +7,10 @@ portal instead exports each node's pool (`gpu_pool_portal_node_pool{Hostname, po
 with a digest of the whole membership beside it), and recording rules join the per-node
 recorded series on it: the overview reads a few series a pool.
 
-Those sums are right only for the membership Prometheus last scraped. The digest says which:
-the portal uses them only while its own membership has the same digest, so a node moved since
-is never counted in its old pool.
+Those sums are right only for the membership Prometheus last scraped. Each carries that
+membership's digest as a label (each rule reads the membership and its digest in one
+expression, so both come from one scrape): the portal uses them only where every one has its
+own membership's digest, so a node moved since is never counted in its old pool.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ MEMBERSHIP = "gpu_pool_portal_node_pool"
 MEMBERSHIP_DIGEST = "gpu_pool_portal_membership_digest"
 POOL_LABEL = "portal_pool"
 NODE_LABEL = "Hostname"
+DIGEST_LABEL = "digest"
 
 # What the rules record per pool (deploy/prometheus/rules.yml, group gpu-pool-portal.pool).
-RECORDED_DIGEST = "gpu_pool_portal:membership_digest"
 RECORDED_SUMS = {
     "nodes_reporting": "portal_pool:nodes_reporting:count",
     "util_gpus": "portal_pool:DCGM_FI_DEV_GPU_UTIL:count",
@@ -48,16 +49,13 @@ THRESHOLD_LABELS = {"hot_gpus": "hot_celsius", "idle_held_gpus": "window"}
 EVERY_POOL_HAS = frozenset(
     {"nodes_reporting", "util_gpus", "util_sum", "xid_gpus", "hot_gpus", "idle_held_gpus"}
 )
-# A digest fits in a float's 53-bit mantissa: Prometheus keeps it exactly.
-DIGEST_BITS = 48
 
 
-def membership_digest(members: Iterable[tuple[str, str | None]]) -> int:
+def membership_digest(members: Iterable[tuple[str, str | None]]) -> str:
     """A digest of (node, pool or None) pairs, whatever their order: the same in the process
     that exports the membership and the one that reads the sums made over it."""
     lines = sorted(f"{node}\t{pool or ''}" for node, pool in members)
-    digest = hashlib.blake2b("\n".join(lines).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") >> (64 - DIGEST_BITS)
+    return hashlib.blake2b("\n".join(lines).encode(), digest_size=12).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -74,20 +72,21 @@ class PoolSums:
 
 @dataclass(frozen=True)
 class RecordedSums:
-    digest: int | None  # None: no membership recorded (the rules or the scrape are missing)
+    digest: str | None  # None: the sums are not one membership's, or not all there
     by_pool: Mapping[str | None, PoolSums]
+    # Every pool has every figure at this portal's thresholds (else rules of other terms).
+    complete: bool = True
 
 
 Labelled = Iterable[tuple[Mapping[str, str], float]]
 
 
-def recorded_sums(
-    series: Mapping[str, Labelled], digest: Labelled, thresholds: Mapping[str, str]
-) -> RecordedSums:
+def recorded_sums(series: Mapping[str, Labelled], thresholds: Mapping[str, str]) -> RecordedSums:
     """The per-pool sums from the recorded series (by figure name, as RECORDED_SUMS), those
-    of a threshold only at this portal's (`thresholds`: figure name -> label value). No
-    digest when they cannot stand for the per-node figures: a pool missing one of them."""
-    found = [value for _, value in digest]
+    of a threshold only at this portal's (`thresholds`: figure name -> label value), and the
+    digest they all carry. No digest when they cannot stand for the per-node figures: made
+    over two memberships (an evaluation under way), or a pool missing one of them."""
+    digests: set[str | None] = set()
     values: dict[str | None, dict[str, float]] = {}
     for figure, samples in series.items():
         label = THRESHOLD_LABELS.get(figure)
@@ -96,10 +95,11 @@ def recorded_sums(
                 continue
             pool = labels.get(POOL_LABEL) or None
             values.setdefault(pool, {})[figure] = value
+            digests.add(labels.get(DIGEST_LABEL))
     by_pool = {pool: _sums(figures) for pool, figures in values.items()}
     complete = all(figures.keys() >= EVERY_POOL_HAS for figures in values.values())
-    usable = len(found) == 1 and complete
-    return RecordedSums(int(found[0]) if usable else None, by_pool)
+    digest = digests.pop() if len(digests) == 1 and complete else None
+    return RecordedSums(digest, by_pool, complete)
 
 
 def _sums(figures: Mapping[str, float]) -> PoolSums:

@@ -11,6 +11,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from pools.core.pool_sums import (
+    DIGEST_LABEL,
     MEMBERSHIP,
     MEMBERSHIP_DIGEST,
     NODE_LABEL,
@@ -39,11 +40,14 @@ class _Membership(Collector):
             # An empty label is no label to Prometheus: the unassigned nodes group apart.
             nodes.add_metric([node, pool or ""], 1)
         yield nodes
-        yield GaugeMetricFamily(
+        # In the same page, so that a rule reading both sees one scrape's membership.
+        digest = GaugeMetricFamily(
             MEMBERSHIP_DIGEST,
-            "A digest of every present node's pool, as the portal computes it",
-            value=membership_digest(self.members),
+            "1, with a digest of every present node's pool as the portal computes it",
+            labels=[DIGEST_LABEL],
         )
+        digest.add_metric([membership_digest(self.members)], 1)
+        yield digest
 
 
 def membership_text() -> bytes:

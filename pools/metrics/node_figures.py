@@ -28,6 +28,7 @@ whether it asks Prometheus itself or waits for the deployment's refresher.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -39,6 +40,7 @@ from django.core.cache import cache
 
 from pools.common import guarded_cache, observability
 from pools.common.cluster_access import current_cluster
+from pools.core.cluster_scope import cluster_scope
 from pools.core.figures import NodeMetrics, node_metric_rows
 from pools.core.gc_pause import collector_paused
 from pools.metrics import queries, source
@@ -54,6 +56,7 @@ RAW_RECHECK_SECONDS = 300
 REFRESH_AHEAD_AT = 0.7  # of METRICS_CACHE_SECONDS
 WAIT_STEP_SECONDS = 0.02
 Derived = TypeVar("Derived")
+log = logging.getLogger(__name__)
 
 
 class LazyNodeMetrics(Mapping[str, NodeMetrics]):
@@ -96,6 +99,13 @@ def _lock_seconds() -> float:
     return settings.PROMETHEUS_TIMEOUT + 2.0
 
 
+def _ahead_lock_seconds(plan: Plan) -> float:
+    # A refresh ahead asks its queries one after another, each within PROMETHEUS_TIMEOUT,
+    # and twice for figures found without recorded series: held for less, the lock would
+    # let a second process start a second round beside it, and both would be slower.
+    return 2 * len(plan.raw) * settings.PROMETHEUS_TIMEOUT + 2.0
+
+
 @dataclass(frozen=True)
 class Plan:
     raw: dict[str, str]  # every figure's raw expression
@@ -132,6 +142,7 @@ class NodeFigureCache:
     def __init__(self) -> None:
         self._memo: Entry | None = None
         self._loading = threading.Lock()
+        self._ahead = threading.Lock()  # held while this process refreshes ahead
         # Per derived figure: the key it was last read or made under, and its value.
         self._derived: dict[str, tuple[str, Any]] = {}
         self._kept_keys: tuple[tuple[Any, ...], tuple[str, Plan]] | None = None
@@ -185,7 +196,15 @@ class NodeFigureCache:
         return self._memo if _servable(self._memo) and self._memo[1] is None else None
 
     def _refresh(self, key: str, plan: Plan, *, in_turn: bool = False) -> Entry:
+        started = time.monotonic()
         error, values, sources = _ask(key, plan, in_turn=in_turn)
+        # How long a round takes is what METRICS_STALE_SECONDS must cover at scale.
+        log.info(
+            "node figures refreshed in %.1f s (%s)%s",
+            time.monotonic() - started,
+            "in turn" if in_turn else "at once",
+            f": {error}" if error else "",
+        )
         with collector_paused():  # a tuple a node: no cycle for the collector to find
             entry: Entry = (time.time(), error, node_metric_rows(values), sources)
         # Kept through the grace too: served late while the next round runs.
@@ -219,17 +238,27 @@ class NodeFigureCache:
             time.sleep(WAIT_STEP_SECONDS)
 
     def _refresh_ahead(self, key: str, plan: Plan) -> None:
+        # One refresh a process at a time, whatever the shared lock says: with the shared
+        # cache unreachable its `add` always succeeds, and every request would start one.
+        if not self._ahead.acquire(blocking=False):
+            return
         lock = f"{key}:refreshing"
-        if not cache.add(lock, 1, _lock_seconds()):
+        if not cache.add(lock, 1, _ahead_lock_seconds(plan)):
+            self._ahead.release()
             return  # someone in the deployment is on it
+        # A new thread starts outside the request's context: it is told its cluster, or it
+        # would ask the portal's own cluster's Prometheus and store that under this key.
+        cluster = current_cluster()
 
         def run() -> None:
             try:
-                # Nobody waits for it: the queries in turn, so that Prometheus, when it
-                # shares the portal's machine, leaves the requests a core.
-                self._refresh(key, plan, in_turn=True)
+                with cluster_scope(cluster):
+                    # Nobody waits for it: the queries in turn, so that Prometheus, when it
+                    # shares the portal's machine, leaves the requests a core.
+                    self._memo = self._refresh(key, plan, in_turn=True)
             finally:
                 cache.delete(lock)
+                self._ahead.release()
 
         threading.Thread(target=run, daemon=True, name="node-figures").start()
 

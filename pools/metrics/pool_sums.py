@@ -1,9 +1,11 @@
 """Every pool's figures as the recording rules added them up (pools.core.pool_sums): one
 instant query, kept METRICS_CACHE_SECONDS like any other answer.
 
-A Prometheus without those rules (or without the portal's membership scraped) is remembered
-for RAW_RECHECK_SECONDS, so that pages go straight to the per-node figures meanwhile and ask
-again later (rules loaded since, a scrape job added)."""
+A Prometheus with no such series (no rules, no scrape of the portal's membership), or with
+rules of other thresholds, is remembered for RAW_RECHECK_SECONDS: pages go straight to the
+per-node figures meanwhile, and ask again later (rules loaded since, a scrape job added).
+Sums that are there but not usable now (made over another membership, an evaluation under
+way) are only a miss: the next page asks again."""
 
 from __future__ import annotations
 
@@ -12,13 +14,13 @@ import re
 from django.conf import settings
 from django.core.cache import cache
 
-from pools.core.pool_sums import RECORDED_DIGEST, RECORDED_SUMS, RecordedSums, recorded_sums
+from pools.core.pool_sums import RECORDED_SUMS, RecordedSums, recorded_sums
 from pools.metrics import queries, source
 from pools.metrics.dcgm import metric_labels
 from pools.metrics.node_figures import RAW_RECHECK_SECONDS
 
 _QUERY = '{__name__=~"%s"}' % "|".join(  # noqa: UP031 -- braces of PromQL in an f-string
-    re.escape(name) for name in (*RECORDED_SUMS.values(), RECORDED_DIGEST)
+    re.escape(name) for name in RECORDED_SUMS.values()
 )
 _FIGURE_OF = {series: figure for figure, series in RECORDED_SUMS.items()}
 
@@ -36,20 +38,17 @@ def recorded_pool_sums() -> RecordedSums | None:
     result = source.instant({"pools": _QUERY})
     if not result.available:
         return None  # the per-node figures say what is missing
+    samples = result.series.get("pools", [])
     series: dict[str, list[tuple[dict[str, str], float]]] = {}
-    digest: list[tuple[dict[str, str], float]] = []
-    for sample in result.series.get("pools", []):
-        name = sample.labels.get("__name__", "")
-        if name == RECORDED_DIGEST:
-            digest.append((dict(sample.labels), sample.value))
-        elif name in _FIGURE_OF:
-            series.setdefault(_FIGURE_OF[name], []).append((dict(sample.labels), sample.value))
+    for sample in samples:
+        figure = _FIGURE_OF.get(sample.labels.get("__name__", ""))
+        if figure is not None:
+            series.setdefault(figure, []).append((dict(sample.labels), sample.value))
     thresholds = {
         "hot_gpus": f"{settings.GPU_HOT_CELSIUS:g}",
         "idle_held_gpus": settings.GPU_IDLE_WINDOW,
     }
-    sums = recorded_sums(series, digest, thresholds)
-    if sums.digest is None:
+    sums = recorded_sums(series, thresholds)
+    if not samples or not sums.complete:  # no rules here, or rules of other terms
         cache.set(absent, True, RAW_RECHECK_SECONDS)
-        return None
-    return sums
+    return sums if sums.digest is not None else None

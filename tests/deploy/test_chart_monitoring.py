@@ -71,6 +71,40 @@ SERVICE_MONITOR = {
                             "scheme": {"enum": ["http", "https"]},
                             "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
                             "scrapeTimeout": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                            # The CRD's RelabelConfig (monitoring.coreos.com/v1).
+                            "relabelings": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "additionalProperties": False,
+                                    "properties": {
+                                        "action": {
+                                            "enum": [
+                                                "replace",
+                                                "keep",
+                                                "drop",
+                                                "hashmod",
+                                                "labelmap",
+                                                "labeldrop",
+                                                "labelkeep",
+                                                "lowercase",
+                                                "uppercase",
+                                                "keepequal",
+                                                "dropequal",
+                                            ]
+                                        },
+                                        "sourceLabels": {
+                                            "type": "array",
+                                            "items": {"type": "string"},
+                                        },
+                                        "separator": {"type": "string"},
+                                        "targetLabel": {"type": "string"},
+                                        "regex": {"type": "string"},
+                                        "modulus": {"type": "integer"},
+                                        "replacement": {"type": "string"},
+                                    },
+                                },
+                            },
                             "authorization": {
                                 "type": "object",
                                 "additionalProperties": False,
@@ -229,6 +263,11 @@ def test_the_service_monitor_scrapes_the_web_service_with_the_metrics_token() ->
     # The portal's own figures, and each node's pool for the pool rules.
     endpoints = monitor["spec"]["endpoints"]
     assert [endpoint["path"] for endpoint in endpoints] == ["/metrics", "/metrics/pools"]
+    # Each endpoint a job of its own, so their targets' `up` series never collide.
+    assert "relabelings" not in endpoints[0]
+    assert endpoints[1]["relabelings"] == [
+        {"action": "replace", "targetLabel": "job", "replacement": f"{NAME}-pools"}
+    ]
     for endpoint in endpoints:
         assert endpoint["port"] in {port["name"] for port in service["spec"]["ports"]}
         assert endpoint["authorization"] == {

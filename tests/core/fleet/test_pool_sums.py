@@ -17,15 +17,17 @@ MEMBERS = [("gpu-a", "training"), ("gpu-b", "training"), ("gpu-c", None)]
 def test_the_digest_ignores_order_and_sees_any_move() -> None:
     digest = membership_digest(MEMBERS)
     assert membership_digest(list(reversed(MEMBERS))) == digest
-    assert 0 <= digest < 2**48 and float(digest) == digest
+    assert len(digest) == 24 and int(digest, 16) >= 0
     moved = [("gpu-a", "inference"), *MEMBERS[1:]]
     assert membership_digest(moved) != digest
     assert membership_digest([*MEMBERS, ("gpu-d", None)]) != digest
     assert membership_digest([("gpu-c", ""), *MEMBERS[:2]]) == digest  # no pool is no pool
 
 
-def complete(pool: str | None, **values: float) -> list[tuple[str, tuple[dict[str, str], float]]]:
-    labels = {"portal_pool": pool} if pool else {}
+def complete(
+    pool: str | None, digest: str = "d1", **values: float
+) -> list[tuple[str, tuple[dict[str, str], float]]]:
+    labels = {"portal_pool": pool, "digest": digest} if pool else {"digest": digest}
     figures = {
         "nodes_reporting": 2,
         "util_gpus": 16,
@@ -53,20 +55,24 @@ THRESHOLDS = {"hot_gpus": "85", "idle_held_gpus": "1h"}
 def test_sums_are_read_per_pool_at_this_portals_thresholds() -> None:
     series = grouped(complete("training"), complete(None, util_sum=160, util_gpus=8))
     # The same figure at another threshold (a second rule someone added) is not ours.
-    series["hot_gpus"].append(({"portal_pool": "training", "hot_celsius": "70"}, 9))
-    sums = recorded_sums(series, [({}, 1234.0)], THRESHOLDS)
-    assert sums.digest == 1234
+    series["hot_gpus"].append(({"portal_pool": "training", "hot_celsius": "70", "digest": "d1"}, 9))
+    sums = recorded_sums(series, THRESHOLDS)
+    assert sums.digest == "d1" and sums.complete
     assert sums.by_pool["training"].hot_gpus == 0
     assert sums.by_pool[None].util_sum == 160
 
 
-def test_sums_missing_a_figure_or_a_digest_are_not_used() -> None:
-    series = grouped(complete("training"))
-    assert recorded_sums(series, [], THRESHOLDS).digest is None
-    # Two web pods disagreeing would record no digest; two digests are not one either.
-    assert recorded_sums(series, [({}, 1.0), ({}, 2.0)], THRESHOLDS).digest is None
-    # Rules made at another threshold: no series at ours, so no usable sums.
-    assert recorded_sums(series, [({}, 5.0)], {**THRESHOLDS, "hot_gpus": "70"}).digest is None
+def test_sums_of_two_memberships_or_missing_a_figure_are_not_used() -> None:
+    # An evaluation under way: some figures already over the new membership. A miss, not
+    # "no rules here": the next page asks again.
+    mixed = grouped(complete("training", "d1"), complete("inference", "d2"))
+    assert recorded_sums(mixed, THRESHOLDS).digest is None
+    assert recorded_sums(mixed, THRESHOLDS).complete
+    # Rules made at another threshold: no series at ours, so no usable sums, for a while.
+    other = recorded_sums(grouped(complete("training")), {**THRESHOLDS, "hot_gpus": "70"})
+    assert other.digest is None and not other.complete
+    # Nothing recorded at all.
+    assert recorded_sums({}, THRESHOLDS).digest is None
 
 
 def test_figures_from_sums_equal_those_summed_over_each_node() -> None:

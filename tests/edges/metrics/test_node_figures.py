@@ -11,6 +11,8 @@ from collections.abc import Iterator
 import pytest
 from django.core.cache import cache
 
+from pools.core.cluster_scope import cluster_scope
+from pools.core.clusters import ClusterAccess, PrometheusAccess
 from pools.metrics import node_figures
 from pools.metrics.dcgm import metric_labels
 from pools.metrics.node_figures import REFRESH_AHEAD_AT, NodeFigureCache
@@ -246,3 +248,40 @@ def test_figures_past_the_grace_are_never_served(
     made = figures.get_versioned()[2]
     assert made > first
     assert made >= time.time() + ahead - 5  # made by this call, on the figures' clock
+
+
+def test_a_refresh_ahead_asks_its_own_clusters_prometheus(
+    shared_cache: None,
+    counting: CountingPrometheus,
+    settings,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The refresh ahead runs in a thread of its own, outside the request's cluster scope: it
+    asks the cluster whose figures it refreshes, never the portal's own."""
+    home = CountingPrometheus()
+    threading.Thread(target=home.serve_forever, daemon=True).start()
+    try:
+        settings.PROMETHEUS_URL = f"http://127.0.0.1:{home.server_port}"
+        settings.OTHER_CLUSTERS = {
+            "east": ClusterAccess(
+                "east",
+                prometheus=PrometheusAccess(url=f"http://127.0.0.1:{counting.server_port}"),
+            )
+        }
+        settings.PROMETHEUS_TIMEOUT = 30
+        settings.METRICS_CACHE_SECONDS = 60
+        counting.hold = home.hold = False
+        with cluster_scope("east"):
+            figures = NodeFigureCache()
+            first = figures.get_versioned()[2]
+            asked = counting.answered
+            clock = _Clock(REFRESH_AHEAD_AT * settings.METRICS_CACHE_SECONDS + 1)
+            monkeypatch.setattr(node_figures, "time", clock)
+            assert figures.get_versioned()[2] == first  # the refresh runs behind
+            hung = time.monotonic() + 120  # only against a refresh that never comes
+            while figures.get_versioned()[2] == first and time.monotonic() < hung:
+                time.sleep(0.05)
+        assert counting.answered > asked > 0
+        assert home.answered == 0  # the portal's own cluster was never asked
+    finally:
+        home.shutdown()

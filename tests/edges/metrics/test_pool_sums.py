@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.contrib.sessions.models import Session
 from django.core.cache import cache
 from django.test import Client
 
@@ -67,20 +68,19 @@ def portal(settings, sim: Kubesim, prom: PrometheusServer) -> None:  # type: ign
     cache.clear()
 
 
-def export(served: StaticPage, prom: PrometheusServer) -> int:
+def export(served: StaticPage, prom: PrometheusServer) -> str:
     """What /metrics/pools answers now, handed to Prometheus; once its rules have summed
     over it, the digest they recorded (the membership's)."""
     answer = Client().get("/metrics/pools", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert answer.status_code == 200
     served.body = answer.content
     digest = membership_digest(membership())
+    stale = f'count({{__name__=~"portal_pool:.+", digest!="{digest}"}})'
+    fresh = f'count({{__name__=~"portal_pool:.+", digest="{digest}"}})'
     wait_for(
-        lambda: (
-            scalar(prom.url, "gpu_pool_portal:membership_digest") == digest
-            and scalar(prom.url, "count(portal_pool:DCGM_FI_DEV_GPU_UTIL:count_held_idle)")
-        ),
+        lambda: scalar(prom.url, stale) is None and scalar(prom.url, fresh),
         timeout=60,
-        what="the pool rules over the exported membership",
+        what="every pool rule over the exported membership",
     )
     return digest
 
@@ -109,15 +109,28 @@ def test_the_recorded_pool_figures_equal_the_sums_over_every_node(
 ) -> None:
     inventory_sync()
     assert Node.objects.filter(pool__isnull=True).exists()  # the unassigned group too
+    # An XID on one pooled node: a count the sums must carry, not only zeros.
+    pooled = Node.objects.present().filter(pool__isnull=False).order_by("name").first()
+    assert pooled is not None
+    sim.control("gpus", {"node": pooled.name, "gpu": 3, "xid": 48})
     export(served, prom)
+    wait_for(
+        lambda: scalar(prom.url, "sum(portal_pool:DCGM_FI_DEV_XID_ERRORS:count_nonzero)"),
+        timeout=60,
+        what="the XID in the pool sums",
+    )
     before = prom.query_count()
-    recorded = selectors.recorded_pool_figure_set()
+    overview = selectors.overview()
     # One query for every pool's figures, none for a node's.
     assert prom.queries_since(before) == 1
+    assert overview.metrics_error is None
+    recorded = selectors.recorded_pool_figure_set()
     assert recorded is not None
     _, metrics, per_node = selectors.pool_figure_set()
     assert len(metrics) > 10
     assert_same_figures(recorded, per_node)
+    assert recorded.of(pooled.pool.name).xid_gpus >= 1
+    assert overview.cluster.nodes == recorded.cluster.nodes
     assert recorded.cluster.nodes == Node.objects.present().count()
 
 
@@ -171,8 +184,16 @@ def test_the_membership_page_wants_the_token_and_names_every_present_node(
     loose = Node.objects.present().filter(pool__isnull=True).first()
     assert f'Hostname="{loose.name}",portal_pool=""}} 1.0' in text
     digest = membership_digest(membership())
-    (written,) = [line for line in text.splitlines() if line.startswith(f"{MEMBERSHIP_DIGEST} ")]
-    assert float(written.split()[1]) == digest  # exact: the digest fits a float's mantissa
+    assert f'{MEMBERSHIP_DIGEST}{{digest="{digest}"}} 1.0' in text
+    # A scrape naming its cluster, as each cluster's Prometheus does, leaves no session
+    # behind (Prometheus keeps no cookie: one would be written every scrape).
+    own = Client().get(
+        "/metrics/pools",
+        {"cluster": settings.CLUSTER_NAME},
+        HTTP_AUTHORIZATION=f"Bearer {TOKEN}",
+    )
+    assert own.status_code == 200 and own.content == answer.content
+    assert not Session.objects.exists()
     unknown = Client().get("/metrics/pools?cluster=nowhere", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert unknown.status_code == 404
     settings.METRICS_TOKEN = ""
