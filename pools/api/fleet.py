@@ -328,7 +328,7 @@ class NodePages(ByName):
     `metrics: null` means "no metrics for it" only when they were."""
 
     metrics_error: str | None = None
-    metrics_made: float | None = None  # when the figures were asked (epoch seconds)
+    metrics_made: float | None = None  # when the figures came back (epoch seconds)
 
     def get_paginated_response(self, data: Any) -> Response:
         response = super().get_paginated_response(data)
@@ -352,7 +352,7 @@ class NodePages(ByName):
             "type": "string",
             "format": "date-time",
             "nullable": True,
-            "description": "When the node figures were asked of Prometheus (null without them)",
+            "description": "When Prometheus answered for the node figures (null without them)",
         }
         paged.setdefault("required", []).extend(
             ["metrics_available", "metrics_error", "metrics_as_of"]

@@ -237,7 +237,7 @@ class NodeFigureCache:
                 return self._refresh(key, plan)  # the holder is gone or stuck
             time.sleep(WAIT_STEP_SECONDS)
 
-    def _refresh_ahead(self, key: str, plan: Plan) -> None:
+    def _refresh_ahead(self, key: str, plan: Plan, *, in_turn: bool = True) -> None:
         # One refresh a process at a time, whatever the shared lock says: with the shared
         # cache unreachable its `add` always succeeds, and every request would start one.
         if not self._ahead.acquire(blocking=False):
@@ -253,9 +253,10 @@ class NodeFigureCache:
         def run() -> None:
             try:
                 with cluster_scope(cluster):
-                    # Nobody waits for it: the queries in turn, so that Prometheus, when it
-                    # shares the portal's machine, leaves the requests a core.
-                    self._memo = self._refresh(key, plan, in_turn=True)
+                    # Nobody waits for it: while the figures are in their life, the queries
+                    # in turn, so that Prometheus, when it shares the portal's machine,
+                    # leaves the requests a core.
+                    self._memo = self._refresh(key, plan, in_turn=in_turn)
             finally:
                 cache.delete(lock)
                 self._ahead.release()
@@ -268,8 +269,10 @@ class NodeFigureCache:
         observability.cache_lookup("node_figures", hit=entry is not None)
         if entry is None:
             entry = self._refresh_once(key, plan)
-        elif time.time() - entry[0] > REFRESH_AHEAD_AT * settings.METRICS_CACHE_SECONDS:
-            self._refresh_ahead(key, plan)
+        elif (age := time.time() - entry[0]) > REFRESH_AHEAD_AT * settings.METRICS_CACHE_SECONDS:
+            # Past their life (nobody asked in the last part of it) the figures are late:
+            # the refresh asks at once, as a waiting page would, to end the grace soon.
+            self._refresh_ahead(key, plan, in_turn=age <= settings.METRICS_CACHE_SECONDS)
         self._memo = entry
         return key, entry
 

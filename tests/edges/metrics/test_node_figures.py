@@ -214,6 +214,8 @@ def test_figures_past_their_life_are_served_while_their_refresh_runs(
     answered = counting.answered
     while time.time() - first <= 1.5:  # past its life, however long the sleep takes
         time.sleep(0.1)
+    counting.most_at_once()  # counted from here
+    counting.hold = True  # queries asked at once are seen at once
     counting.gate.clear()  # Prometheus answers nothing until the test says so
     try:
         # Returns although no answer can come: the page did not wait for the refresh.
@@ -225,6 +227,9 @@ def test_figures_past_their_life_are_served_while_their_refresh_runs(
     while figures.get_versioned()[2] == first and time.monotonic() < hung:
         time.sleep(0.05)
     assert figures.get_versioned()[2] > first
+    # Late, the refresh asked at once, as a waiting page would: in turn it would have
+    # kept the grace going for a whole round of one query after another.
+    assert counting.most_at_once() > 1
     # One refresh for both, whoever asked first.
     one_round = len(node_figure_queries(metric_labels(), hot_celsius=85, idle_window="1h"))
     assert counting.answered - answered == one_round

@@ -47,13 +47,26 @@ def served() -> Iterator[StaticPage]:
 
 
 @pytest.fixture(scope="module")
+def second() -> Iterator[StaticPage]:
+    """A second web pod's page: empty (no series) unless a test says otherwise."""
+    with static_page() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
 def prom(
-    sim: Kubesim, served: StaticPage, tmp_path_factory: pytest.TempPathFactory
+    sim: Kubesim,
+    served: StaticPage,
+    second: StaticPage,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[PrometheusServer]:
     with prometheus_server(
         tmp_path_factory.mktemp("prom"),
         scrape_targets=[sim.metrics_url.removeprefix("http://")],
-        extra_targets={"portal-pools": f"127.0.0.1:{served.server_port}"},
+        extra_targets={
+            "portal-pools": f"127.0.0.1:{served.server_port}",
+            "portal-pools-second-pod": f"127.0.0.1:{second.server_port}",
+        },
     ) as server:
         yield server
 
@@ -165,6 +178,42 @@ def test_a_move_since_the_scrape_is_never_summed_in_its_old_pool(
     recorded = selectors.recorded_pool_figure_set()
     assert recorded is not None
     assert_same_figures(recorded, selectors.pool_figure_set()[2])
+
+
+def pool_rules_failing(prom: PrometheusServer) -> bool:
+    with urllib.request.urlopen(f"{prom.url}/api/v1/rules", timeout=5) as response:
+        groups = json.loads(response.read())["data"]["groups"]
+    (pool,) = [g for g in groups if g["name"] == "gpu-pool-portal.pool"]
+    return all(rule["health"] == "err" for rule in pool["rules"])
+
+
+@pytest.mark.django_db
+def test_two_web_pods_that_disagree_give_no_sums_until_they_agree(
+    sim: Kubesim, served: StaticPage, second: StaticPage, prom: PrometheusServer
+) -> None:
+    inventory_sync()
+    before = served.body = (
+        Client().get("/metrics/pools", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content
+    )
+    try:
+        export(served, prom)
+        # A move: one pod is scraped with the new membership, the other still has the old.
+        node = Node.objects.present().filter(pool__isnull=False).first()
+        assert node is not None
+        other = Pool.objects.active().exclude(pk=node.pool_id).first()
+        Node.objects.filter(pk=node.pk).update(pool=other)
+        served.body = Client().get("/metrics/pools", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content
+        second.body = before
+        wait_for(lambda: pool_rules_failing(prom), timeout=60, what="two memberships at once")
+        cache.clear()
+        # Whatever the rules last recorded was over the old membership: never used.
+        assert selectors.recorded_pool_figure_set() is None
+        second.body = served.body  # the second pod scraped again: they agree
+        export(served, prom)
+        cache.clear()
+        assert selectors.recorded_pool_figure_set() is not None
+    finally:
+        second.body = b""
 
 
 @pytest.mark.django_db
