@@ -8,9 +8,10 @@ with a digest of the whole membership beside it), and recording rules join the p
 recorded series on it: the overview reads a few series a pool.
 
 Those sums are right only for the membership Prometheus last scraped. Each carries that
-membership's digest as a label (each rule reads the membership and its digest in one
-expression, so both come from one scrape): the portal uses them only where every one has its
-own membership's digest, so a node moved since is never counted in its old pool.
+membership's digest as a label (the rules read the membership and its digest in one
+expression, so both come from one scrape, and every sum reads that one evaluation): the
+portal uses them only where every one has its own membership's digest, so a node moved since
+is never counted in its old pool.
 """
 
 from __future__ import annotations
