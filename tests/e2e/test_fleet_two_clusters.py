@@ -1,7 +1,9 @@
-"""One portal, two clusters: two kubesim processes with the same node names, one inventory
-sync for both, and a move in the second cluster applied by a real worker to that cluster's
-API server only. The portal's own cluster comes from the flat settings, the second from
-CLUSTERS_FILE's second entry (OTHER_CLUSTERS), as an install describes them."""
+"""One portal, two clusters: two clusters with the same node names, one inventory sync for
+both, and a move in the second cluster applied by a real worker to that cluster's API server
+only. The portal's own cluster is kubesim's API server, then the real control plane (with
+kubesim as its kubelets); the second is a kubesim process. The portal's own cluster comes
+from the flat settings, the second from CLUSTERS_FILE's second entry (OTHER_CLUSTERS), as an
+install describes them."""
 
 from __future__ import annotations
 
@@ -22,19 +24,18 @@ from pools.models import AuditEvent, MoveRequest, Node, Pool
 from tests.api.conftest import api
 from tests.kubesim_process import Kubesim, kubesim_server
 from tests.moves_helpers import FINAL, user_in, wait_for_state
+from tests.real_cluster import RealCluster
 from tests.servers import RedisServer
 from tests.workers import celery_worker
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 EAST = "us-east"
 NODE = "a100-reserve-000"  # in both clusters, in pool mixed
 
 
 @pytest.fixture
-def east(tmp_path: Path, kubesim: Kubesim, settings) -> Kubesim:  # type: ignore[no-untyped-def]
-    """The second cluster, served beside the portal's own (`kubesim`)."""
-    settings.KUBECONFIG, settings.KUBE_CONTEXT = str(kubesim.kubeconfig), ""
-    settings.PATCH_BACKOFF_SECONDS = 0.01
+def east(tmp_path: Path, cluster: Kubesim | RealCluster, settings) -> Kubesim:  # type: ignore[no-untyped-def]
+    """The second cluster, served beside the portal's own (`cluster`)."""
     with kubesim_server(tmp_path / "east") as server:
         settings.OTHER_CLUSTERS = {EAST: ClusterAccess(EAST, kubeconfig=str(server.kubeconfig))}
         yield server
@@ -57,7 +58,7 @@ def east_pools() -> None:
             )
 
 
-def clusters_file(tmp_path: Path, home: Kubesim, east: Kubesim, name: str) -> Path:
+def clusters_file(tmp_path: Path, home: Kubesim | RealCluster, east: Kubesim, name: str) -> Path:
     path = tmp_path / "clusters.yaml"
     entries = [
         {"name": name, "kubeconfig": str(home.kubeconfig)},
@@ -68,7 +69,7 @@ def clusters_file(tmp_path: Path, home: Kubesim, east: Kubesim, name: str) -> Pa
 
 
 def test_one_sync_keeps_both_clusters_and_the_api_answers_for_each(  # type: ignore[no-untyped-def]
-    kubesim: Kubesim, east: Kubesim, token_for, settings
+    cluster: Kubesim | RealCluster, east: Kubesim, token_for, settings
 ) -> None:
     east_pools()
     east.core().patch_node(NODE, {"metadata": {"labels": {"only-in": "east"}}})
@@ -92,11 +93,11 @@ def test_one_sync_keeps_both_clusters_and_the_api_answers_for_each(  # type: ign
 
 
 def test_a_move_in_the_second_cluster_changes_its_node_only(  # type: ignore[no-untyped-def]
-    kubesim: Kubesim, east: Kubesim, redis: RedisServer, tmp_path: Path, settings
+    cluster: Kubesim | RealCluster, east: Kubesim, redis: RedisServer, tmp_path: Path, settings
 ) -> None:
     east_pools()
     call_command("sync_inventory", stdout=io.StringIO())
-    clusters = clusters_file(tmp_path, kubesim, east, settings.CLUSTER_NAME)
+    clusters = clusters_file(tmp_path, cluster, east, settings.CLUSTER_NAME)
     with cluster_scope(EAST):
         move = moves.move_request_create(
             requested_by=user_in("requesters", "rita"),
@@ -116,8 +117,8 @@ def test_a_move_in_the_second_cluster_changes_its_node_only(  # type: ignore[no-
     assert there.metadata.labels["gpu-pool"] == "training"
     assert [(t.key, t.effect) for t in there.spec.taints] == [("workload-training", "NoSchedule")]
     # The portal's own cluster has a node of the same name: untouched.
-    assert kubesim.core().read_node(NODE).metadata.labels["gpu-pool"] == "mixed"
-    assert kubesim.count("patch", name=NODE) == 0 and east.count("patch", name=NODE) >= 1
+    assert cluster.core().read_node(NODE).metadata.labels["gpu-pool"] == "mixed"
+    assert cluster.count("patch", name=NODE) == 0 and east.count("patch", name=NODE) >= 1
     # Recorded in the east cluster, against the east node row.
     with cluster_scope(EAST):
         assert Node.objects.get(name=NODE).pool.name == "training"
