@@ -249,10 +249,13 @@ def test_figures_past_the_grace_are_never_served(
     figures, first = _first_figures(counting, settings)
     ahead = settings.METRICS_CACHE_SECONDS + stale_seconds + 1
     monkeypatch.setattr(node_figures, "time", _Clock(ahead))
-    # No background refresh to wait for: the answer this call returns is new.
-    made = figures.get_versioned()[2]
-    assert made > first
-    assert made >= time.time() + ahead - 5  # made by this call, on the figures' clock
+    # No background refresh to wait for: this call asked a whole round itself, and what it
+    # returns is that round's, never the old figures.
+    asked = counting.answered
+    assert figures.get_versioned()[2] > first
+    one_round = len(node_figure_queries(metric_labels(), hot_celsius=85, idle_window="1h"))
+    assert counting.answered - asked == one_round
+    assert NodeFigureCache().get_versioned()[2] > first  # nor in another process
 
 
 def test_a_refresh_ahead_asks_its_own_clusters_prometheus(
