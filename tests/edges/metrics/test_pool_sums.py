@@ -193,18 +193,17 @@ def test_two_web_pods_that_disagree_give_no_sums_until_they_agree(
     sim: Kubesim, served: StaticPage, second: StaticPage, prom: PrometheusServer
 ) -> None:
     inventory_sync()
-    before = served.body = (
-        Client().get("/metrics/pools", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content
-    )
+    before = Client().get("/metrics/pools", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content
     try:
+        second.body = before  # both pods scraped with one membership: they agree
         export(served, prom)
-        # A move: one pod is scraped with the new membership, the other still has the old.
+        # A move: one pod is scraped with the new membership, the other still has the old
+        # (it never stops being scraped, so no evaluation sees the new one alone).
         node = Node.objects.present().filter(pool__isnull=False).first()
         assert node is not None
         other = Pool.objects.active().exclude(pk=node.pool_id).first()
         Node.objects.filter(pk=node.pk).update(pool=other)
         served.body = Client().get("/metrics/pools", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content
-        second.body = before
         wait_for(lambda: pool_rules_failing(prom), timeout=60, what="two memberships at once")
         cache.clear()
         # Whatever the rules last recorded was over the old membership: never used.
