@@ -162,10 +162,15 @@ def _pool_figure_set(result: InstantResult, metrics: Mapping[str, NodeMetrics]) 
         return _figures_of(rows, available=result.available)
 
 
-def _figures_of(rows: list[NodeRow], *, available: bool) -> PoolFigureSet:
-    # One pass over the rows: each group's figures, and the cluster's merged from them.
+def _figures_of(
+    rows: list[NodeRow], *, available: bool, sums: RecordedSums | None = None
+) -> PoolFigureSet:
+    """Each group's figures, from its rows' metrics or from `sums` (Prometheus' per-pool
+    sums, the rows then without metrics), and the cluster's merged from them."""
     by_pool = {
         name: figures.pool_figures(members, metrics_available=available)
+        if sums is None
+        else figures_with_sums(members, sums.by_pool.get(name), metrics_available=available)
         for name, members in figures.group_by_pool(rows).items()
     }
     return PoolFigureSet(
@@ -191,15 +196,7 @@ def _figures_over_sums(sums: RecordedSums) -> PoolFigureSet | None:
         rows = node_rows(_figure_rows(), {})
         if membership_digest((row.name, row.pool) for row in rows) != sums.digest:
             return None  # a node moved, came or went since Prometheus last scraped
-        by_pool = {
-            name: figures_with_sums(members, sums.by_pool.get(name), metrics_available=True)
-            for name, members in figures.group_by_pool(rows).items()
-        }
-    return PoolFigureSet(
-        by_pool,
-        figures.merge_figures(by_pool.values(), metrics_available=True),
-        figures.pool_figures([], metrics_available=True),
-    )
+        return _figures_of(rows, available=True, sums=sums)
 
 
 def recorded_pool_figure_set() -> PoolFigureSet | None:
