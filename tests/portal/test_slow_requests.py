@@ -18,7 +18,9 @@ def waiting_in_a_lock(
 
 
 def test_a_slow_request_logs_where_it_waits_once(caplog) -> None:  # type: ignore[no-untyped-def]
-    watch = SlowRequestWatch(threshold=0.0001, background=False)  # checked here alone
+    # Checked here alone. A threshold of 0: every running request is past it, however
+    # coarse the clock (0.1 ms could read as no time at all between two looks).
+    watch = SlowRequestWatch(threshold=0.0, background=False)
     held, release = threading.Event(), threading.Event()
     worker = threading.Thread(target=waiting_in_a_lock, args=(watch, held, release))
     worker.start()
